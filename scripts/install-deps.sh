@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ds4 builds with. Idempotent.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates
+      libcli11-dev nlohmann-json3-dev libpcre2-dev libreadline-dev
+      libgtest-dev libgmock-dev libbenchmark-dev
+      clang libclang-rt-14-dev nodejs npm python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,91 @@
+#include "gguf/ggml_type.h"
+
+#include <array>
+
+#include "common/error.h"
+
+namespace ds4 {
+namespace {
+
+struct Entry {
+    uint32_t id;
+    GgmlTypeTraits traits;
+};
+
+// Geometry from ggml-common.h; "computable" marks the types ds4's quant/
+// module implements. The unit tests check every row against libggml.
+constexpr std::array kTypes = {
+    Entry{0, {"f32", 1, 4, true}},
+    Entry{1, {"f16", 1, 2, true}},
+    Entry{2, {"q4_0", 32, 18, false}},
+    Entry{3, {"q4_1", 32, 20, false}},
+    Entry{6, {"q5_0", 32, 22, false}},
+    Entry{7, {"q5_1", 32, 24, false}},
+    Entry{8, {"q8_0", 32, 34, true}},
+    Entry{9, {"q8_1", 32, 36, false}},
+    Entry{10, {"q2_K", 256, 84, true}},
+    Entry{11, {"q3_K", 256, 110, false}},
+    Entry{12, {"q4_K", 256, 144, true}},
+    Entry{13, {"q5_K", 256, 176, true}},
+    Entry{14, {"q6_K", 256, 210, true}},
+    Entry{15, {"q8_K", 256, 292, false}},
+    Entry{16, {"iq2_xxs", 256, 66, true}},
+    Entry{17, {"iq2_xs", 256, 74, false}},
+    Entry{18, {"iq3_xxs", 256, 98, false}},
+    Entry{19, {"iq1_s", 256, 50, false}},
+    Entry{20, {"iq4_nl", 32, 18, false}},
+    Entry{21, {"iq3_s", 256, 110, false}},
+    Entry{22, {"iq2_s", 256, 82, false}},
+    Entry{23, {"iq4_xs", 256, 136, false}},
+    Entry{24, {"i8", 1, 1, false}},
+    Entry{25, {"i16", 1, 2, false}},
+    Entry{26, {"i32", 1, 4, false}},
+    Entry{27, {"i64", 1, 8, false}},
+    Entry{28, {"f64", 1, 8, false}},
+    Entry{29, {"iq1_m", 256, 56, false}},
+    Entry{30, {"bf16", 1, 2, true}},
+    Entry{34, {"tq1_0", 256, 54, false}},
+    Entry{35, {"tq2_0", 256, 66, false}},
+    Entry{39, {"mxfp4", 32, 17, false}},
+    Entry{40, {"nvfp4", 64, 36, false}},
+    Entry{41, {"q1_0", 128, 18, false}},
+    Entry{42, {"q2_0", 64, 18, false}},
+};
+
+}  // namespace
+
+std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type) {
+    for (const auto& e : kTypes)
+        if (e.id == type) return e.traits;
+    return std::nullopt;
+}
+
+const GgmlTypeTraits& ggml_type_traits(GgmlType type) {
+    for (const auto& e : kTypes)
+        if (e.id == static_cast<uint32_t>(type)) return e.traits;
+    throw Error("tensor type " + std::to_string(static_cast<uint32_t>(type)) + " is not a ggml type.");
+}
+
+std::string_view ggml_type_name(GgmlType type) { return ggml_type_traits(type).name; }
+
+std::optional<GgmlType> ggml_type_from_name(std::string_view name) {
+    for (const auto& e : kTypes) {
+        std::string_view n = e.traits.name;
+        if (n.size() != name.size()) continue;
+        bool same = true;
+        for (size_t i = 0; i < n.size() && same; ++i)
+            same = (n[i] | 0x20) == (name[i] | 0x20);
+        if (same) return static_cast<GgmlType>(e.id);
+    }
+    return std::nullopt;
+}
+
+size_t ggml_row_bytes(GgmlType type, int64_t n) {
+    const auto& t = ggml_type_traits(type);
+    if (n % t.block_elems != 0)
+        throw Error("a row of " + std::to_string(n) + " elements is not a whole number of " +
+                    std::string(t.name) + " blocks of " + std::to_string(t.block_elems) + ".");
+    return static_cast<size_t>(n / t.block_elems) * t.block_bytes;
+}
+
+}  // namespace ds4

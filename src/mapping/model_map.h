@@ -1,0 +1,115 @@
+// The model map: which bytes of the GGUF file this process needs, as few
+// mapped regions as possible. Tensor spans whose gap is at most
+// max(page size, 64 KiB) coalesce; a selection covering all tensor data is
+// ONE region. A byte range outside the regions is served by an exact view
+// (page-aligned mapping, cached, reference-counted), so asking for any
+// in-file range never fails.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+
+namespace ds4 {
+
+// One tensor's bytes in the file: [begin, end) absolute offsets.
+struct Span {
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    size_t tensor = 0;  // index into GgufFile::tensors()
+};
+
+// A coalesced run of spans, made resident as one unit.
+struct Region {
+    uint64_t begin = 0;  // absolute file offsets, [begin, end)
+    uint64_t end = 0;
+    std::vector<size_t> tensors;  // indices of the spans' tensors, by offset
+    uint64_t bytes() const { return end - begin; }
+};
+
+// The largest gap two spans may have and still share a region.
+uint64_t region_max_gap();
+
+// Pure coalescing: sorts spans by offset and merges those whose gap is
+// <= max_gap. Empty spans are skipped. Used by ModelMap and tested alone.
+std::vector<Region> coalesce_spans(std::vector<Span> spans, uint64_t max_gap);
+
+// What a tensor is for, from its GGUF name (llama.cpp naming conventions).
+enum class TensorRole { Embedding, NonRouted, RoutedExperts, Output };
+TensorRole tensor_role(const std::string& name);
+// Layer index of a "blk.N." tensor; -1 for tensors outside the blocks.
+int tensor_layer(const std::string& name);
+
+// What a process needs: a layer slice [layer_begin, layer_end) and roles.
+struct MapSelection {
+    int layer_begin = 0;
+    int layer_end = -1;  // exclusive; -1 = through the last layer
+    bool embedding = true;
+    bool output = true;
+    bool non_routed = true;
+    bool routed_experts = true;
+    bool selects(const std::string& tensor_name) const;
+};
+
+struct ModelMapOptions {
+    bool populate = false;  // MAP_POPULATE: read everything in up front
+    bool lock = false;      // mlock the regions (best effort, logged on failure)
+};
+
+// A mapped window of the file; the pointer stays valid while the view lives.
+class FileView {
+public:
+    virtual ~FileView() = default;
+    virtual const uint8_t* data() const = 0;  // first requested byte
+    virtual uint64_t offset() const = 0;      // absolute file offset of data()
+    virtual uint64_t size() const = 0;
+};
+
+class ModelMap {
+public:
+    // Maps the selected tensors' regions of `file` (which must be a real
+    // file, opened with GgufFile::open). Throws ds4::Error on mmap failure.
+    static std::unique_ptr<ModelMap> build(const GgufFile& file, const MapSelection& sel,
+                                           const ModelMapOptions& opts = {});
+    ~ModelMap();
+
+    const GgufFile& file() const { return file_; }
+    const std::vector<Region>& regions() const { return regions_; }
+    size_t span_count() const { return span_count_; }
+    uint64_t mapped_bytes() const;
+
+    // "model map: N region(s) across M tensor spans (X GiB of Y GiB file)"
+    std::string summary() const;
+
+    // Pointer to a tensor's bytes: inside a region when selected, otherwise
+    // through an exact view cached for the map's lifetime.
+    const uint8_t* tensor_data(const GgufTensorInfo& t);
+    const uint8_t* tensor_data(const std::string& name);
+
+    // Any byte range of the file. Served from a region when it lies inside
+    // one, else from an exact view (cached; reference-counted by shared_ptr).
+    // Throws only when the range is not inside the file.
+    std::shared_ptr<const FileView> view(uint64_t offset, uint64_t size);
+
+    // Region containing [offset, offset+size), or nullptr.
+    const Region* region_of(uint64_t offset, uint64_t size) const;
+    // Base address of a mapped region (index into regions()).
+    const uint8_t* region_data(size_t region_index) const;
+
+    size_t exact_view_count() const;  // currently cached exact views
+
+private:
+    ModelMap(const GgufFile& f) : file_(f) {}
+    struct Impl;
+    const GgufFile& file_;
+    std::vector<Region> regions_;
+    size_t span_count_ = 0;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ds4
