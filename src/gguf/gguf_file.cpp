@@ -18,6 +18,30 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
 constexpr int kMaxArrayNesting = 8;
+// Counts come from the file; reserving by them alone would let one corrupt
+// number in a 400 GiB file ask for terabytes. Vectors grow past this as the
+// entries are actually read.
+constexpr uint64_t kMaxReserve = 1 << 16;
+
+// A name from the file as it goes into an error sentence: binary garbage or
+// a megabyte-long name must not turn the sentence into noise.
+std::string printable(const std::string& s) {
+    constexpr size_t kMax = 80;
+    std::string out;
+    for (size_t i = 0; i < s.size() && i < kMax; ++i) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x20 && c < 0x7f) {
+            out += static_cast<char>(c);
+        } else {
+            static const char* hex = "0123456789abcdef";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    if (s.size() > kMax) out += "...";
+    return out;
+}
 
 // Reads the header bytes either from memory or through pread with a buffer,
 // so a 400 GiB file costs one small read, not a mapping of everything.
@@ -33,7 +57,7 @@ public:
     MemorySource(const uint8_t* d, size_t n) : data_(d), size_(n) {}
     bool read(uint64_t off, void* dst, size_t n) override {
         if (off > size_ || n > size_ - off) return false;
-        std::memcpy(dst, data_ + off, n);
+        if (n > 0) std::memcpy(dst, data_ + off, n);
         return true;
     }
 
@@ -106,13 +130,15 @@ public:
             fail("declares " + std::to_string(n_tensors) + " tensors and " + std::to_string(n_kv) +
                  " metadata entries, more than the file can hold");
 
-        f_.kv_.reserve(n_kv);
+        f_.kv_.reserve(std::min(n_kv, kMaxReserve));
         for (uint64_t k = 0; k < n_kv; ++k) {
             std::string key = str("a metadata key");
-            const uint32_t t = u32("the type of metadata key '" + key + "'");
+            if (key.empty()) fail("has an empty metadata key (entry " + std::to_string(k) + ")");
+            const std::string shown = printable(key);
+            const uint32_t t = u32("the type of metadata key '" + shown + "'");
             if (!gguf_value_type_valid(t))
-                fail("has metadata key '" + key + "' of unknown value type " + std::to_string(t));
-            GgufValue v = value(static_cast<GgufValueType>(t), key, 0);
+                fail("has metadata key '" + shown + "' of unknown value type " + std::to_string(t));
+            GgufValue v = value(static_cast<GgufValueType>(t), shown, 0);
             f_.kv_.emplace_back(std::move(key), std::move(v));
         }
         index_metadata();
@@ -126,7 +152,7 @@ public:
             f_.alignment_ = al;
         }
 
-        f_.tensors_.reserve(n_tensors);
+        f_.tensors_.reserve(std::min(n_tensors, kMaxReserve));
         for (uint64_t t = 0; t < n_tensors; ++t) f_.tensors_.push_back(tensor_info());
 
         const uint64_t al = f_.alignment_;
@@ -197,26 +223,30 @@ private:
                 fail("has metadata array '" + key + "' of unknown element type " + std::to_string(et));
             v.elem_type = static_cast<GgufValueType>(et);
             const uint64_t n = u64("the length of '" + key + "'");
-            // Every element takes at least one byte (strings and arrays 8).
-            const size_t min_elem = std::max<size_t>(1, gguf_value_type_size(v.elem_type));
+            // Every element takes at least its scalar size; a string its 8-byte
+            // length, an array its 4-byte type and 8-byte length.
+            size_t min_elem = gguf_value_type_size(v.elem_type);
+            if (v.elem_type == GgufValueType::STRING) min_elem = 8;
+            if (v.elem_type == GgufValueType::ARRAY) min_elem = 12;
             const uint64_t left = f_.file_size_ - std::min(pos_, f_.file_size_);
             if (n > left / min_elem)
                 fail("is truncated or corrupt: metadata array '" + key + "' claims " + std::to_string(n) + " elements");
+            const size_t reserve = static_cast<size_t>(std::min(n, kMaxReserve));
             switch (v.elem_type) {
                 case GgufValueType::STRING:
-                    v.strings.reserve(n);
+                    v.strings.reserve(reserve);
                     for (uint64_t i = 0; i < n; ++i) v.strings.push_back(str("an element of '" + key + "'"));
                     break;
                 case GgufValueType::ARRAY:
-                    v.arrays.reserve(n);
+                    v.arrays.reserve(reserve);
                     for (uint64_t i = 0; i < n; ++i) v.arrays.push_back(value(GgufValueType::ARRAY, key, depth + 1));
                     break;
                 case GgufValueType::F32: case GgufValueType::F64:
-                    v.floats.reserve(n);
+                    v.floats.reserve(reserve);
                     for (uint64_t i = 0; i < n; ++i) v.floats.push_back(scalar_float(v.elem_type, key));
                     break;
                 default:
-                    v.ints.reserve(n);
+                    v.ints.reserve(reserve);
                     for (uint64_t i = 0; i < n; ++i) v.ints.push_back(scalar_int(v.elem_type, key));
                     break;
             }
@@ -233,44 +263,45 @@ private:
         std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return f_.kv_[a].first < f_.kv_[b].first; });
         for (size_t i = 1; i < idx.size(); ++i)
             if (f_.kv_[idx[i]].first == f_.kv_[idx[i - 1]].first)
-                fail("has metadata key '" + f_.kv_[idx[i]].first + "' twice");
+                fail("has metadata key '" + printable(f_.kv_[idx[i]].first) + "' twice");
     }
 
     GgufTensorInfo tensor_info() {
         GgufTensorInfo ti;
         ti.name = str("a tensor name");
-        ti.n_dims = u32("the dimension count of tensor '" + ti.name + "'");
+        if (ti.name.empty()) fail("has a tensor with an empty name");
+        ti.n_dims = u32("the dimension count of tensor '" + printable(ti.name) + "'");
         if (ti.n_dims > static_cast<uint32_t>(kGgufMaxDims))
-            fail("has tensor '" + ti.name + "' with " + std::to_string(ti.n_dims) + " dimensions (at most 4)");
+            fail("has tensor '" + printable(ti.name) + "' with " + std::to_string(ti.n_dims) + " dimensions (at most 4)");
         for (uint32_t d = 0; d < ti.n_dims; ++d) {
-            const uint64_t n = u64("the shape of tensor '" + ti.name + "'");
+            const uint64_t n = u64("the shape of tensor '" + printable(ti.name) + "'");
             if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-                fail("has tensor '" + ti.name + "' with a negative dimension");
+                fail("has tensor '" + printable(ti.name) + "' with a negative dimension");
             ti.ne[d] = static_cast<int64_t>(n);
         }
-        const uint32_t type = u32("the type of tensor '" + ti.name + "'");
+        const uint32_t type = u32("the type of tensor '" + printable(ti.name) + "'");
         const auto traits = ggml_type_traits(type);
-        if (!traits) fail("has tensor '" + ti.name + "' of unknown type " + std::to_string(type));
+        if (!traits) fail("has tensor '" + printable(ti.name) + "' of unknown type " + std::to_string(type));
         ti.type = static_cast<GgmlType>(type);
-        ti.offset = u64("the offset of tensor '" + ti.name + "'");
+        ti.offset = u64("the offset of tensor '" + printable(ti.name) + "'");
 
         // Element count and byte size without overflow.
         uint64_t elems = 1;
         for (int d = 0; d < kGgufMaxDims; ++d) {
             const uint64_t n = static_cast<uint64_t>(ti.ne[d]);
             if (n != 0 && elems > std::numeric_limits<int64_t>::max() / n)
-                fail("has tensor '" + ti.name + "' whose shape overflows 63 bits");
+                fail("has tensor '" + printable(ti.name) + "' whose shape overflows 63 bits");
             elems *= n;
         }
         if (ti.ne[0] % traits->block_elems != 0)
-            fail("has tensor '" + ti.name + "' with rows of " + std::to_string(ti.ne[0]) + " elements, not a multiple of the " +
+            fail("has tensor '" + printable(ti.name) + "' with rows of " + std::to_string(ti.ne[0]) + " elements, not a multiple of the " +
                  std::string(traits->name) + " block size " + std::to_string(traits->block_elems));
         const uint64_t blocks = elems / static_cast<uint64_t>(traits->block_elems);
         if (blocks != 0 && traits->block_bytes > std::numeric_limits<uint64_t>::max() / blocks)
-            fail("has tensor '" + ti.name + "' whose byte size overflows 64 bits");
+            fail("has tensor '" + printable(ti.name) + "' whose byte size overflows 64 bits");
         ti.nbytes = blocks * traits->block_bytes;
         if (ti.offset % f_.alignment_ != 0)
-            fail("has tensor '" + ti.name + "' at offset " + std::to_string(ti.offset) + ", not aligned to " +
+            fail("has tensor '" + printable(ti.name) + "' at offset " + std::to_string(ti.offset) + ", not aligned to " +
                  std::to_string(f_.alignment_));
         return ti;
     }
@@ -280,7 +311,7 @@ private:
         const uint64_t data_bytes = f_.file_size_ - std::min(f_.data_offset_, f_.file_size_);
         for (auto& t : ts) {
             if (t.offset > data_bytes || t.nbytes > data_bytes - t.offset)
-                fail("is truncated or corrupt: tensor '" + t.name + "' (" + std::to_string(t.nbytes) + " bytes at data offset " +
+                fail("is truncated or corrupt: tensor '" + printable(t.name) + "' (" + std::to_string(t.nbytes) + " bytes at data offset " +
                      std::to_string(t.offset) + ") lies outside the file");
             t.file_offset = f_.data_offset_ + t.offset;
         }
@@ -289,16 +320,21 @@ private:
         for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
         std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ts[a].name < ts[b].name; });
         for (size_t i = 1; i < idx.size(); ++i)
-            if (ts[idx[i]].name == ts[idx[i - 1]].name) fail("has tensor '" + ts[idx[i]].name + "' twice");
+            if (ts[idx[i]].name == ts[idx[i - 1]].name) fail("has tensor '" + printable(ts[idx[i]].name) + "' twice");
 
         std::vector<size_t> by_off(ts.size());
         for (size_t i = 0; i < by_off.size(); ++i) by_off[i] = i;
         std::sort(by_off.begin(), by_off.end(), [&](size_t a, size_t b) { return ts[a].offset < ts[b].offset; });
-        for (size_t i = 1; i < by_off.size(); ++i) {
-            const auto& a = ts[by_off[i - 1]];
-            const auto& b = ts[by_off[i]];
-            if (a.nbytes != 0 && b.nbytes != 0 && a.offset + a.nbytes > b.offset)
-                fail("has overlapping tensors '" + a.name + "' and '" + b.name + "'");
+        // Compare each tensor with the one reaching furthest so far, not only
+        // its neighbour: an empty tensor sorted between two overlapping ones
+        // must not hide the overlap.
+        const GgufTensorInfo* furthest = nullptr;
+        for (size_t i : by_off) {
+            const auto& b = ts[i];
+            if (b.nbytes == 0) continue;
+            if (furthest && furthest->offset + furthest->nbytes > b.offset)
+                fail("has overlapping tensors '" + printable(furthest->name) + "' and '" + printable(b.name) + "'");
+            if (!furthest || b.offset + b.nbytes > furthest->offset + furthest->nbytes) furthest = &b;
         }
     }
 
