@@ -1,0 +1,347 @@
+// Command-line rules of `ds4`: every accepted form, and for every rejected
+// one that the UsageError is one line naming the flag. Numbers in the range
+// tests are drawn fresh each run (seed printed on failure).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/ds4_options.h"
+#include "common/error.h"
+
+namespace ds4 {
+namespace {
+
+class TempFile {
+public:
+    explicit TempFile(const std::string& content = "x") {
+        char tmpl[] = "/tmp/ds4_cli_test_XXXXXX";
+        int fd = ::mkstemp(tmpl);
+        if (fd < 0) throw std::runtime_error("mkstemp failed");
+        ::close(fd);
+        path_ = tmpl;
+        std::ofstream(path_) << content;
+    }
+    ~TempFile() { std::remove(path_.c_str()); }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+class Ds4OptionsTest : public ::testing::Test {
+protected:
+    TempFile model_;
+    TempFile text_{"hello"};
+    TempFile ids_{"1 2 3"};
+
+    // Parses `args`; adds "-m <existing file>" unless the test names a model.
+    Ds4Options parse(std::vector<std::string> args, bool add_model = true) {
+        std::vector<std::string> all = {"ds4"};
+        if (add_model) {
+            all.push_back("-m");
+            all.push_back(model_.path());
+        }
+        all.insert(all.end(), args.begin(), args.end());
+        std::vector<const char*> argv;
+        for (auto& a : all) argv.push_back(a.c_str());
+        argv.push_back(nullptr);
+        return parse_ds4_options(static_cast<int>(all.size()), argv.data());
+    }
+
+    // Expects a UsageError whose single-line message contains every needle.
+    void expect_usage(std::vector<std::string> args, std::vector<std::string> needles, bool add_model = true) {
+        std::string joined;
+        for (auto& a : args) joined += a + " ";
+        SCOPED_TRACE("args: " + joined);
+        try {
+            parse(args, add_model);
+            ADD_FAILURE() << "no UsageError";
+        } catch (const UsageError& e) {
+            std::string msg = e.what();
+            EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+            EXPECT_FALSE(msg.empty());
+            for (auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "message: " << msg << "\nwanted: " << n;
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << "wrong exception type: " << e.what();
+        }
+    }
+};
+
+TEST_F(Ds4OptionsTest, Defaults) {
+    Ds4Options o = parse({});
+    EXPECT_EQ(o.model, model_.path());
+    EXPECT_EQ(o.backend, "cpu");
+    EXPECT_GE(o.threads, 1);
+    EXPECT_EQ(o.prefill_chunk, 4096);
+    EXPECT_TRUE(o.think);
+    EXPECT_FALSE(o.seed.has_value());
+    EXPECT_FALSE(o.has_prompt);
+    EXPECT_FALSE(o.layers_spec.has_value());
+    EXPECT_FALSE(o.ssd_streaming);
+    EXPECT_FALSE(o.help);
+    EXPECT_FALSE(o.version);
+    EXPECT_EQ(Ds4Options{}.model, "./ds4flash.gguf");
+}
+
+TEST_F(Ds4OptionsTest, EveryFlagAccepted) {
+    Ds4Options o = parse({"-p", "hi there", "-n", "17", "-c", "2048", "-t", "3", "--prefill-chunk", "256",
+                          "--temp", "0", "--top-p", "1", "--top-k", "0", "--min-p", "0.05", "--seed", "18446744073709551615",
+                          "--nothink", "-sys", "be brief", "--backend", "cuda", "--layers", "0:11", "--role",
+                          "coordinator", "--coordinator", "10.0.0.1", "9000", "--ssd-streaming",
+                          "--ssd-streaming-cache-experts", "64"});
+    EXPECT_TRUE(o.has_prompt);
+    EXPECT_EQ(o.prompt, "hi there");
+    EXPECT_EQ(o.n_predict, 17);
+    EXPECT_EQ(o.ctx, 2048);
+    EXPECT_EQ(o.threads, 3);
+    EXPECT_EQ(o.prefill_chunk, 256);
+    EXPECT_EQ(o.temp, 0.0f);
+    EXPECT_EQ(o.top_p, 1.0f);
+    EXPECT_EQ(o.top_k, 0);
+    EXPECT_FLOAT_EQ(o.min_p, 0.05f);
+    ASSERT_TRUE(o.seed.has_value());
+    EXPECT_EQ(*o.seed, UINT64_MAX);
+    EXPECT_FALSE(o.think);
+    EXPECT_EQ(o.system, "be brief");
+    EXPECT_EQ(o.backend, "cuda");
+    ASSERT_TRUE(o.layers_spec.has_value());
+    EXPECT_EQ(o.layers_spec->first, 0);
+    EXPECT_EQ(o.layers_spec->last, 11);
+    EXPECT_EQ(o.role, "coordinator");
+    EXPECT_EQ(o.coordinator_host, "10.0.0.1");
+    EXPECT_EQ(o.coordinator_port, 9000);
+    EXPECT_TRUE(o.ssd_streaming);
+    ASSERT_TRUE(o.expert_cache.has_value());
+    EXPECT_EQ(o.expert_cache->experts, 64u);
+    EXPECT_FALSE(o.expert_cache->by_bytes());
+}
+
+TEST_F(Ds4OptionsTest, LongFormsAndAliases) {
+    Ds4Options o = parse({"--prompt", "x", "--tokens", "5", "--ctx", "9", "--threads", "2", "--system", "s", "--think"});
+    EXPECT_EQ(o.n_predict, 5);
+    EXPECT_EQ(o.ctx, 9);
+    EXPECT_EQ(o.threads, 2);
+    EXPECT_EQ(o.system, "s");
+    EXPECT_TRUE(o.think);
+    EXPECT_EQ(parse({"--n-predict", "-1"}).n_predict, -1);
+    EXPECT_EQ(parse({"--model=" + model_.path(), "--temp=1.5"}, false).temp, 1.5f);
+    EXPECT_EQ(parse({"-sys=abc"}).system, "abc");
+    EXPECT_EQ(parse({"-p", ""}).has_prompt, true);
+    EXPECT_EQ(parse({"--prompt-file", text_.path()}).prompt_file, text_.path());
+}
+
+TEST_F(Ds4OptionsTest, WorkerAndLogitsDump) {
+    Ds4Options w = parse({"--role", "worker", "--listen", "0.0.0.0", "65535", "--layers", "12:output"});
+    EXPECT_EQ(w.listen_host, "0.0.0.0");
+    EXPECT_EQ(w.listen_port, 65535);
+    EXPECT_TRUE(w.layers_spec->through_output);
+    EXPECT_EQ(w.layers_spec->first, 12);
+
+    Ds4Options d = parse({"--token-ids", ids_.path(), "--dump-logits", "/tmp/ds4_logits_out.bin"});
+    EXPECT_EQ(d.token_ids_file, ids_.path());
+    EXPECT_EQ(d.dump_logits_file, "/tmp/ds4_logits_out.bin");
+}
+
+TEST_F(Ds4OptionsTest, ExpertCacheInGiB) {
+    Ds4Options o = parse({"--ssd-streaming", "--ssd-streaming-cache-experts", "12GB"});
+    ASSERT_TRUE(o.expert_cache->by_bytes());
+    EXPECT_EQ(o.expert_cache->bytes, 12ull << 30);
+    EXPECT_EQ(parse({"--ssd-streaming", "--ssd-streaming-cache-experts", "1.5gib"}).expert_cache->bytes, 3ull << 29);
+    EXPECT_EQ(parse({"--ssd-streaming", "--ssd-streaming-cache-experts", "2G"}).expert_cache->bytes, 2ull << 30);
+}
+
+TEST_F(Ds4OptionsTest, HelpAndVersionNeedNothingElse) {
+    Ds4Options h = parse({"--help"}, false);  // no model file on disk: still fine
+    EXPECT_TRUE(h.help);
+    EXPECT_TRUE(parse({"-h", "--no-such-flag"}, false).help);
+    EXPECT_TRUE(parse({"--version"}, false).version);
+    EXPECT_TRUE(parse({"--temp", "-3", "--version"}, false).version);
+    std::string text = ds4_help_text();
+    for (const char* needle : {"cpu", "cuda", "--layers", "N:output", "-sys", "--ssd-streaming-cache-experts",
+                               "--token-ids", "--dump-logits", "--role", "--listen", "--coordinator", "--nothink",
+                               "--min-p", "--prefill-chunk", "--version"})
+        EXPECT_NE(text.find(needle), std::string::npos) << needle;
+}
+
+TEST_F(Ds4OptionsTest, UnknownFlagsAndStrayArguments) {
+    expect_usage({"--no-such-flag"}, {"unknown option", "'--no-such-flag'"});
+    expect_usage({"--tem", "3"}, {"'--tem'"});
+    expect_usage({"-x"}, {"'-x'"});
+    expect_usage({"stray"}, {"unexpected argument", "'stray'"});
+    expect_usage({"-p", "a", "b"}, {"'b'"});
+    expect_usage({"-sysx", "a"}, {"'-sysx'"});
+}
+
+TEST_F(Ds4OptionsTest, MissingValues) {
+    for (const char* flag : {"--model", "--prompt", "--prompt-file", "--tokens", "--ctx", "--threads",
+                             "--prefill-chunk", "--temp", "--top-p", "--top-k", "--min-p", "--seed", "--system",
+                             "--token-ids", "--dump-logits", "--backend", "--layers", "--role",
+                             "--ssd-streaming-cache-experts"})
+        expect_usage({flag}, {flag, "needs a value"});
+    expect_usage({"-sys"}, {"--system", "needs a value"});
+    expect_usage({"-t"}, {"--threads", "needs a value"});
+    expect_usage({"--listen"}, {"--listen", "HOST and PORT"});
+    expect_usage({"--role", "worker", "--listen", "host"}, {"--listen", "HOST and PORT"});
+    expect_usage({"--coordinator", "host"}, {"--coordinator", "HOST and PORT"});
+    expect_usage({"--temp", "--top-p", "0.5"}, {"--temp", "needs a value"});
+    expect_usage({"-p", "--temp=1"}, {"--prompt", "needs a value"});
+    expect_usage({"-n", "-t", "2"}, {"--tokens", "needs a value"});
+    expect_usage({"--role", "worker", "--listen", "h", "--seed", "1"}, {"--listen", "HOST and PORT"});
+}
+
+TEST_F(Ds4OptionsTest, RepeatedOption) {
+    expect_usage({"--temp", "1", "--temp", "2"}, {"--temp", "more than once"});
+    expect_usage({"--role", "worker", "--listen", "a", "1", "--listen", "b", "2"}, {"--listen"});
+}
+
+TEST_F(Ds4OptionsTest, MalformedNumbers) {
+    expect_usage({"-t", "4x"}, {"--threads", "integer", "'4x'"});
+    expect_usage({"-t", "4.5"}, {"--threads", "integer"});
+    expect_usage({"-c", ""}, {"--ctx"});
+    expect_usage({"-c", "1e3"}, {"--ctx", "integer"});
+    expect_usage({"-n", "ten"}, {"--tokens", "integer"});
+    expect_usage({"--prefill-chunk", "0x10"}, {"--prefill-chunk"});
+    expect_usage({"--temp", "warm"}, {"--temp", "number", "'warm'"});
+    expect_usage({"--temp", "nan"}, {"--temp", "number"});
+    expect_usage({"--temp", "inf"}, {"--temp", "number"});
+    expect_usage({"--top-p", "0.5.1"}, {"--top-p", "number"});
+    expect_usage({"--min-p", "1e999"}, {"--min-p", "number"});
+    expect_usage({"--top-k", "-"}, {"--top-k", "integer"});
+    expect_usage({"--seed", "-1"}, {"--seed", "non-negative"});
+    expect_usage({"--seed", "18446744073709551616"}, {"--seed"});
+    expect_usage({"--seed", "12ab"}, {"--seed"});
+    expect_usage({"-t", "99999999999999999999999"}, {"--threads"});
+}
+
+TEST_F(Ds4OptionsTest, OutOfRange) {
+    expect_usage({"-t", "0"}, {"--threads", "[1, 4096]", "got 0"});
+    expect_usage({"-t", "-2"}, {"--threads"});
+    expect_usage({"-t", "5000"}, {"--threads"});
+    expect_usage({"-c", "0"}, {"--ctx", "got 0"});
+    expect_usage({"-c", "16777217"}, {"--ctx"});
+    expect_usage({"--prefill-chunk", "0"}, {"--prefill-chunk"});
+    expect_usage({"-n", "-2"}, {"--tokens"});
+    expect_usage({"--temp", "-0.1"}, {"--temp", ">= 0", "got -0.1"});
+    expect_usage({"--top-p", "1.5"}, {"--top-p must be in (0, 1], got 1.5"});
+    expect_usage({"--top-p", "0"}, {"--top-p", "(0, 1]"});
+    expect_usage({"--min-p", "-0.01"}, {"--min-p", "[0, 1]"});
+    expect_usage({"--min-p", "1.01"}, {"--min-p", "[0, 1]"});
+    expect_usage({"--top-k", "-1"}, {"--top-k", "got -1"});
+    expect_usage({"--role", "worker", "--listen", "h", "0"}, {"--listen", "[1, 65535]", "got 0"});
+    expect_usage({"--role", "worker", "--listen", "h", "65536"}, {"--listen", "65536"});
+    expect_usage({"--role", "worker", "--listen", "h", "http"}, {"--listen", "'http'"});
+    expect_usage({"--role", "worker", "--listen", "", "80"}, {"--listen", "HOST"});
+    expect_usage({"--role", "coordinator", "--layers", "0:3", "--coordinator", "h", "-5"}, {"--coordinator"});
+}
+
+TEST_F(Ds4OptionsTest, RandomNumbersRoundTripOrFail) {
+    uint64_t seed = std::random_device{}();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    for (int i = 0; i < 200; ++i) {
+        int64_t t = std::uniform_int_distribution<int64_t>(-10000, 10000)(rng);
+        std::string ts = std::to_string(t);
+        if (t >= 1 && t <= kMaxThreads)
+            EXPECT_EQ(parse({"-t", ts}).threads, t);
+        else
+            expect_usage({"-t", ts}, {"--threads", ts});
+
+        int64_t c = std::uniform_int_distribution<int64_t>(-5, int64_t(kMaxContext) * 2)(rng);
+        std::string cs = std::to_string(c);
+        if (c >= 1 && c <= kMaxContext)
+            EXPECT_EQ(parse({"-c", cs}).ctx, c);
+        else
+            expect_usage({"-c", cs}, {"--ctx", cs});
+
+        double p = std::uniform_real_distribution<double>(-0.5, 1.5)(rng);
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.6f", p);
+        double pv = std::stod(buf);
+        if (pv > 0 && pv <= 1)
+            EXPECT_FLOAT_EQ(parse({"--top-p", buf}).top_p, static_cast<float>(pv));
+        else
+            expect_usage({"--top-p", buf}, {"--top-p", "(0, 1]", buf});
+        if (pv >= 0 && pv <= 1)
+            EXPECT_FLOAT_EQ(parse({"--min-p", buf}).min_p, static_cast<float>(pv));
+        else
+            expect_usage({"--min-p", buf}, {"--min-p", "[0, 1]", buf});
+
+        int port = std::uniform_int_distribution<int>(-100, 70000)(rng);
+        std::string ps = std::to_string(port);
+        if (port >= 1 && port <= 65535)
+            EXPECT_EQ(parse({"--role", "worker", "--listen", "h", ps}).listen_port, port);
+        else
+            expect_usage({"--role", "worker", "--listen", "h", ps}, {"--listen", ps});
+
+        uint64_t s = rng();
+        EXPECT_EQ(*parse({"--seed", std::to_string(s)}).seed, s);
+    }
+}
+
+TEST_F(Ds4OptionsTest, EnumeratedValues) {
+    expect_usage({"--backend", "metal"}, {"--backend", "cpu or cuda", "'metal'"});
+    expect_usage({"--backend", "CPU"}, {"--backend"});
+    expect_usage({"--role", "boss"}, {"--role", "coordinator or worker", "'boss'"});
+}
+
+TEST_F(Ds4OptionsTest, LayersValue) {
+    expect_usage({"--layers", "3"}, {"--layers", "A:B or N:output", "'3'"});
+    expect_usage({"--layers", "3-4"}, {"--layers", "'3-4'"});
+    expect_usage({"--layers", "a:b"}, {"--layers"});
+    expect_usage({"--layers", "4:3"}, {"--layers", "A <= B", "'4:3'"});
+    expect_usage({"--layers", "1:2:3"}, {"--layers"});
+    expect_usage({"--layers", ":5"}, {"--layers"});
+    expect_usage({"--layers", "-1:5"}, {"--layers"});
+    expect_usage({"--layers", "0:Output"}, {"--layers"});
+    EXPECT_EQ(parse({"--layers", "7:7"}).layers_spec->last, 7);
+}
+
+TEST_F(Ds4OptionsTest, ExpertCacheValue) {
+    for (const char* bad : {"0", "GB", "12TB", "-4", "1.5", "0GB", "x", "12 GB", "1e3GB"})
+        expect_usage({"--ssd-streaming", "--ssd-streaming-cache-experts", bad}, {"--ssd-streaming-cache-experts"});
+}
+
+TEST_F(Ds4OptionsTest, Contradictions) {
+    expect_usage({"-p", "x", "--prompt-file", text_.path()}, {"--prompt", "--prompt-file"});
+    expect_usage({"--token-ids", ids_.path()}, {"--token-ids", "--dump-logits"});
+    expect_usage({"--dump-logits", "/tmp/out.bin"}, {"--dump-logits", "--token-ids"});
+    expect_usage({"-p", "x", "--token-ids", ids_.path(), "--dump-logits", "/tmp/o"}, {"--token-ids", "--prompt"});
+    expect_usage({"--role", "coordinator"}, {"--role coordinator", "--layers"});
+    expect_usage({"--role", "worker"}, {"--role worker", "--listen"});
+    expect_usage({"--listen", "h", "80"}, {"--listen", "--role"});
+    expect_usage({"--coordinator", "h", "80"}, {"--coordinator", "--role"});
+    expect_usage({"--ssd-streaming-cache-experts", "8"}, {"--ssd-streaming-cache-experts", "--ssd-streaming"});
+    expect_usage({"--think", "--nothink"}, {"--think", "--nothink"});
+}
+
+TEST_F(Ds4OptionsTest, Files) {
+    expect_usage({"-m", "/nonexistent/ds4/model.gguf"}, {"--model", "'/nonexistent/ds4/model.gguf'", "does not exist"},
+                 false);
+    expect_usage({}, {"--model", "./ds4flash.gguf"}, false);  // the default, absent here
+    expect_usage({"-m", "/tmp"}, {"--model", "directory"}, false);
+    expect_usage({"-m", "/dev/null"}, {"--model", "not a regular file"}, false);
+    expect_usage({"-m", ""}, {"--model"}, false);
+    expect_usage({"--prompt-file", "/nonexistent/p.txt"}, {"--prompt-file", "does not exist"});
+    expect_usage({"--token-ids", "/nonexistent/ids", "--dump-logits", "/tmp/o"}, {"--token-ids", "does not exist"});
+    expect_usage({"--token-ids", ids_.path(), "--dump-logits", "/nonexistent/dir/o"},
+                 {"--dump-logits", "'/nonexistent/dir'"});
+    if (::geteuid() != 0) {  // root reads everything
+        TempFile unreadable;
+        ::chmod(unreadable.path().c_str(), 0);
+        expect_usage({"-m", unreadable.path()}, {"--model", "not readable"}, false);
+    }
+}
+
+TEST_F(Ds4OptionsTest, FlagProblemsComeBeforeMissingFiles) {
+    expect_usage({"-m", "/nonexistent/m.gguf", "--top-p", "2"}, {"--top-p"}, false);
+    expect_usage({"-m", "/nonexistent/m.gguf", "--bogus"}, {"--bogus"}, false);
+}
+
+}  // namespace
+}  // namespace ds4
