@@ -1,1 +1,43 @@
-int main() { return 0; }
+// ds4: run a giant MoE model from a GGUF file (one prompt, an interactive
+// chat, or the differential --token-ids/--dump-logits interface).
+#include <cstdio>
+#include <exception>
+
+#include "cli/ds4_options.h"
+#include "common/error.h"
+#include "dump_logits.h"
+#include "engine.h"
+#include "generate.h"
+
+int main(int argc, char** argv) {
+    ds4::Ds4Options opts;
+    try {
+        opts = ds4::parse_ds4_options(argc, argv);
+    } catch (const ds4::UsageError& e) {
+        std::fprintf(stderr, "ds4: %s\n", e.what());
+        return 2;
+    }
+    if (opts.help) {
+        std::fputs(ds4::ds4_help_text().c_str(), stdout);
+        return 0;
+    }
+    if (opts.version) {
+        std::printf("ds4 %s\n", DS4_VERSION);
+        return 0;
+    }
+    try {
+        ds4::Engine engine = ds4::load_engine(opts);
+        if (!opts.dump_logits_file.empty()) return ds4::run_dump_logits(engine, opts);
+        if (opts.has_prompt || !opts.prompt_file.empty()) return ds4::run_prompt(engine, opts);
+        return ds4::run_interactive(engine, opts);
+    } catch (const ds4::Error& e) {
+        std::fprintf(stderr, "ds4: %s\n", e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "ds4: out of memory.\n");
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ds4: internal error: %s\n", e.what());
+        return 1;
+    }
+}

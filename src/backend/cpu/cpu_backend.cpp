@@ -1,0 +1,300 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/error.h"
+#include "quant/quant.h"
+
+namespace ds4 {
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+
+Tensor CpuBackend::alloc(int64_t rows, int64_t cols) {
+    Tensor t;
+    t.rows = rows;
+    t.cols = cols;
+    auto buf = std::shared_ptr<float[]>(new float[static_cast<size_t>(std::max<int64_t>(1, rows * cols))]());
+    t.data = buf.get();
+    t.owner = buf;
+    return t;
+}
+
+void CpuBackend::upload(Tensor& t, const float* host) { std::memcpy(t.data, host, sizeof(float) * t.size()); }
+void CpuBackend::download(const Tensor& t, float* host) { std::memcpy(host, t.data, sizeof(float) * t.size()); }
+
+void CpuBackend::get_rows(const WeightRef& table, const int32_t* ids, int64_t n, Tensor& out) {
+    for (int64_t i = 0; i < n; ++i) {
+        if (ids[i] < 0 || ids[i] >= table.ne[1])
+            throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary of " +
+                        std::to_string(table.ne[1]) + " tokens.");
+    }
+    pool_.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+            dequantize_row(table.type, table.data + static_cast<size_t>(ids[i]) * table.row_bytes,
+                           out.data + i * out.cols, table.ne[0]);
+    });
+}
+
+void CpuBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix) {
+    const int64_t k = w.ne[0];
+    const int64_t n_rows = w.ne[1];
+    const int64_t T = x.rows;
+    const uint8_t* base = w.data + static_cast<size_t>(matrix) * w.matrix_bytes;
+    // With several tokens, dequantize each weight row once and reuse it for
+    // every token; with one token, the fused dequant-dot is cheaper.
+    const bool reuse_rows = T > 2 && w.type != GgmlType::F32;
+    pool_.parallel_for(n_rows, 8, [&](int64_t rb, int64_t re) {
+        std::vector<float> row;
+        if (reuse_rows) row.resize(static_cast<size_t>(k));
+        for (int64_t r = rb; r < re; ++r) {
+            const uint8_t* wr = base + static_cast<size_t>(r) * w.row_bytes;
+            if (reuse_rows) {
+                dequantize_row(w.type, wr, row.data(), k);
+                for (int64_t t = 0; t < T; ++t)
+                    y.data[t * y.cols + r] = dot_row(GgmlType::F32, row.data(), x.data + t * x.cols, k);
+            } else {
+                for (int64_t t = 0; t < T; ++t)
+                    y.data[t * y.cols + r] = dot_row(w.type, wr, x.data + t * x.cols, k);
+            }
+        }
+    });
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const WeightRef* weight, float eps, int64_t group, Tensor& y) {
+    const int64_t groups_per_row = x.cols / group;
+    std::vector<float> wf;
+    if (weight) {
+        wf.resize(static_cast<size_t>(group));
+        dequantize_row(weight->type, weight->data, wf.data(), group);
+    }
+    pool_.parallel_for(x.rows * groups_per_row, 16, [&](int64_t b, int64_t e) {
+        for (int64_t g = b; g < e; ++g) {
+            const float* src = x.data + g * group;
+            float* dst = y.data + g * group;
+            double ss = 0.0;
+            for (int64_t i = 0; i < group; ++i) ss += static_cast<double>(src[i]) * src[i];
+            const float inv = 1.0f / std::sqrt(static_cast<float>(ss / group) + eps);
+            for (int64_t i = 0; i < group; ++i) dst[i] = src[i] * inv * (weight ? wf[i] : 1.0f);
+        }
+    });
+}
+
+namespace {
+
+// YaRN correction range, as in the reference (ggml_rope_yarn_corr_dims).
+float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return n_dims * std::log(n_ctx_orig / (n_rot * 2.0f * static_cast<float>(M_PI))) / (2.0f * std::log(base));
+}
+
+}  // namespace
+
+void CpuBackend::rope(Tensor& x, int head_dim, const int32_t* positions, const RopeParams& p) {
+    const int n_heads = static_cast<int>(x.cols / head_dim);
+    const int n_rot = p.n_rot;
+    float corr[2] = {0.0f, 0.0f};
+    if (p.ext_factor != 0.0f) {
+        const float lo = std::floor(yarn_corr_dim(n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base));
+        const float hi = std::ceil(yarn_corr_dim(n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base));
+        corr[0] = std::max(0.0f, lo);
+        corr[1] = std::min(static_cast<float>(n_rot - 1), hi);
+    }
+    const float theta_scale = std::pow(p.freq_base, -2.0f / n_rot);
+    pool_.parallel_for(x.rows, 1, [&](int64_t b, int64_t e) {
+        std::vector<float> cs(static_cast<size_t>(n_rot));
+        for (int64_t t = b; t < e; ++t) {
+            // cos/sin per rotated pair for this position (shared by heads).
+            float theta_extrap = static_cast<float>(positions[t]);
+            for (int i0 = 0; i0 < n_rot; i0 += 2) {
+                float mscale = p.attn_factor;
+                const float theta_interp = p.freq_scale * theta_extrap;
+                float theta = theta_interp;
+                if (p.ext_factor != 0.0f) {
+                    const float y = (i0 / 2 - corr[0]) / std::max(0.001f, corr[1] - corr[0]);
+                    const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
+                    theta = theta_interp * (1 - ramp) + theta_extrap * ramp;
+                    mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+                }
+                cs[i0] = std::cos(theta) * mscale;
+                cs[i0 + 1] = std::sin(theta) * mscale;
+                theta_extrap *= theta_scale;
+            }
+            for (int h = 0; h < n_heads; ++h) {
+                float* v = x.data + t * x.cols + static_cast<int64_t>(h) * head_dim;
+                for (int i0 = 0; i0 < n_rot; i0 += 2) {
+                    // NeoX pairs element i with i + n_rot/2; GPT-J pairs neighbours.
+                    const int a = p.neox ? i0 / 2 : i0;
+                    const int c = p.neox ? i0 / 2 + n_rot / 2 : i0 + 1;
+                    const float x0 = v[a], x1 = v[c];
+                    v[a] = x0 * cs[i0] - x1 * cs[i0 + 1];
+                    v[c] = x0 * cs[i0 + 1] + x1 * cs[i0];
+                }
+            }
+        }
+    });
+}
+
+void CpuBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, int64_t pos0) {
+    if (pos0 + k.rows > k_cache.rows)
+        throw Error("the context of " + std::to_string(k_cache.rows) + " tokens is full (position " +
+                    std::to_string(pos0 + k.rows) + " requested); raise --ctx.");
+    std::memcpy(k_cache.data + pos0 * k_cache.cols, k.data, sizeof(float) * k.size());
+    std::memcpy(v_cache.data + pos0 * v_cache.cols, v.data, sizeof(float) * v.size());
+}
+
+void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+                           const AttentionParams& p, Tensor& out) {
+    const int group = p.n_head / p.n_head_kv;
+    pool_.parallel_for(q.rows * p.n_head, 1, [&](int64_t b, int64_t e) {
+        std::vector<float> scores;
+        std::vector<double> acc(static_cast<size_t>(p.head_dim_v));
+        for (int64_t job = b; job < e; ++job) {
+            const int64_t t = job / p.n_head;
+            const int h = static_cast<int>(job % p.n_head);
+            const int hk = h / group;
+            const int64_t n_kv = pos0 + t + 1;  // causal: keys up to this position
+            const float* qv = q.data + t * q.cols + static_cast<int64_t>(h) * p.head_dim_k;
+            scores.resize(static_cast<size_t>(n_kv));
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < n_kv; ++j) {
+                const float* kv = k_cache.data + j * k_cache.cols + static_cast<int64_t>(hk) * p.head_dim_k;
+                float s = 0.0f;
+                for (int d = 0; d < p.head_dim_k; ++d) s += qv[d] * kv[d];
+                scores[j] = s * p.scale;
+                mx = std::max(mx, scores[j]);
+            }
+            double sum = 0.0;
+            for (int64_t j = 0; j < n_kv; ++j) {
+                scores[j] = std::exp(scores[j] - mx);
+                sum += scores[j];
+            }
+            std::fill(acc.begin(), acc.end(), 0.0);
+            for (int64_t j = 0; j < n_kv; ++j) {
+                const float* vv = v_cache.data + j * v_cache.cols + static_cast<int64_t>(hk) * p.head_dim_v;
+                const double w = scores[j];
+                for (int d = 0; d < p.head_dim_v; ++d) acc[d] += w * vv[d];
+            }
+            float* o = out.data + t * out.cols + static_cast<int64_t>(h) * p.head_dim_v;
+            for (int d = 0; d < p.head_dim_v; ++d) o[d] = static_cast<float>(acc[d] / sum);
+        }
+    });
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+    for (int64_t i = 0; i < a.size(); ++i) out.data[i] = a.data[i] + b.data[i];
+}
+
+void CpuBackend::scale(Tensor& x, float s) {
+    for (int64_t i = 0; i < x.size(); ++i) x.data[i] *= s;
+}
+
+void CpuBackend::mul_row(Tensor& x, const WeightRef& w) {
+    const int64_t n = w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3];
+    std::vector<float> wf(static_cast<size_t>(n));
+    dequantize_row(w.type, w.data, wf.data(), n);
+    for (int64_t t = 0; t < x.rows; ++t)
+        for (int64_t i = 0; i < x.cols; ++i) x.data[t * x.cols + i] *= wf[n == 1 ? 0 : i];
+}
+
+void CpuBackend::add_row(Tensor& x, const WeightRef& b) {
+    std::vector<float> bf(static_cast<size_t>(x.cols));
+    dequantize_row(b.type, b.data, bf.data(), x.cols);
+    for (int64_t t = 0; t < x.rows; ++t)
+        for (int64_t i = 0; i < x.cols; ++i) x.data[t * x.cols + i] += bf[i];
+}
+
+void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
+    for (int64_t i = 0; i < gate.size(); ++i) {
+        const float g = gate.data[i];
+        out.data[i] = g / (1.0f + std::exp(-g)) * up.data[i];
+    }
+}
+
+Routing CpuBackend::route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) {
+    Routing r;
+    r.n_used = n_used;
+    const int64_t n_exp = logits.cols;
+    r.experts.resize(static_cast<size_t>(logits.rows * n_used));
+    r.weights.resize(static_cast<size_t>(logits.rows * n_used));
+    std::vector<float> probs(static_cast<size_t>(n_exp));
+    std::vector<int32_t> idx(static_cast<size_t>(n_exp));
+    for (int64_t t = 0; t < logits.rows; ++t) {
+        const float* l = logits.data + t * n_exp;
+        const float mx = *std::max_element(l, l + n_exp);
+        double sum = 0.0;
+        for (int64_t e = 0; e < n_exp; ++e) {
+            probs[e] = std::exp(l[e] - mx);
+            sum += probs[e];
+        }
+        for (int64_t e = 0; e < n_exp; ++e) probs[e] = static_cast<float>(probs[e] / sum);
+        for (int64_t e = 0; e < n_exp; ++e) idx[e] = static_cast<int32_t>(e);
+        std::partial_sort(idx.begin(), idx.begin() + n_used, idx.end(), [&](int32_t a, int32_t b) {
+            return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+        });
+        double wsum = 0.0;
+        for (int j = 0; j < n_used; ++j) wsum += probs[idx[j]];
+        // Same guard as the reference: never divide by less than f16's
+        // smallest normal.
+        const double denom = norm ? std::max(wsum, 6.103515625e-5) : 1.0;
+        for (int j = 0; j < n_used; ++j) {
+            r.experts[t * n_used + j] = idx[j];
+            float w = static_cast<float>(probs[idx[j]] / denom);
+            if (w_scale != 0.0f && w_scale != 1.0f) w *= w_scale;
+            r.weights[t * n_used + j] = w;
+        }
+    }
+    return r;
+}
+
+void CpuBackend::moe_swiglu(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
+                            const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
+                            const WeightRef* down_scale, Tensor& out) {
+    const int64_t n_exp = gate.ne[2];
+    const int64_t n_ff = gate.ne[1];
+    const int64_t n_embd = x.cols;
+    std::fill(out.data, out.data + out.size(), 0.0f);
+
+    // Group the (token, slot) pairs by expert so each expert's weights are
+    // read once per batch, not once per token.
+    std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(n_exp));
+    for (int64_t t = 0; t < x.rows; ++t)
+        for (int j = 0; j < routing.n_used; ++j) {
+            const int32_t e = routing.experts[t * routing.n_used + j];
+            by_expert[static_cast<size_t>(e)].push_back(t * routing.n_used + j);
+        }
+    // Per-expert output scales are F32 vectors of n_expert values (checked
+    // when the model is loaded); a one-element scale applies to all.
+    auto expert_scale = [](const WeightRef* s, int64_t e) {
+        if (!s) return 1.0f;
+        const float* v = reinterpret_cast<const float*>(s->data);
+        return s->ne[0] > 1 ? v[e] : v[0];
+    };
+    for (int64_t e = 0; e < n_exp; ++e) {
+        const auto& slots = by_expert[static_cast<size_t>(e)];
+        if (slots.empty()) continue;
+        const int64_t m = static_cast<int64_t>(slots.size());
+        Tensor xs = alloc(m, n_embd), g = alloc(m, n_ff), u = alloc(m, n_ff), d = alloc(m, n_embd);
+        for (int64_t i = 0; i < m; ++i) {
+            const int64_t t = slots[i] / routing.n_used;
+            std::memcpy(xs.data + i * n_embd, x.data + t * n_embd, sizeof(float) * n_embd);
+        }
+        matmul(gate, xs, g, e);
+        matmul(up, xs, u, e);
+        if (gate_scale) scale(g, expert_scale(gate_scale, e));
+        if (up_scale) scale(u, expert_scale(up_scale, e));
+        swiglu(g, u, g);
+        matmul(down, g, d, e);
+        const float ds = expert_scale(down_scale, e);
+        for (int64_t i = 0; i < m; ++i) {
+            const int64_t t = slots[i] / routing.n_used;
+            const float w = routing.weights[static_cast<size_t>(slots[i])] * ds;
+            float* o = out.data + t * n_embd;
+            const float* src = d.data + i * n_embd;
+            for (int64_t c = 0; c < n_embd; ++c) o[c] += w * src[c];
+        }
+    }
+}
+
+}  // namespace ds4

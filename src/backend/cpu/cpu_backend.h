@@ -1,0 +1,44 @@
+// The CPU backend: the reference implementation of the op set. Readable
+// first; parallel over output rows / heads with a thread pool.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "backend/cpu/thread_pool.h"
+
+namespace ds4 {
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+    std::string name() const override { return "cpu"; }
+
+    Tensor alloc(int64_t rows, int64_t cols) override;
+    void upload(Tensor& t, const float* host) override;
+    void download(const Tensor& t, float* host) override;
+
+    void get_rows(const WeightRef& table, const int32_t* ids, int64_t n, Tensor& out) override;
+    void matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix = 0) override;
+    void rms_norm(const Tensor& x, const WeightRef* weight, float eps, int64_t group, Tensor& y) override;
+    void rope(Tensor& x, int head_dim, const int32_t* positions, const RopeParams& p) override;
+    void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, int64_t pos0) override;
+    void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+                   const AttentionParams& p, Tensor& out) override;
+    void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+    void scale(Tensor& x, float s) override;
+    void mul_row(Tensor& x, const WeightRef& w) override;
+    void add_row(Tensor& x, const WeightRef& b) override;
+    void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override;
+    Routing route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) override;
+    void moe_swiglu(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
+                    const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
+                    const WeightRef* down_scale, Tensor& out) override;
+
+    ThreadPool& pool() { return pool_; }
+
+private:
+    ThreadPool pool_;
+};
+
+}  // namespace ds4

@@ -1,0 +1,32 @@
+#include "common/error.h"
+#include "models/family.h"
+#include "models/qwen3moe/qwen3moe.h"
+
+namespace ds4 {
+
+namespace {
+struct FamilyEntry {
+    const char* arch;
+    std::unique_ptr<Model> (*load)(const GgufFile&, ModelMap&);
+};
+constexpr FamilyEntry kFamilies[] = {
+    {"qwen3moe", load_qwen3moe},
+};
+}  // namespace
+
+std::vector<std::string> supported_architectures() {
+    std::vector<std::string> v;
+    for (const auto& f : kFamilies) v.emplace_back(f.arch);
+    return v;
+}
+
+std::unique_ptr<Model> load_model(const GgufFile& file, ModelMap& map) {
+    const std::string arch = file.architecture();
+    for (const auto& f : kFamilies)
+        if (arch == f.arch) return f.load(file, map);
+    std::string known;
+    for (const auto& a : supported_architectures()) known += (known.empty() ? "" : ", ") + a;
+    throw Error(file.path() + " has architecture '" + arch + "', which ds4 does not support (supported: " + known + ").");
+}
+
+}  // namespace ds4

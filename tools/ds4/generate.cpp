@@ -1,0 +1,230 @@
+#include "generate.h"
+
+#include <readline/history.h>
+#include <readline/readline.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "chat/chat.h"
+#include "common/error.h"
+#include "runtime/session.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds4 {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+void on_sigint(int) { g_interrupted.store(true); }
+
+void install_sigint() {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Writes bytes to stdout holding back an incomplete UTF-8 sequence, so a
+// character split across tokens is never printed half.
+class Utf8Printer {
+public:
+    void put(const std::string& bytes) {
+        pending_ += bytes;
+        size_t cut = pending_.size();
+        // Find the start of a trailing incomplete sequence, if any.
+        for (size_t back = 1; back <= 4 && back <= pending_.size(); ++back) {
+            const unsigned char c = static_cast<unsigned char>(pending_[pending_.size() - back]);
+            if ((c & 0xC0) == 0x80) continue;  // continuation byte
+            const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+            if (need > back) cut = pending_.size() - back;
+            break;
+        }
+        std::fwrite(pending_.data(), 1, cut, stdout);
+        std::fflush(stdout);
+        pending_.erase(0, cut);
+    }
+    void flush() {
+        std::fwrite(pending_.data(), 1, pending_.size(), stdout);
+        std::fflush(stdout);
+        pending_.clear();
+    }
+
+private:
+    std::string pending_;
+};
+
+struct Chat {
+    Engine& engine;
+    const Ds4Options& opts;
+    std::unique_ptr<Tokenizer> tokenizer;
+    std::string template_name;
+    Session session;
+    Sampler sampler;
+    std::vector<int32_t> held;  // tokens the session's cache holds, in order
+
+    static SamplerParams sampler_params(const Ds4Options& o) {
+        SamplerParams p;
+        p.temperature = o.temp;
+        p.top_k = o.top_k;
+        p.top_p = o.top_p;
+        p.min_p = o.min_p;
+        if (o.seed) p.seed = *o.seed;
+        return p;
+    }
+
+    static SessionOptions session_options(const Ds4Options& o) {
+        SessionOptions s;
+        s.n_ctx = o.ctx;
+        s.prefill_chunk = o.prefill_chunk;
+        return s;
+    }
+
+    Chat(Engine& e, const Ds4Options& o)
+        : engine(e),
+          opts(o),
+          tokenizer(Tokenizer::from_gguf(*e.file)),
+          session(*e.model, *e.backend, session_options(o)),
+          sampler(sampler_params(o)) {
+        if (auto tmpl = e.file->get_string("tokenizer.chat_template")) template_name = detect_chat_template(*tmpl);
+    }
+
+    std::string render(const std::vector<ChatMessage>& messages) const {
+        if (!template_name.empty()) {
+            ChatOptions co;
+            co.enable_thinking = opts.think;
+            return render_chat(template_name, messages, co);
+        }
+        // No known template: the raw text of the conversation, so base
+        // models still work.
+        std::string text;
+        for (const auto& m : messages) text += m.content;
+        return text;
+    }
+
+    // Feeds `tokens` (the whole conversation) reusing the cached prefix, then
+    // samples until end of generation. Returns the generated text.
+    std::string generate(const std::vector<int32_t>& tokens, bool* interrupted) {
+        size_t common = 0;
+        while (common < held.size() && common < tokens.size() && held[common] == tokens[common]) ++common;
+        if (common == tokens.size() && common > 0) --common;  // must evaluate at least one token for logits
+        session.rewind(static_cast<int64_t>(common));
+        held.resize(common);
+        const std::vector<int32_t> todo(tokens.begin() + static_cast<long>(common), tokens.end());
+        if (session.n_past() + static_cast<int64_t>(todo.size()) >= session.n_ctx())
+            throw Error("the prompt needs " + std::to_string(tokens.size()) + " tokens but the context holds " +
+                        std::to_string(session.n_ctx()) + "; raise --ctx.");
+
+        const bool show_progress = isatty(STDERR_FILENO) && static_cast<int64_t>(todo.size()) > opts.prefill_chunk;
+        const auto t0 = Clock::now();
+        std::vector<float> logits = session.eval(todo, false, [&](int64_t done, int64_t total) {
+            if (show_progress)
+                std::fprintf(stderr, "\rprefill: %lld/%lld tokens (%d%%)", static_cast<long long>(done),
+                             static_cast<long long>(total), static_cast<int>(100 * done / total));
+        });
+        if (show_progress) std::fprintf(stderr, "\n");
+        const double t_prefill = seconds_since(t0);
+        held.insert(held.end(), todo.begin(), todo.end());
+
+        Utf8Printer out;
+        std::string text;
+        int64_t generated = 0;
+        const auto t1 = Clock::now();
+        const int64_t limit = opts.n_predict < 0 ? session.n_ctx() : opts.n_predict;
+        while (generated < limit && session.n_past() < session.n_ctx()) {
+            if (g_interrupted.exchange(false)) {
+                *interrupted = true;
+                break;
+            }
+            const int32_t id = sampler.sample(logits);
+            if (tokenizer->is_eog(id)) {
+                held.push_back(id);  // the template writes it after the reply too
+                break;
+            }
+            const std::string piece = tokenizer->decode(std::span<const int32_t>(&id, 1));
+            out.put(piece);
+            text += piece;
+            ++generated;
+            held.push_back(id);
+            if (session.n_past() >= session.n_ctx()) break;
+            logits = session.eval(std::span<const int32_t>(&id, 1), false);
+        }
+        out.flush();
+        const double t_gen = seconds_since(t1);
+        std::fprintf(stderr, "\nprefill: %.2f t/s, generation: %.2f t/s\n",
+                     t_prefill > 0 ? todo.size() / t_prefill : 0.0, t_gen > 0 ? generated / t_gen : 0.0);
+        return text;
+    }
+
+    std::vector<int32_t> tokenize(const std::string& text) const {
+        std::vector<int32_t> ids;
+        if (tokenizer->add_bos() && tokenizer->bos() >= 0) ids.push_back(tokenizer->bos());
+        const auto body = tokenizer->encode(text, /*parse_special=*/true);
+        ids.insert(ids.end(), body.begin(), body.end());
+        return ids;
+    }
+};
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error("cannot read prompt file " + path + ".");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+int run_prompt(Engine& engine, const Ds4Options& opts) {
+    install_sigint();
+    Chat chat(engine, opts);
+    const std::string prompt = opts.prompt_file.empty() ? opts.prompt : read_file(opts.prompt_file);
+    std::vector<ChatMessage> messages;
+    if (!opts.system.empty()) messages.push_back({"system", opts.system, std::nullopt});
+    messages.push_back({"user", prompt, std::nullopt});
+    bool interrupted = false;
+    chat.generate(chat.tokenize(chat.render(messages)), &interrupted);
+    return interrupted ? 130 : 0;
+}
+
+int run_interactive(Engine& engine, const Ds4Options& opts) {
+    install_sigint();
+    Chat chat(engine, opts);
+    std::vector<ChatMessage> messages;
+    if (!opts.system.empty()) messages.push_back({"system", opts.system, std::nullopt});
+    std::fprintf(stderr, "ds4: interactive chat; Ctrl+C stops a reply, Ctrl+D or /exit quits.\n");
+    for (;;) {
+        g_interrupted.store(false);
+        char* line = readline("> ");
+        if (!line) break;  // Ctrl+D
+        std::string text(line);
+        std::free(line);
+        if (text == "/exit" || text == "/quit") break;
+        if (text.empty()) continue;
+        add_history(text.c_str());
+        messages.push_back({"user", text, std::nullopt});
+        bool interrupted = false;
+        try {
+            const std::string reply = chat.generate(chat.tokenize(chat.render(messages)), &interrupted);
+            messages.push_back({"assistant", reply, std::nullopt});
+        } catch (const Error& e) {
+            std::fprintf(stderr, "ds4: %s\n", e.what());
+            messages.pop_back();
+        }
+        if (interrupted) std::fprintf(stderr, "[stopped]\n");
+    }
+    std::fprintf(stderr, "\n");
+    return 0;
+}
+
+}  // namespace ds4
