@@ -70,11 +70,12 @@ public:
     std::vector<uint8_t> buf;
 };
 
-// Writes a GGUF v3 file. The tensor table lists the tensors in a random
-// order when `shuffle_table` is set (data order is always the specs' order),
-// so code that assumes table order = data order is caught.
-inline WrittenFile write_gguf(const std::string& path, const std::vector<TensorSpec>& specs, std::mt19937_64& rng,
-                              uint64_t alignment = 32, uint64_t tail = 0, bool shuffle_table = false) {
+// The header, tensor table and layout of a GGUF v3 file. The tensor table
+// lists the tensors in a random order when `shuffle_table` is set (data
+// order is always the specs' order), so code that assumes table order = data
+// order is caught.
+inline WrittenFile layout_gguf(const std::string& path, const std::vector<TensorSpec>& specs, std::mt19937_64& rng,
+                               uint64_t alignment, uint64_t tail, bool shuffle_table, std::vector<uint8_t>& header) {
     constexpr uint32_t kTypeI8 = 24, kValueU32 = 4;
     WrittenFile out;
     out.path = path;
@@ -111,17 +112,41 @@ inline WrittenFile write_gguf(const std::string& path, const std::vector<TensorS
     out.file_size = out.data_offset + cur + tail;
     for (size_t i = 0; i < specs.size(); ++i)
         out.tensors.push_back(PlacedTensor{specs[i].name, out.data_offset + rel[i], specs[i].nbytes});
+    header = std::move(h.buf);
+    return out;
+}
 
+// Writes a GGUF v3 file whose every byte after the header is random.
+inline WrittenFile write_gguf(const std::string& path, const std::vector<TensorSpec>& specs, std::mt19937_64& rng,
+                              uint64_t alignment = 32, uint64_t tail = 0, bool shuffle_table = false) {
+    std::vector<uint8_t> header;
+    WrittenFile out = layout_gguf(path, specs, rng, alignment, tail, shuffle_table, header);
     std::vector<uint8_t> file(out.file_size);
-    std::memcpy(file.data(), h.buf.data(), h.buf.size());
-    for (size_t i = h.buf.size(); i + 8 <= file.size(); i += 8) {
+    std::memcpy(file.data(), header.data(), header.size());
+    for (size_t i = header.size(); i + 8 <= file.size(); i += 8) {
         const uint64_t r = rng();
         std::memcpy(&file[i], &r, 8);
     }
-    for (size_t i = file.size() / 8 * 8; i < file.size(); ++i) file[i] = static_cast<uint8_t>(rng());
+    for (size_t i = std::max(header.size(), file.size() / 8 * 8); i < file.size(); ++i)
+        file[i] = static_cast<uint8_t>(rng());
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(file.size()));
     if (!f) throw std::runtime_error("cannot write " + path);
+    return out;
+}
+
+// Writes only the header and extends the file to its full size without
+// writing data: a sparse file, so a model of hundreds of GiB costs no disk.
+inline WrittenFile write_sparse_gguf(const std::string& path, const std::vector<TensorSpec>& specs,
+                                     std::mt19937_64& rng, uint64_t tail = 0) {
+    std::vector<uint8_t> header;
+    WrittenFile out = layout_gguf(path, specs, rng, 32, tail, false, header);
+    {
+        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        f.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size()));
+        if (!f) throw std::runtime_error("cannot write " + path);
+    }
+    std::filesystem::resize_file(path, out.file_size);
     return out;
 }
 
