@@ -1,0 +1,456 @@
+// Shared helpers for the differential tests: run programs, make fresh random
+// models and inputs, run ds4 and llama.cpp on them, compare the logits.
+//
+// Every helper that can fail throws std::runtime_error with one sentence;
+// GoogleTest reports an exception thrown from a test body as a failure, so a
+// missing tool or a crashed engine fails the test, it never skips it.
+//
+// Where things are found:
+//   ds4, ds4-gguf           $DS4_BIN (the build dir; ctest sets it), else DS4_BINARY_DIR
+//   llama_logits, ...       next to the test executable (CMake builds the
+//                           oracle tools into the same tests/ folder)
+//   test-llama-archs, ...   DS4_ORACLE_DIR/bin
+//
+// Set DS4_KEEP_TEMP=1 to keep the temporary files of a run for inspection.
+#pragma once
+
+#include <gguf.h>
+#include <ggml.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ds4::oracle {
+
+namespace fs = std::filesystem;
+
+// ---- programs -------------------------------------------------------------
+
+struct CommandResult {
+    std::string command;
+    int exit_code = -1;  // 128 + signal when killed by a signal
+    std::string output;  // stdout and stderr together
+
+    std::string describe() const {
+        return "`" + command + "` exited with " + std::to_string(exit_code) + ":\n" + output;
+    }
+};
+
+inline std::string shell_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) {
+        if (c == '\'') q += "'\\''";
+        else q += c;
+    }
+    return q + "'";
+}
+
+inline CommandResult run_command(const std::vector<std::string>& argv) {
+    CommandResult r;
+    for (const auto& a : argv) {
+        if (!r.command.empty()) r.command += ' ';
+        r.command += shell_quote(a);
+    }
+    FILE* p = ::popen((r.command + " 2>&1").c_str(), "r");
+    if (p == nullptr) throw std::runtime_error("cannot start `" + r.command + "`");
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+    const int status = ::pclose(p);
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) r.exit_code = 128 + WTERMSIG(status);
+    return r;
+}
+
+// Runs argv and throws unless it exits 0.
+inline CommandResult run_checked(const std::vector<std::string>& argv) {
+    CommandResult r = run_command(argv);
+    if (r.exit_code != 0) throw std::runtime_error(r.describe());
+    return r;
+}
+
+inline fs::path build_dir() {
+    if (const char* b = std::getenv("DS4_BIN"); b != nullptr && *b != '\0') return b;
+    return DS4_BINARY_DIR;
+}
+
+inline fs::path require_program(const fs::path& p) {
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec) || ::access(p.c_str(), X_OK) != 0) {
+        throw std::runtime_error("program " + p.string() + " is missing (build it, or run scripts/setup-tests.sh for the oracles)");
+    }
+    return p;
+}
+
+// ds4's own programs: ds4, ds4-gguf.
+inline fs::path ds4_program(const std::string& name) { return require_program(build_dir() / name); }
+
+// The programs built from tests/oracle_tools/*.cpp.
+inline fs::path oracle_tool(const std::string& name) {
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec && fs::is_regular_file(self.parent_path() / name)) return self.parent_path() / name;
+    return require_program(build_dir() / "tests" / name);
+}
+
+// llama.cpp's own programs (test-llama-archs, llama-quantize).
+inline fs::path oracle_bin(const std::string& name) {
+    return require_program(fs::path(DS4_ORACLE_DIR) / "bin" / name);
+}
+
+// ---- temporary files and randomness -----------------------------------------
+
+class TempDir {
+public:
+    TempDir() {
+        const char* t = std::getenv("TMPDIR");
+        std::string templ = std::string(t != nullptr && *t != '\0' ? t : "/tmp") + "/ds4-oracle-XXXXXX";
+        if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("cannot create a directory from " + templ);
+        path_ = templ;
+    }
+    ~TempDir() {
+        const char* keep = std::getenv("DS4_KEEP_TEMP");
+        if (keep != nullptr && *keep != '\0' && *keep != '0') {
+            std::fprintf(stderr, "keeping %s\n", path_.c_str());
+            return;
+        }
+        std::error_code ec;
+        fs::remove_all(path_, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+
+    const fs::path& path() const { return path_; }
+    fs::path operator/(const std::string& name) const { return path_ / name; }
+
+private:
+    fs::path path_;
+};
+
+// A new seed every run: nothing can be tuned to one case. Tests print it.
+inline uint64_t fresh_seed() {
+    std::random_device rd;
+    return (uint64_t(rd()) << 32) ^ rd();
+}
+
+// test-llama-archs takes a size_t seed; keep it in 31 bits so every tool
+// that might parse it as an int agrees.
+inline uint32_t model_seed(uint64_t seed) { return uint32_t(seed & 0x7fffffff); }
+
+inline std::vector<int32_t> random_token_ids(std::mt19937_64& rng, size_t n, int32_t n_vocab) {
+    std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
+    std::vector<int32_t> ids(n);
+    for (auto& id : ids) id = d(rng);
+    return ids;
+}
+
+inline void write_token_file(const fs::path& path, const std::vector<int32_t>& ids) {
+    std::ofstream out(path);
+    for (size_t i = 0; i < ids.size(); ++i) out << ids[i] << (i + 1 == ids.size() ? '\n' : ' ');
+    if (!out.flush()) throw std::runtime_error("cannot write token id file " + path.string());
+}
+
+// ---- GGUF files (read with ggml's gguf API, not ds4's reader) ----------------
+
+// The optional per-tensor multipliers llama.cpp's loader looks for next to a
+// weight: `<weight>.scale` and `<weight>.input_scale`.
+inline bool is_optional_scale_tensor_name(const std::string& name) {
+    auto ends = [&](const std::string& suf) {
+        return name.size() >= suf.size() && name.compare(name.size() - suf.size(), suf.size(), suf) == 0;
+    };
+    return ends(".scale") || ends(".input_scale");
+}
+
+struct GgufTensorInfo {
+    std::string name;
+    ggml_type type;
+    std::vector<int64_t> shape;
+};
+
+struct GgufSummary {
+    std::string arch;
+    int32_t n_vocab = 0;
+    int64_t n_kv = 0;
+    std::vector<GgufTensorInfo> tensors;
+
+    bool has_tensor_type(ggml_type t) const {
+        return std::any_of(tensors.begin(), tensors.end(), [&](const auto& x) { return x.type == t; });
+    }
+    bool any_quantized() const {
+        return std::any_of(tensors.begin(), tensors.end(), [](const auto& x) { return ggml_is_quantized(x.type); });
+    }
+    size_t count_if_name(bool (*pred)(const std::string&)) const {
+        return size_t(std::count_if(tensors.begin(), tensors.end(), [&](const auto& x) { return pred(x.name); }));
+    }
+};
+
+inline GgufSummary read_gguf_summary(const fs::path& path) {
+    ggml_context* meta = nullptr;
+    gguf_init_params params{/*no_alloc=*/true, &meta};
+    gguf_context* g = gguf_init_from_file(path.c_str(), params);
+    if (g == nullptr) throw std::runtime_error("ggml cannot read GGUF file " + path.string());
+    GgufSummary s;
+    s.n_kv = gguf_get_n_kv(g);
+    if (int64_t k = gguf_find_key(g, "general.architecture"); k >= 0) s.arch = gguf_get_val_str(g, k);
+    if (int64_t k = gguf_find_key(g, "tokenizer.ggml.tokens"); k >= 0) s.n_vocab = int32_t(gguf_get_arr_n(g, k));
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
+        const char* name = gguf_get_tensor_name(g, i);
+        const ggml_tensor* t = ggml_get_tensor(meta, name);
+        GgufTensorInfo info{name, t->type, {}};
+        for (int d = 0; d < ggml_n_dims(t); ++d) info.shape.push_back(t->ne[d]);
+        s.tensors.push_back(std::move(info));
+    }
+    gguf_free(g);
+    ggml_free(meta);
+    if (s.n_vocab <= 0) throw std::runtime_error("GGUF file " + path.string() + " has no tokenizer.ggml.tokens");
+    return s;
+}
+
+// ---- making models ---------------------------------------------------------
+
+// test-llama-archs's random-weight MoE model of `arch` (F32, with every
+// optional tensor llama.cpp knows, including `.scale` multipliers).
+inline fs::path generate_arch_model(const std::string& arch, uint32_t seed, const fs::path& dir) {
+    const fs::path out = dir / ("archs-" + std::to_string(seed));
+    fs::create_directories(out);
+    run_checked({oracle_bin("test-llama-archs").string(), "-a", "^(" + arch + ")$", "-s", std::to_string(seed),
+                 "-o", out.string()});
+    const fs::path model = out / (arch + "-moe.gguf");
+    if (!fs::is_regular_file(model)) {
+        throw std::runtime_error("test-llama-archs wrote no " + model.string());
+    }
+    return model;
+}
+
+inline fs::path strip_scales(const fs::path& in, const fs::path& out) {
+    run_checked({oracle_tool("llama_strip_scales").string(), in.string(), out.string()});
+    return out;
+}
+
+inline fs::path dequantize(const fs::path& in, const fs::path& out) {
+    run_checked({oracle_tool("llama_dequant").string(), in.string(), out.string()});
+    return out;
+}
+
+// `type` is a llama-quantize type name: Q4_K_M, Q8_0, Q2_K, ...
+inline fs::path quantize(const fs::path& in, const fs::path& out, const std::string& type, int threads = 2) {
+    run_checked({oracle_bin("llama-quantize").string(), in.string(), out.string(), type, std::to_string(threads)});
+    return out;
+}
+
+// ---- logits -----------------------------------------------------------------
+
+struct Logits {
+    size_t n_tokens = 0;
+    size_t n_vocab = 0;
+    std::vector<float> values;  // n_tokens x n_vocab, row-major
+
+    const float* row(size_t i) const { return values.data() + i * n_vocab; }
+    size_t argmax(size_t i) const {
+        const float* r = row(i);
+        return size_t(std::max_element(r, r + n_vocab) - r);
+    }
+};
+
+inline Logits read_logits(const fs::path& path, size_t n_tokens, size_t n_vocab) {
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec) throw std::runtime_error("logits dump " + path.string() + " was not written");
+    const size_t want = n_tokens * n_vocab * sizeof(float);
+    if (size != want) {
+        throw std::runtime_error("logits dump " + path.string() + " has " + std::to_string(size) + " bytes, not " +
+                                 std::to_string(want) + " (" + std::to_string(n_tokens) + " tokens x " +
+                                 std::to_string(n_vocab) + " vocab x 4)");
+    }
+    Logits l{n_tokens, n_vocab, std::vector<float>(n_tokens * n_vocab)};
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(l.values.data()), std::streamsize(want));
+    if (!in) throw std::runtime_error("cannot read logits dump " + path.string());
+    return l;
+}
+
+enum class Engine { ds4, llama };
+
+inline const char* engine_name(Engine e) { return e == Engine::ds4 ? "ds4" : "llama.cpp"; }
+
+struct RunOptions {
+    int threads = 2;
+    std::optional<int> prefill_chunk;  // ds4 only
+};
+
+// Evaluates `tokens` with one engine through the differential interface
+// (`-m MODEL --token-ids FILE --dump-logits OUT`) and reads the dump back.
+inline Logits engine_logits(Engine e, const fs::path& model, const std::vector<int32_t>& tokens, size_t n_vocab,
+                            const fs::path& workdir, const RunOptions& opt = {}) {
+    static int serial = 0;
+    const std::string stem = std::string(e == Engine::ds4 ? "ds4" : "llama") + "-" + std::to_string(serial++);
+    const fs::path ids = workdir / (stem + ".ids");
+    const fs::path out = workdir / (stem + ".logits");
+    write_token_file(ids, tokens);
+    std::vector<std::string> argv = {
+        e == Engine::ds4 ? ds4_program("ds4").string() : oracle_tool("llama_logits").string(),
+        "-m", model.string(), "--token-ids", ids.string(), "--dump-logits", out.string(),
+        "-t", std::to_string(opt.threads)};
+    if (e == Engine::ds4 && opt.prefill_chunk) {
+        argv.insert(argv.end(), {"--prefill-chunk", std::to_string(*opt.prefill_chunk)});
+    }
+    run_checked(argv);
+    return read_logits(out, tokens.size(), n_vocab);
+}
+
+// ---- comparing logits -------------------------------------------------------
+
+struct Tolerance {
+    double max_rel_l2;         // per row: ||ours - ref|| / ||ref||
+    double min_argmax_agree;   // fraction of rows; 1.0 = every row
+};
+
+inline constexpr Tolerance kF32Tolerance{1e-4, 1.0};
+inline constexpr Tolerance kQuantTolerance{8e-2, 0.90};
+
+inline double l2(const float* a, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += double(a[i]) * a[i];
+    return std::sqrt(s);
+}
+
+inline double rel_l2(const float* ours, const float* ref, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; ++i) {
+        d += (double(ours[i]) - ref[i]) * (double(ours[i]) - ref[i]);
+        r += double(ref[i]) * ref[i];
+    }
+    return r > 0 ? std::sqrt(d / r) : (d > 0 ? INFINITY : 0.0);
+}
+
+// When every row must agree, a different argmax is still accepted where the
+// reference itself cannot tell the two tokens apart within the tolerance: the
+// token ours picked scores within 2 * max_rel_l2 * ||ref row|| of the best
+// (the most two logits can move against each other inside the L2 bound).
+// Without this, fresh random inputs would now and then hit an exact near-tie
+// and fail a correct engine.
+inline bool near_tie(const float* ref, size_t n, size_t ours_arg, size_t ref_arg, double max_rel_l2) {
+    return double(ref[ref_arg]) - double(ref[ours_arg]) <= 2.0 * max_rel_l2 * l2(ref, n);
+}
+
+struct Comparison {
+    bool passed = true;
+    double worst_rel_l2 = 0;
+    size_t worst_row = 0;
+    size_t argmax_agree = 0;  // rows with the same argmax (near-ties counted separately)
+    size_t near_ties = 0;
+    size_t n_rows = 0;
+    std::string table;  // one line per row, then a summary
+};
+
+inline Comparison compare_logits(const Logits& ours, const Logits& ref, const Tolerance& tol) {
+    Comparison c;
+    if (ours.n_tokens != ref.n_tokens || ours.n_vocab != ref.n_vocab) {
+        c.passed = false;
+        c.table = "shapes differ: ours " + std::to_string(ours.n_tokens) + "x" + std::to_string(ours.n_vocab) +
+                  ", reference " + std::to_string(ref.n_tokens) + "x" + std::to_string(ref.n_vocab) + "\n";
+        return c;
+    }
+    c.n_rows = ref.n_tokens;
+    std::ostringstream t;
+    t << "  pos   rel_l2     argmax ours/ref   ref top-2 gap   \n";
+    bool rows_ok = true;
+    for (size_t i = 0; i < ref.n_tokens; ++i) {
+        const double r = rel_l2(ours.row(i), ref.row(i), ref.n_vocab);
+        const bool finite = std::isfinite(r);
+        if (!finite || r > c.worst_rel_l2) {
+            c.worst_rel_l2 = finite ? r : INFINITY;
+            c.worst_row = i;
+        }
+        const size_t ao = ours.argmax(i), ar = ref.argmax(i);
+        std::string flag;
+        if (ao == ar) {
+            ++c.argmax_agree;
+        } else if (tol.min_argmax_agree >= 1.0 && near_tie(ref.row(i), ref.n_vocab, ao, ar, tol.max_rel_l2)) {
+            ++c.near_ties;
+            flag = " near-tie";
+        } else {
+            flag = " ARGMAX";
+            if (tol.min_argmax_agree >= 1.0) rows_ok = false;
+        }
+        if (!finite || r > tol.max_rel_l2) {
+            flag += " REL_L2";
+            rows_ok = false;
+        }
+        std::vector<float> sorted(ref.row(i), ref.row(i) + ref.n_vocab);
+        std::partial_sort(sorted.begin(), sorted.begin() + std::min<size_t>(2, sorted.size()), sorted.end(),
+                          std::greater<float>());
+        const double gap = sorted.size() > 1 ? double(sorted[0]) - sorted[1] : 0.0;
+        t << std::setw(5) << i << "  " << std::scientific << std::setprecision(3) << r << "  " << std::setw(6) << ao
+          << " / " << std::setw(6) << ar << "    " << gap << flag << "\n";
+    }
+    const double agree = double(c.argmax_agree + c.near_ties) / double(std::max<size_t>(1, c.n_rows));
+    const bool agree_ok = agree >= tol.min_argmax_agree;
+    c.passed = rows_ok && agree_ok;
+    t << "worst rel_l2 " << std::scientific << std::setprecision(3) << c.worst_rel_l2 << " at pos " << c.worst_row
+      << " (limit " << tol.max_rel_l2 << "); argmax agreement " << c.argmax_agree << "/" << c.n_rows;
+    if (c.near_ties > 0) t << " + " << c.near_ties << " near-ties";
+    t << " (need " << std::fixed << std::setprecision(0) << tol.min_argmax_agree * 100 << "%)\n";
+    c.table = t.str();
+    return c;
+}
+
+// gtest-friendly: EXPECT_PRED_FORMAT-free, prints the table only on failure.
+inline ::testing::AssertionResult logits_match(const Logits& ours, const Logits& ref, const Tolerance& tol,
+                                               const std::string& what) {
+    const Comparison c = compare_logits(ours, ref, tol);
+    if (c.passed) {
+        std::printf("%s: worst rel_l2 %.3e, argmax %zu/%zu (+%zu near-ties)\n", what.c_str(), c.worst_rel_l2,
+                    c.argmax_agree, c.n_rows, c.near_ties);
+        return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure() << what << " differ beyond tolerance:\n" << c.table;
+}
+
+// ---- greedy continuation ------------------------------------------------------
+
+struct Continuation {
+    std::vector<int32_t> tokens;  // the generated tokens only
+    std::vector<Logits> last_rows;  // the final logits row of each step (1 x n_vocab)
+};
+
+// Extends `prompt` by `steps` argmax tokens, re-evaluating the whole sequence
+// each step through the differential interface.
+inline Continuation greedy_continue(Engine e, const fs::path& model, std::vector<int32_t> seq, int steps,
+                                    size_t n_vocab, const fs::path& workdir, const RunOptions& opt = {}) {
+    Continuation c;
+    for (int s = 0; s < steps; ++s) {
+        const Logits l = engine_logits(e, model, seq, n_vocab, workdir, opt);
+        const size_t last = l.n_tokens - 1;
+        Logits row{1, n_vocab, std::vector<float>(l.row(last), l.row(last) + n_vocab)};
+        const auto next = int32_t(l.argmax(last));
+        c.tokens.push_back(next);
+        c.last_rows.push_back(std::move(row));
+        seq.push_back(next);
+    }
+    return c;
+}
+
+inline std::string join_ids(const std::vector<int32_t>& ids) {
+    std::string s;
+    for (auto id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+    return s;
+}
+
+}  // namespace ds4::oracle

@@ -1,0 +1,208 @@
+// Tests of the reference side itself: the oracle tools (llama_logits,
+// llama_dequant, llama_strip_scales), llama.cpp's test-llama-archs and
+// llama-quantize as the differential tests drive them, and the harness's
+// comparison. A harness that cannot tell wrong logits from right ones would
+// make every differential test pass; these tests show it can.
+#include "oracle_harness.h"
+
+#include <gguf.h>
+
+#include <cstring>
+
+namespace ds4::oracle {
+namespace {
+
+class OracleTools : public ::testing::Test {
+protected:
+    void SetUp() override {
+        seed_ = fresh_seed();
+        rng_.seed(seed_);
+        trace_.emplace(__FILE__, __LINE__, "seed " + std::to_string(seed_) + " (tmp " + dir_.path().string() + ")");
+        raw_ = generate_arch_model("qwen3moe", model_seed(seed_), dir_.path());
+        stripped_ = strip_scales(raw_, dir_ / "stripped.gguf");
+        n_vocab_ = size_t(read_gguf_summary(stripped_).n_vocab);
+    }
+
+    std::vector<int32_t> tokens(size_t lo, size_t hi) {
+        std::uniform_int_distribution<size_t> n(lo, hi);
+        return random_token_ids(rng_, n(rng_), int32_t(n_vocab_));
+    }
+
+    TempDir dir_;
+    uint64_t seed_ = 0;
+    std::mt19937_64 rng_;
+    std::optional<::testing::ScopedTrace> trace_;
+    fs::path raw_, stripped_;
+    size_t n_vocab_ = 0;
+};
+
+TEST_F(OracleTools, LlamaLogitsIsDeterministicAndShaped) {
+    const auto ids = tokens(20, 60);
+    const Logits a = engine_logits(Engine::llama, stripped_, ids, n_vocab_, dir_.path());
+    const Logits b = engine_logits(Engine::llama, stripped_, ids, n_vocab_, dir_.path());
+    ASSERT_EQ(a.n_tokens, ids.size());
+    EXPECT_EQ(a.values, b.values) << "two runs of llama_logits on the same input differ";
+    for (float v : a.values) ASSERT_TRUE(std::isfinite(v));
+    // Rows must differ from one another: a dump that repeats the last row (or
+    // is all zeros) would pass a self-comparison and prove nothing.
+    EXPECT_GT(rel_l2(a.row(0), a.row(a.n_tokens - 1), n_vocab_), 1e-2);
+    EXPECT_GT(l2(a.row(0), n_vocab_), 0.0);
+}
+
+// Causality: the logits of a prefix are the first rows of the logits of the
+// whole sequence. Shows every row of the dump belongs to its position.
+TEST_F(OracleTools, LlamaLogitsRowsArePerPosition) {
+    const auto ids = tokens(30, 60);
+    const size_t k = ids.size() / 2;
+    const Logits whole = engine_logits(Engine::llama, stripped_, ids, n_vocab_, dir_.path());
+    const Logits prefix = engine_logits(Engine::llama, stripped_, {ids.begin(), ids.begin() + long(k)}, n_vocab_,
+                                        dir_.path());
+    Logits head{k, n_vocab_, {whole.values.begin(), whole.values.begin() + long(k * n_vocab_)}};
+    EXPECT_TRUE(logits_match(prefix, head, kF32Tolerance, "prefix vs head of whole"));
+}
+
+TEST_F(OracleTools, CompareLogitsCatchesWrongRows) {
+    const auto ids = tokens(20, 40);
+    const Logits ref = engine_logits(Engine::llama, stripped_, ids, n_vocab_, dir_.path());
+    EXPECT_TRUE(compare_logits(ref, ref, kF32Tolerance).passed);
+
+    Logits small = ref;  // 1e-5 relative noise passes the F32 tolerance
+    std::normal_distribution<float> noise(0.0f, 1.0f);
+    for (size_t i = 0; i < small.n_tokens; ++i) {
+        const double scale = 1e-5 * l2(ref.row(i), n_vocab_) / std::sqrt(double(n_vocab_));
+        for (size_t j = 0; j < n_vocab_; ++j) small.values[i * n_vocab_ + j] += float(scale * noise(rng_));
+    }
+    EXPECT_TRUE(compare_logits(small, ref, kF32Tolerance).passed) << compare_logits(small, ref, kF32Tolerance).table;
+
+    Logits one_row = ref;  // one position 1e-3 off fails it
+    const size_t bad = std::uniform_int_distribution<size_t>(0, ref.n_tokens - 1)(rng_);
+    for (size_t j = 0; j < n_vocab_; ++j) one_row.values[bad * n_vocab_ + j] *= 1.001f;
+    const Comparison c = compare_logits(one_row, ref, kF32Tolerance);
+    EXPECT_FALSE(c.passed);
+    EXPECT_EQ(c.worst_row, bad);
+
+    Logits shifted = ref;  // rows off by one position (a classic dump bug)
+    std::rotate(shifted.values.begin(), shifted.values.begin() + long(n_vocab_), shifted.values.end());
+    EXPECT_FALSE(compare_logits(shifted, ref, kQuantTolerance).passed);
+
+    Logits short_dump{ref.n_tokens - 1, n_vocab_, {ref.values.begin(), ref.values.end() - long(n_vocab_)}};
+    EXPECT_FALSE(compare_logits(short_dump, ref, kQuantTolerance).passed);
+}
+
+TEST_F(OracleTools, StripScalesRemovesOnlyScaleTensors) {
+    const GgufSummary raw = read_gguf_summary(raw_);
+    const GgufSummary stripped = read_gguf_summary(stripped_);
+    const size_t n_scales = raw.count_if_name(is_optional_scale_tensor_name);
+    ASSERT_GT(n_scales, 0u) << "test-llama-archs no longer writes .scale tensors for qwen3moe";
+    EXPECT_EQ(stripped.count_if_name(is_optional_scale_tensor_name), 0u);
+    EXPECT_EQ(stripped.tensors.size() + n_scales, raw.tensors.size());
+    EXPECT_EQ(stripped.n_kv, raw.n_kv);
+
+    // Every other tensor keeps its order, type, shape and bytes.
+    ggml_context *ra = nullptr, *sa = nullptr;
+    gguf_context* rg = gguf_init_from_file(raw_.c_str(), {false, &ra});
+    gguf_context* sg = gguf_init_from_file(stripped_.c_str(), {false, &sa});
+    ASSERT_NE(rg, nullptr);
+    ASSERT_NE(sg, nullptr);
+    int64_t j = 0;
+    for (int64_t i = 0; i < gguf_get_n_tensors(rg); ++i) {
+        const std::string name = gguf_get_tensor_name(rg, i);
+        if (is_optional_scale_tensor_name(name)) continue;
+        ASSERT_LT(j, gguf_get_n_tensors(sg));
+        EXPECT_EQ(name, gguf_get_tensor_name(sg, j));
+        const ggml_tensor* a = ggml_get_tensor(ra, name.c_str());
+        const ggml_tensor* b = ggml_get_tensor(sa, name.c_str());
+        ASSERT_NE(b, nullptr) << name;
+        EXPECT_EQ(a->type, b->type) << name;
+        EXPECT_TRUE(ggml_are_same_shape(a, b)) << name;
+        EXPECT_EQ(0, std::memcmp(a->data, b->data, ggml_nbytes(a))) << name;
+        ++j;
+    }
+    gguf_free(rg);
+    gguf_free(sg);
+    ggml_free(ra);
+    ggml_free(sa);
+
+    // llama.cpp applies the scales: the two files must give different logits,
+    // or a test "with scales" would not test them.
+    const auto ids = tokens(20, 40);
+    const Logits with = engine_logits(Engine::llama, raw_, ids, n_vocab_, dir_.path());
+    const Logits without = engine_logits(Engine::llama, stripped_, ids, n_vocab_, dir_.path());
+    const Comparison c = compare_logits(with, without, kQuantTolerance);
+    EXPECT_GT(c.worst_rel_l2, 1e-2) << "the .scale tensors do not change llama.cpp's logits:\n" << c.table;
+}
+
+TEST_F(OracleTools, DequantOfF32FileIsIdentity) {
+    const fs::path deq = dequantize(stripped_, dir_ / "deq.gguf");
+    const auto ids = tokens(20, 40);
+    const Logits a = engine_logits(Engine::llama, stripped_, ids, n_vocab_, dir_.path());
+    const Logits b = engine_logits(Engine::llama, deq, ids, n_vocab_, dir_.path());
+    EXPECT_EQ(a.values, b.values);
+}
+
+// llama.cpp on a quantized file vs llama.cpp on llama_dequant of that file:
+// the same weights, differing only by llama.cpp's 8-bit activations. A wrong
+// block decode in llama_dequant gives rel_l2 near 1.
+class OracleQuant : public OracleTools, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(OracleQuant, DequantizedFileMatchesQuantizedFile) {
+    const std::string type = GetParam();
+    const fs::path q = quantize(stripped_, dir_ / ("q-" + type + ".gguf"), type);
+    const GgufSummary qs = read_gguf_summary(q);
+    ASSERT_TRUE(qs.any_quantized()) << "llama-quantize " << type << " left every tensor unquantized";
+    const fs::path deq = dequantize(q, dir_ / ("deq-" + type + ".gguf"));
+    const GgufSummary ds = read_gguf_summary(deq);
+    EXPECT_FALSE(ds.any_quantized());
+    ASSERT_EQ(ds.tensors.size(), qs.tensors.size());
+    for (size_t i = 0; i < ds.tensors.size(); ++i) {
+        EXPECT_EQ(ds.tensors[i].name, qs.tensors[i].name);
+        EXPECT_EQ(ds.tensors[i].shape, qs.tensors[i].shape) << ds.tensors[i].name;
+    }
+
+    const auto ids = tokens(40, 80);
+    const Logits lq = engine_logits(Engine::llama, q, ids, n_vocab_, dir_.path());
+    const Logits ld = engine_logits(Engine::llama, deq, ids, n_vocab_, dir_.path());
+    EXPECT_TRUE(logits_match(lq, ld, kQuantTolerance, "llama.cpp " + type + " vs its dequantized file"));
+    // And the quantization did something: the dequantized file is not the F32 original.
+    const Logits lf = engine_logits(Engine::llama, stripped_, ids, n_vocab_, dir_.path());
+    EXPECT_GT(compare_logits(ld, lf, kF32Tolerance).worst_rel_l2, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, OracleQuant, ::testing::Values("Q8_0", "Q4_K_M", "Q2_K"));
+
+TEST_F(OracleTools, BadInputGivesOneSentenceAndExitOne) {
+    const fs::path ids = dir_ / "ids.txt";
+    write_token_file(ids, {1, 2, 3});
+    const std::string logits = oracle_tool("llama_logits").string();
+
+    CommandResult r = run_command({logits, "-m", (dir_ / "missing.gguf").string(), "--token-ids", ids.string(),
+                                   "--dump-logits", (dir_ / "out").string()});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("missing.gguf"), std::string::npos) << r.output;
+
+    write_token_file(ids, {1, int32_t(n_vocab_)});
+    r = run_command({logits, "-m", stripped_.string(), "--token-ids", ids.string(), "--dump-logits",
+                     (dir_ / "out").string()});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("outside the vocabulary"), std::string::npos) << r.output;
+
+    std::ofstream(ids) << "1 two 3\n";
+    r = run_command({logits, "-m", stripped_.string(), "--token-ids", ids.string(), "--dump-logits",
+                     (dir_ / "out").string()});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("'two'"), std::string::npos) << r.output;
+
+    r = run_command({logits, "-m", stripped_.string()});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+
+    r = run_command({oracle_tool("llama_dequant").string(), (dir_ / "missing.gguf").string(),
+                     (dir_ / "o.gguf").string()});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("missing.gguf"), std::string::npos) << r.output;
+
+    r = run_command({oracle_tool("llama_strip_scales").string(), ids.string(), (dir_ / "o.gguf").string()});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+}
+
+}  // namespace
+}  // namespace ds4::oracle
