@@ -32,10 +32,18 @@ bool quantize_supported(GgmlType type);
 // True when the AVX2 path is compiled in and the CPU supports it.
 bool quant_has_avx2();
 
-// Half-precision helpers.
+// Half-precision helpers, bit-identical to ggml's conversions: round to
+// nearest even, subnormals kept, overflow to inf, NaN quiet (fp16: sign|0x7E00).
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);
 float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f);
+
+// Row forms of the same conversions (F16C/AVX2 when the CPU has them; the
+// bits are the same either way). n may be any count >= 0.
+void fp16_to_fp32_row(const uint16_t* x, float* y, int64_t n);
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n);
+void bf16_to_fp32_row(const uint16_t* x, float* y, int64_t n);
+void fp32_to_bf16_row(const float* x, uint16_t* y, int64_t n);
 
 }  // namespace ds4

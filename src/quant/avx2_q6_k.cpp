@@ -1,0 +1,76 @@
+// AVX2 kernels for Q6_K: 16 sub-blocks of 16 with signed 8-bit scales,
+// x = (d*sc) * (q - 32), q in 0..63 from 4 low bits (ql) and 2 high bits (qh).
+#pragma GCC optimize("fp-contract=off")  // dequantization must round exactly like the scalar reference
+
+#include "quant/avx2_common.h"
+#include "quant/block_layouts.h"
+#include "quant/kernels.h"
+
+namespace ds4::quant_kernels {
+namespace {
+
+constexpr int kN = kSuperBlockElems;
+
+inline void sub_block_factors(const BlockQ6K& b, float (&ds)[16]) {
+    const float d = half_at(b.d);
+    for (int j = 0; j < 16; ++j) ds[j] = d * static_cast<float>(b.scales[j]);
+}
+
+// Per 128 elements (half): for l in 0..31, ql[l] low/high nibble and
+// ql[l+32] low/high nibble give elements l, l+64 and l+32, l+96; qh[l]
+// holds their high bits in pairs 0-1, 4-5, 2-3, 6-7. Sub-block of element
+// half*128 + 32*r + l is half*8 + 2*r + l/16.
+template <class Sink>
+inline void for_each_group(const BlockQ6K& b, Sink&& sink) {
+    const __m256i low4 = _mm256_set1_epi32(0xF), high2 = _mm256_set1_epi32(0x30), bias = _mm256_set1_epi32(32);
+    for (int half = 0; half < 2; ++half) {
+        const uint8_t* ql = b.ql + 64 * half;
+        const uint8_t* qh = b.qh + 32 * half;
+        for (int k = 0; k < 4; ++k) {
+            const __m256i a = u8x8_to_epi32(ql + 8 * k);
+            const __m256i c = u8x8_to_epi32(ql + 32 + 8 * k);
+            const __m256i h = u8x8_to_epi32(qh + 8 * k);
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(a, low4), _mm256_and_si256(_mm256_slli_epi32(h, 4), high2)),
+                _mm256_or_si256(_mm256_and_si256(c, low4), _mm256_and_si256(_mm256_slli_epi32(h, 2), high2)),
+                _mm256_or_si256(_mm256_srli_epi32(a, 4), _mm256_and_si256(h, high2)),
+                _mm256_or_si256(_mm256_srli_epi32(c, 4), _mm256_and_si256(_mm256_srli_epi32(h, 2), high2)),
+            };
+            for (int r = 0; r < 4; ++r)
+                sink(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[r], bias)), half * 8 + 2 * r + k / 2,
+                     half * 128 + 32 * r + 8 * k, r);
+        }
+    }
+}
+
+}  // namespace
+
+void dequantize_q6_k_avx2(const void* xv, float* y, int64_t n) {
+    const auto* blocks = static_cast<const BlockQ6K*>(xv);
+    for (int64_t i = 0; i < n / kN; ++i) {
+        float ds[16];
+        sub_block_factors(blocks[i], ds);
+        float* out = y + i * kN;
+        for_each_group(blocks[i], [&](__m256 q, int sub, int at, int) {
+            _mm256_storeu_ps(out + at, _mm256_mul_ps(q, _mm256_set1_ps(ds[sub])));
+        });
+    }
+}
+
+float dot_q6_k_avx2(const void* wv, const float* x, int64_t n) {
+    const auto* blocks = static_cast<const BlockQ6K*>(wv);
+    __m256d total = _mm256_setzero_pd();
+    for (int64_t i = 0; i < n / kN; ++i) {
+        float ds[16];
+        sub_block_factors(blocks[i], ds);
+        const float* xb = x + i * kN;
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for_each_group(blocks[i], [&](__m256 q, int sub, int at, int chain) {
+            acc[chain] = _mm256_fmadd_ps(_mm256_mul_ps(q, _mm256_set1_ps(ds[sub])), _mm256_loadu_ps(xb + at), acc[chain]);
+        });
+        total = add_to_double(total, _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    }
+    return static_cast<float>(hsum(total));
+}
+
+}  // namespace ds4::quant_kernels
