@@ -1,0 +1,124 @@
+// Qwen3 chat template, transcribed statement by statement from the Jinja
+// source in Qwen/Qwen3-* tokenizer_config.json (identical to llama.cpp's
+// models/templates/Qwen-Qwen3-0.6B.jinja). The oracle test renders random
+// conversations with the real template and compares bytes, so keep the
+// structure close to the template rather than "simplifying" it.
+#include "chat/chat.h"
+
+#include "common/error.h"
+
+namespace ds4 {
+namespace {
+
+// Python's str.lstrip('\n') / rstrip('\n') / strip('\n'): only newlines.
+std::string_view lstrip_newlines(std::string_view s) {
+    while (!s.empty() && s.front() == '\n') s.remove_prefix(1);
+    return s;
+}
+std::string_view rstrip_newlines(std::string_view s) {
+    while (!s.empty() && s.back() == '\n') s.remove_suffix(1);
+    return s;
+}
+std::string_view strip_newlines(std::string_view s) { return rstrip_newlines(lstrip_newlines(s)); }
+
+// s.split(sep)[0] and s.split(sep)[-1] in Python.
+std::string_view first_part(std::string_view s, std::string_view sep) {
+    size_t at = s.find(sep);
+    return at == std::string_view::npos ? s : s.substr(0, at);
+}
+std::string_view last_part(std::string_view s, std::string_view sep) {
+    size_t at = s.rfind(sep);
+    return at == std::string_view::npos ? s : s.substr(at + sep.size());
+}
+
+bool is_tool_response(std::string_view content) {
+    return content.starts_with("<tool_response>") && content.ends_with("</tool_response>");
+}
+
+// The template's "last query": the latest user message that is not a wrapped
+// tool response. Reasoning is only kept for assistant turns after it.
+size_t last_query_index(const std::vector<ChatMessage>& messages) {
+    for (size_t i = messages.size(); i-- > 0;) {
+        if (messages[i].role == "user" && !is_tool_response(messages[i].content)) return i;
+    }
+    return messages.size() - 1;
+}
+
+void check_roles(const std::vector<ChatMessage>& messages) {
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const std::string& role = messages[i].role;
+        if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+            throw Error("chat message " + std::to_string(i) + " has role \"" + role +
+                        "\", but the Qwen3 template only knows system, user, assistant and tool.");
+        }
+    }
+}
+
+void render_assistant(const ChatMessage& message, bool after_last_query, bool is_last,
+                      std::string& out) {
+    std::string_view content = message.content;
+    std::string_view reasoning;
+    if (message.reasoning_content) {
+        reasoning = *message.reasoning_content;
+    } else if (content.find("</think>") != std::string_view::npos) {
+        // Reasoning left inline in the content: split it out the way the
+        // template does (its order of strips matters for odd inputs).
+        std::string_view whole = content;
+        content = lstrip_newlines(last_part(whole, "</think>"));
+        reasoning = lstrip_newlines(last_part(rstrip_newlines(first_part(whole, "</think>")), "<think>"));
+    }
+    out += "<|im_start|>assistant\n";
+    // Earlier turns lose their reasoning; the turns of the current query
+    // (tool-calling steps) and the final message keep it.
+    if (after_last_query && (is_last || !reasoning.empty())) {
+        out += "<think>\n";
+        out += strip_newlines(reasoning);
+        out += "\n</think>\n\n";
+        out += lstrip_newlines(content);
+    } else {
+        out += content;
+    }
+    out += "<|im_end|>\n";
+}
+
+}  // namespace
+
+std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
+    if (messages.empty()) throw Error("cannot render an empty chat: the Qwen3 template needs at least one message.");
+    check_roles(messages);
+
+    std::string out;
+    if (messages[0].role == "system") {
+        out += "<|im_start|>system\n";
+        out += messages[0].content;
+        out += "<|im_end|>\n";
+    }
+    const size_t last_query = last_query_index(messages);
+    const size_t n = messages.size();
+    for (size_t i = 0; i < n; ++i) {
+        const ChatMessage& message = messages[i];
+        if (message.role == "user" || (message.role == "system" && i != 0)) {
+            out += "<|im_start|>";
+            out += message.role;
+            out += "\n";
+            out += message.content;
+            out += "<|im_end|>\n";
+        } else if (message.role == "assistant") {
+            render_assistant(message, i > last_query, i + 1 == n, out);
+        } else if (message.role == "tool") {
+            // Consecutive tool results share one user turn.
+            if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+            out += "\n<tool_response>\n";
+            out += message.content;
+            out += "\n</tool_response>";
+            if (i + 1 == n || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+        }
+    }
+    if (options.add_generation_prompt) {
+        out += "<|im_start|>assistant\n";
+        if (!options.enable_thinking) out += "<think>\n\n</think>\n\n";
+    }
+    return out;
+}
+
+}  // namespace ds4
