@@ -1,6 +1,7 @@
 #include "mapping/exact_view.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace ds4 {
 
@@ -31,16 +32,28 @@ std::shared_ptr<const FileView> ExactViewCache::view(uint64_t offset, uint64_t s
 }
 
 std::shared_ptr<const ExactViewCache::Shared> ExactViewCache::acquire(PageRange key) {
+    auto covers = [&](const PageRange& have) { return have.first <= key.first && key.second <= have.second; };
     std::lock_guard lock(mu_);
     // A strong reference obtained here must never be the last one dropped
     // while mu_ is held (its destructor takes mu_): every path returns it.
-    auto live = live_.find(key);
-    if (live != live_.end())
-        if (auto held = live->second.lock()) return held;
+    //
+    // A live mapping of these pages or of a larger range around them (a
+    // part of a pinned tensor, one expert of an expert tensor) serves the
+    // view. Only the few nearest candidates are tried, so that thousands of
+    // pins do not make every view slow; nested ranges that far apart just
+    // get their own mapping.
+    auto it = live_.upper_bound(PageRange{key.first, UINT64_MAX});
+    for (int tries = 0; tries < 8 && it != live_.begin(); ++tries) {
+        --it;
+        if (covers(it->first))
+            if (auto held = it->second.lock()) return held;
+    }
 
     MappedPages pages;
-    auto idle = std::find_if(idle_.begin(), idle_.end(), [&](const auto& e) { return e.first == key; });
+    PageRange range = key;
+    auto idle = std::find_if(idle_.begin(), idle_.end(), [&](const auto& e) { return covers(e.first); });
     if (idle != idle_.end()) {
+        range = idle->first;
         pages = std::move(idle->second);
         idle_.erase(idle);
     } else {
@@ -48,8 +61,8 @@ std::shared_ptr<const ExactViewCache::Shared> ExactViewCache::acquire(PageRange 
         const uint64_t end = std::min(key.second * page, file_size_);
         pages = MappedPages::map(fd_, path_, key.first * page, end, /*populate=*/false);
     }
-    std::shared_ptr<const Shared> held = std::make_shared<Shared>(key, std::move(pages), weak_from_this());
-    live_[key] = held;
+    std::shared_ptr<const Shared> held = std::make_shared<Shared>(range, std::move(pages), weak_from_this());
+    live_[range] = held;
     return held;
 }
 
