@@ -127,7 +127,7 @@ public:
         // Each entry needs at least 8 bytes of header: reject absurd counts
         // before reserving anything.
         if (n_tensors > f_.file_size_ / 8 || n_kv > f_.file_size_ / 8)
-            fail("declares " + std::to_string(n_tensors) + " tensors and " + std::to_string(n_kv) +
+            fail("is truncated or corrupt: it declares " + std::to_string(n_tensors) + " tensors and " + std::to_string(n_kv) +
                  " metadata entries, more than the file can hold");
 
         f_.kv_.reserve(std::min(n_kv, kMaxReserve));
