@@ -37,6 +37,7 @@ struct RandomOptions {
     bool nested_arrays = true;   // ggml cannot read arrays of arrays
     bool any_alignment = true;   // else 32 (ggml's writer ignores general.alignment)
     bool trailing_ones = true;   // ggml's writer drops trailing dimensions of 1
+    bool empty_tensors = true;   // ggml's writer cannot write a tensor of no elements
     int max_kv = 24;
     int max_tensors = 8;
 };
@@ -135,7 +136,7 @@ inline RandomTensor random_tensor(std::mt19937_64& rng, const std::string& name,
     for (int d = 1; d < n_dims; ++d) t.ne.push_back(static_cast<int64_t>(1 + rng() % 3));
     if (!o.trailing_ones)
         while (t.ne.size() > 1 && t.ne.back() == 1) t.ne.pop_back();
-    if (rng() % 10 == 0) t.ne.back() = 0;  // empty tensors are legal
+    if (o.empty_tensors && rng() % 10 == 0) t.ne.back() = 0;  // empty tensors are legal
     if (!o.trailing_ones && t.ne.size() > 1 && t.ne.back() == 0) t.ne.back() = 2;
     size_t elems = 1;
     for (auto n : t.ne) elems *= static_cast<size_t>(n);
