@@ -31,15 +31,21 @@ inline void quants(const BlockQ5K& b, int p, int k, __m256& lo, __m256& hi) {
 }
 
 // Per-sub-block factors d*sc and dmin*m, each rounded to float as ggml does.
+// The 12 packed bytes are unpacked four at a time (same bit moves as
+// k_scale_min): sc[0..3], m[0..3] are the low 6 bits of bytes 0..3, 4..7;
+// sc[4..7], m[4..7] take the low/high nibbles of bytes 8..11 and the top two
+// bits of bytes 0..3 / 4..7.
 template <class Block>
 inline void sub_block_factors(const Block& b, float (&dl)[8], float (&ml)[8]) {
-    const float d = half_at(b.d), dmin = half_at(b.dmin);
-    for (int j = 0; j < 8; ++j) {
-        uint8_t sc, m;
-        k_scale_min(j, b.scales, sc, m);
-        dl[j] = d * static_cast<float>(sc);
-        ml[j] = dmin * static_cast<float>(m);
-    }
+    const uint32_t u0 = load_u32(b.scales), u1 = load_u32(b.scales + 4), u2 = load_u32(b.scales + 8);
+    const uint32_t sc_lo = u0 & 0x3F3F3F3Fu;
+    const uint32_t m_lo = u1 & 0x3F3F3F3Fu;
+    const uint32_t sc_hi = (u2 & 0x0F0F0F0Fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    const uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), 0, 0)));
+    const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(static_cast<int>(m_lo), static_cast<int>(m_hi), 0, 0)));
+    _mm256_storeu_ps(dl, _mm256_mul_ps(sc, _mm256_set1_ps(half_at(b.d))));
+    _mm256_storeu_ps(ml, _mm256_mul_ps(m, _mm256_set1_ps(half_at(b.dmin))));
 }
 
 template <class Block>

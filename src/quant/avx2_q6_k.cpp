@@ -11,9 +11,12 @@ namespace {
 
 constexpr int kN = kSuperBlockElems;
 
+// d * sc for the 16 sub-blocks, rounded as ggml does.
 inline void sub_block_factors(const BlockQ6K& b, float (&ds)[16]) {
-    const float d = half_at(b.d);
-    for (int j = 0; j < 16; ++j) ds[j] = d * static_cast<float>(b.scales[j]);
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m256 d = _mm256_set1_ps(half_at(b.d));
+    _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), d));
+    _mm256_storeu_ps(ds + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), d));
 }
 
 // Per 128 elements (half): for l in 0..31, ql[l] low/high nibble and
@@ -38,7 +41,7 @@ inline void for_each_group(const BlockQ6K& b, Sink&& sink) {
             };
             for (int r = 0; r < 4; ++r)
                 sink(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[r], bias)), half * 8 + 2 * r + k / 2,
-                     half * 128 + 32 * r + 8 * k, r);
+                     half * 128 + 32 * r + 8 * k, r + 4 * (k & 1));
         }
     }
 }
@@ -64,10 +67,12 @@ float dot_q6_k_avx2(const void* wv, const float* x, int64_t n) {
         float ds[16];
         sub_block_factors(blocks[i], ds);
         const float* xb = x + i * kN;
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        __m256 acc[8];  // eight FMA chains: enough to cover the FMA latency
+        for (auto& a : acc) a = _mm256_setzero_ps();
         for_each_group(blocks[i], [&](__m256 q, int sub, int at, int chain) {
             acc[chain] = _mm256_fmadd_ps(_mm256_mul_ps(q, _mm256_set1_ps(ds[sub])), _mm256_loadu_ps(xb + at), acc[chain]);
         });
+        for (int c = 0; c < 4; ++c) acc[c] = _mm256_add_ps(acc[c], acc[c + 4]);
         total = add_to_double(total, _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
     }
     return static_cast<float>(hsum(total));
