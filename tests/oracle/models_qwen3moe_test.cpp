@@ -7,10 +7,13 @@
 //                       without the optional .scale tensors.
 //   quantized weights:  ds4 on the Q4_K_M / Q8_0 / Q2_K file vs llama.cpp on the
 //                       same file dequantized to F32: <= 8e-2, >= 90% argmax.
+//   routed:             the F32 file widened to 8 experts (3 used) and 1 KV
+//                       head, so routing and GQA count (llama_widen_moe).
 //   greedy:             32 tokens of greedy continuation identical.
 //   synth:              a model written by `ds4-gguf synth` loads in llama.cpp
 //                       and gives ds4's logits.
 #include "oracle_harness.h"
+#include "oracle_llama_greedy.h"
 
 namespace ds4::oracle {
 namespace {
@@ -74,6 +77,22 @@ TEST_F(Qwen3Moe, F32WithScaleTensorsMatchesLlama) {
     expect_matches_at_every_chunk(m, m, kF32Tolerance);
 }
 
+// test-llama-archs's model uses both of its 2 experts and has as many KV
+// heads as query heads, so routing and GQA cannot fail there. The widened
+// file (8 experts, 3 used, 1 KV head for 2 query heads) makes top-k
+// selection, the renormalised routing weights and the KV head mapping count.
+TEST_F(Qwen3Moe, F32RoutedExpertsAndGqaMatchLlama) {
+    const MoeShape shape{8, 3, 1};
+    const fs::path m = widen_moe(stripped_model(), dir_ / "widened.gguf", shape, model_seed(seed_));
+    expect_matches_at_every_chunk(m, m, kF32Tolerance);
+}
+
+TEST_F(Qwen3Moe, F32RoutedExpertsWithScaleTensorsMatchLlama) {
+    const MoeShape shape{6, 2, 2};
+    const fs::path m = widen_moe(raw_model(), dir_ / "widened-scales.gguf", shape, model_seed(seed_));
+    expect_matches_at_every_chunk(m, m, kF32Tolerance);
+}
+
 // ---- (b) quantized weights ------------------------------------------------------
 
 class Qwen3MoeQuant : public Qwen3Moe, public ::testing::WithParamInterface<std::string> {};
@@ -84,7 +103,7 @@ TEST_P(Qwen3MoeQuant, MatchesLlamaOnDequantizedFile) {
     ASSERT_TRUE(read_gguf_summary(q).any_quantized()) << "llama-quantize " << type << " quantized nothing";
     const fs::path deq = dequantize(q, dir_ / ("deq-" + type + ".gguf"));
     const size_t n_vocab = size_t(read_gguf_summary(q).n_vocab);
-    const auto ids = tokens(n_vocab);
+    const auto ids = tokens(n_vocab, 80, 100);  // more rows: the 90% argmax bar is a rate
     SCOPED_TRACE(type + ", " + std::to_string(ids.size()) + " tokens: " + join_ids(ids));
     const Logits ref = engine_logits(Engine::llama, deq, ids, n_vocab, dir_.path());
     const Logits ours = engine_logits(Engine::ds4, q, ids, n_vocab, dir_.path());
@@ -95,7 +114,7 @@ INSTANTIATE_TEST_SUITE_P(Types, Qwen3MoeQuant, ::testing::Values("Q4_K_M", "Q8_0
 
 // ---- (c) greedy continuation ------------------------------------------------------
 
-// llama.cpp generates 32 tokens greedily (one run per step). ds4 then
+// llama.cpp generates 32 tokens greedily (in-process, through its KV cache). ds4 then
 // evaluates the final sequence once per chunk size: because attention is
 // causal, ds4's greedy continuation equals llama.cpp's exactly when ds4's
 // argmax at every generated position's predecessor is the token llama.cpp
@@ -103,10 +122,10 @@ INSTANTIATE_TEST_SUITE_P(Types, Qwen3MoeQuant, ::testing::Values("Q4_K_M", "Q8_0
 // in one process launch instead of 32.
 TEST_F(Qwen3Moe, GreedyContinuationIsIdentical) {
     constexpr int kSteps = 32;
-    const fs::path m = stripped_model();
+    const fs::path m = widen_moe(stripped_model(), dir_ / "widened.gguf", MoeShape{8, 2, 1}, model_seed(seed_));
     const size_t n_vocab = size_t(read_gguf_summary(m).n_vocab);
     const auto prompt = tokens(n_vocab, 4, 12);
-    const Continuation ref = greedy_continue(Engine::llama, m, prompt, kSteps, n_vocab, dir_.path());
+    const Continuation ref = llama_greedy(m, prompt, kSteps);
     std::vector<int32_t> seq = prompt;
     seq.insert(seq.end(), ref.tokens.begin(), ref.tokens.end());
     SCOPED_TRACE("prompt " + join_ids(prompt) + " | llama.cpp continuation " + join_ids(ref.tokens));

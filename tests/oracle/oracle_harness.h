@@ -254,6 +254,22 @@ inline fs::path quantize(const fs::path& in, const fs::path& out, const std::str
     return out;
 }
 
+// More experts than test-llama-archs's 2-of-2 (so top-k routing and the
+// renormalised routing weights matter) and fewer KV heads (grouped-query
+// attention); see tests/oracle_tools/llama_widen_moe.cpp. F32 input only.
+struct MoeShape {
+    int experts = 8;
+    int experts_used = 3;
+    int kv_heads = 1;
+};
+
+inline fs::path widen_moe(const fs::path& in, const fs::path& out, const MoeShape& shape, uint32_t seed) {
+    run_checked({oracle_tool("llama_widen_moe").string(), in.string(), out.string(), "--experts",
+                 std::to_string(shape.experts), "--experts-used", std::to_string(shape.experts_used), "--kv-heads",
+                 std::to_string(shape.kv_heads), "--seed", std::to_string(seed + 1)});
+    return out;
+}
+
 // ---- logits -----------------------------------------------------------------
 
 struct Logits {

@@ -140,6 +140,33 @@ TEST_F(OracleTools, DequantOfF32FileIsIdentity) {
     EXPECT_EQ(a.values, b.values);
 }
 
+// The widened file must make routing matter: the same experts with 3 of 8
+// used give other logits than with all 8 used, and widening is reproducible.
+TEST_F(OracleTools, WidenedModelRoutesForReal) {
+    const uint32_t s = model_seed(seed_);
+    const fs::path top3 = widen_moe(stripped_, dir_ / "top3.gguf", {8, 3, 1}, s);
+    const fs::path top3b = widen_moe(stripped_, dir_ / "top3b.gguf", {8, 3, 1}, s);
+    const fs::path all8 = widen_moe(stripped_, dir_ / "all8.gguf", {8, 8, 1}, s);
+    const GgufSummary w = read_gguf_summary(top3);
+    for (const auto& t : w.tensors) {
+        if (t.name.find("ffn_gate_exps.weight") != std::string::npos) EXPECT_EQ(t.shape.back(), 8) << t.name;
+        if (t.name.find("attn_k.weight") != std::string::npos) EXPECT_EQ(t.shape.back(), 128) << t.name;
+    }
+    const auto ids = tokens(20, 40);
+    const Logits a = engine_logits(Engine::llama, top3, ids, n_vocab_, dir_.path());
+    const Logits b = engine_logits(Engine::llama, top3b, ids, n_vocab_, dir_.path());
+    const Logits c = engine_logits(Engine::llama, all8, ids, n_vocab_, dir_.path());
+    EXPECT_EQ(a.values, b.values);
+    EXPECT_GT(compare_logits(a, c, kQuantTolerance).worst_rel_l2, 1e-2) << "top-3 routing changes nothing";
+
+    CommandResult r = run_command({oracle_tool("llama_widen_moe").string(), stripped_.string(),
+                                   (dir_ / "bad.gguf").string(), "--experts", "1", "--experts-used", "1"});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    r = run_command({oracle_tool("llama_widen_moe").string(), stripped_.string(), (dir_ / "bad.gguf").string(),
+                     "--experts", "4", "--experts-used", "2", "--kv-heads", "3"});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+}
+
 // llama.cpp on a quantized file vs llama.cpp on llama_dequant of that file:
 // the same weights, differing only by llama.cpp's 8-bit activations. A wrong
 // block decode in llama_dequant gives rel_l2 near 1.
