@@ -4,6 +4,7 @@
 // Fresh seed every run; one Python process for the whole batch.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -188,6 +189,9 @@ json render_with_jinja2(const std::vector<std::string>& templates, const json& c
     const fs::path out_path = fs::temp_directory_path() /
                               ("ds4_chat_oracle_" + std::to_string(std::random_device{}()) + ".json");
     const std::string command = "python3 '" + helper.string() + "' '" + out_path.string() + "'";
+    // If the helper dies before reading everything, report its exit status
+    // instead of being killed by SIGPIPE.
+    std::signal(SIGPIPE, SIG_IGN);
     FILE* pipe = popen(command.c_str(), "w");
     if (!pipe) throw std::runtime_error("cannot start " + command);
     const std::string request = json{{"templates", templates}, {"cases", cases}}.dump();
