@@ -66,10 +66,13 @@ TEST_F(Qwen3Moe, F32WithoutScaleTensorsMatchesLlama) {
     expect_matches_at_every_chunk(m, m, kF32Tolerance);
 }
 
-// Converted FP8/NVFP4 checkpoints carry per-tensor scales; llama.cpp multiplies
-// the matmul result by them (see the report in tests/oracle/README or the
-// commit message): q/k/v/o projections by a scalar, each expert's
-// gate/up/down by its own entry.
+// Converted FP8/NVFP4 checkpoints carry per-tensor scales. llama.cpp
+// (llama-graph.cpp build_lora_mm / build_lora_mm_id) multiplies the matmul
+// RESULT by them, before any bias: q = (Wq x) * q.scale + q.bias (same for k,
+// v), o = (Wo attn) * attn_output.scale, and per routed expert e:
+// up = (Wup_e x) * up_exps.scale[e], gate likewise, down = (Wdown_e h) *
+// down_exps.scale[e], before the routing weight. `.input_scale` tensors are
+// loaded but unused by the qwen3moe graph.
 TEST_F(Qwen3Moe, F32WithScaleTensorsMatchesLlama) {
     const fs::path m = raw_model();
     ASSERT_GT(read_gguf_summary(m).count_if_name(is_optional_scale_tensor_name), 0u)
