@@ -1,0 +1,55 @@
+#include "tokenizer_source.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "common/error.h"
+
+namespace ds4 {
+
+namespace fs = std::filesystem;
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error("cannot open " + path + " (" + std::strerror(errno) + ").");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) throw Error("cannot read " + path + ".");
+    return ss.str();
+}
+
+std::string find_tokenizer_dir(const std::string& explicit_dir, const std::string& package) {
+    if (!explicit_dir.empty()) {
+        if (!fs::is_regular_file(fs::path(explicit_dir) / "tokenizer.json"))
+            throw Error("tokenizer directory " + explicit_dir + " has no tokenizer.json.");
+        return explicit_dir;
+    }
+    const fs::path rel = fs::path("npm") / "node_modules" / package / "models";
+    std::vector<fs::path> candidates;
+    if (const char* deps = std::getenv("DS4_DEPS_DIR"); deps && *deps) candidates.push_back(fs::path(deps) / rel);
+    // Build directories live in the repository (build-*/ds4-gguf), so the
+    // repository's .deps is one level above the executable's folder.
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+            candidates.push_back(dir / ".deps" / rel);
+            if (candidates.size() > 4) break;
+        }
+    }
+    candidates.push_back(fs::path(".deps") / rel);
+    std::string tried;
+    for (const fs::path& c : candidates) {
+        if (fs::is_regular_file(c / "tokenizer.json", ec)) return c.string();
+        tried += (tried.empty() ? "" : ", ") + c.string();
+    }
+    throw Error("cannot find the " + package + " tokenizer (tried " + tried +
+                "); install it with scripts/setup-tests.sh or pass --tokenizer-dir.");
+}
+
+}  // namespace ds4
