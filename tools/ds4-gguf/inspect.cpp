@@ -121,7 +121,7 @@ void inspect_gguf(const std::string& path, std::ostream& out) {
     for (const auto& [k, v] : kv) key_w = std::max(key_w, k.size());
     for (const auto& [k, v] : kv) {
         (void)v;
-        out << "  " << pad(k, key_w) << "  " << pad(type_text(v), 20) << "  " << value_text(v) << "\n";
+        out << "  " << pad(k, key_w) << "  " << pad(type_text(v), 22) << "  " << value_text(v) << "\n";
     }
 
     const auto& tensors = file->tensors();

@@ -78,6 +78,13 @@ int run(int argc, char** argv) {
 
     try {
         app.parse(argc, argv);
+    } catch (const CLI::ExtrasError& e) {
+        // CLI11: "The following argument(s) was/were not expected: a b".
+        const std::string what = e.what();
+        const size_t colon = what.find(": ");
+        throw UsageError("unexpected argument " +
+                         (colon == std::string::npos ? one_line(what) : ds4::quote_value(what.substr(colon + 2))) +
+                         " (see --help)");
     } catch (const CLI::ParseError& e) {
         throw UsageError(one_line(e.what()));
     }
