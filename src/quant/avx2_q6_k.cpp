@@ -23,24 +23,29 @@ inline void sub_block_factors(const BlockQ6K& b, float (&ds)[16]) {
 // ql[l+32] low/high nibble give elements l, l+64 and l+32, l+96; qh[l]
 // holds their high bits in pairs 0-1, 4-5, 2-3, 6-7. Sub-block of element
 // half*128 + 32*r + l is half*8 + 2*r + l/16.
+//
+// The 6-bit quants of 32 elements are assembled at once in bytes (16-bit
+// shifts are fine: the masks drop the bits that cross a byte), then widened
+// eight at a time to float.
 template <class Sink>
 inline void for_each_group(const BlockQ6K& b, Sink&& sink) {
-    const __m256i low4 = _mm256_set1_epi32(0xF), high2 = _mm256_set1_epi32(0x30), bias = _mm256_set1_epi32(32);
+    const __m256i low4 = _mm256_set1_epi8(0xF), high2 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
     for (int half = 0; half < 2; ++half) {
-        const uint8_t* ql = b.ql + 64 * half;
-        const uint8_t* qh = b.qh + 32 * half;
-        for (int k = 0; k < 4; ++k) {
-            const __m256i a = u8x8_to_epi32(ql + 8 * k);
-            const __m256i c = u8x8_to_epi32(ql + 32 + 8 * k);
-            const __m256i h = u8x8_to_epi32(qh + 8 * k);
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(a, low4), _mm256_and_si256(_mm256_slli_epi32(h, 4), high2)),
-                _mm256_or_si256(_mm256_and_si256(c, low4), _mm256_and_si256(_mm256_slli_epi32(h, 2), high2)),
-                _mm256_or_si256(_mm256_srli_epi32(a, 4), _mm256_and_si256(h, high2)),
-                _mm256_or_si256(_mm256_srli_epi32(c, 4), _mm256_and_si256(_mm256_srli_epi32(h, 2), high2)),
-            };
-            for (int r = 0; r < 4; ++r)
-                sink(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[r], bias)), half * 8 + 2 * r + k / 2,
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * half));
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * half + 32));
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * half));
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(a, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), high2)),
+            _mm256_or_si256(_mm256_and_si256(c, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), high2)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4), _mm256_and_si256(h, high2)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low4), _mm256_and_si256(_mm256_srli_epi16(h, 2), high2)),
+        };
+        for (int r = 0; r < 4; ++r) {
+            const __m256i v = _mm256_sub_epi8(q[r], bias);  // -32..31
+            const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+            const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+            for (int k = 0; k < 4; ++k)
+                sink(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[k])), half * 8 + 2 * r + k / 2,
                      half * 128 + 32 * r + 8 * k, r + 4 * (k & 1));
         }
     }
