@@ -300,7 +300,9 @@ void GgufWriter::add_tensor_bytes(const std::string& name, GgmlType type, std::v
     }
     // std::function must be copyable: share the bytes instead of copying them.
     auto held = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
-    t.fill = [held](uint8_t* dst, size_t n) { std::memcpy(dst, held->data(), n); };
+    t.fill = [held](uint8_t* dst, size_t n) {
+        if (n > 0) std::memcpy(dst, held->data(), n);  // an empty vector's data() may be null
+    };
 }
 
 void GgufWriter::emit(GgufByteSink& out) const {
