@@ -18,6 +18,7 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
 constexpr int kMaxArrayNesting = 8;
+constexpr uint64_t kMaxArrayElements = uint64_t{1} << 30;  // ggml's GGUF_MAX_ARRAY_ELEMENTS
 // Counts come from the file; reserving by them alone would let one corrupt
 // number in a 400 GiB file ask for terabytes. Vectors grow past this as the
 // entries are actually read.
@@ -184,9 +185,12 @@ private:
     }
 
     int64_t scalar_int(GgufValueType t, const std::string& key) {
-        const size_t sz = gguf_value_type_size(t);
         uint8_t b[8] = {};
-        raw(b, sz, "the value of '" + key + "'");
+        raw(b, gguf_value_type_size(t), "the value of '" + key + "'");
+        return decode_int(t, b, key);
+    }
+
+    int64_t decode_int(GgufValueType t, const uint8_t* b, const std::string& key) const {
         switch (t) {
             case GgufValueType::U8: return b[0];
             case GgufValueType::I8: return static_cast<int8_t>(b[0]);
@@ -203,10 +207,31 @@ private:
     }
 
     double scalar_float(GgufValueType t, const std::string& key) {
-        if (t == GgufValueType::F32) { float v; raw(&v, 4, "the value of '" + key + "'"); return v; }
+        uint8_t b[8];
+        raw(b, gguf_value_type_size(t), "the value of '" + key + "'");
+        return decode_float(t, b);
+    }
+
+    static double decode_float(GgufValueType t, const uint8_t* b) {
+        if (t == GgufValueType::F32) { float v; std::memcpy(&v, b, 4); return v; }
         double v;
-        raw(&v, 8, "the value of '" + key + "'");
+        std::memcpy(&v, b, 8);
         return v;
+    }
+
+    // Arrays of numbers are read in blocks: a 150k-entry vocabulary array
+    // must not cost one read (and one message string) per element.
+    template <typename Decode>
+    void scalar_elements(GgufValueType t, uint64_t n, const std::string& key, Decode&& decode) {
+        const size_t sz = gguf_value_type_size(t);
+        uint8_t buf[8192];
+        const std::string what = "the elements of '" + key + "'";
+        while (n > 0) {
+            const size_t k = static_cast<size_t>(std::min<uint64_t>(n, sizeof buf / sz));
+            raw(buf, k * sz, what);
+            for (size_t j = 0; j < k; ++j) decode(buf + j * sz);
+            n -= k;
+        }
     }
 
     GgufValue value(GgufValueType t, const std::string& key, int depth) {
@@ -231,6 +256,8 @@ private:
             const uint64_t left = f_.file_size_ - std::min(pos_, f_.file_size_);
             if (n > left / min_elem)
                 fail("is truncated or corrupt: metadata array '" + key + "' claims " + std::to_string(n) + " elements");
+            if (n > kMaxArrayElements)
+                fail("has metadata array '" + key + "' of " + std::to_string(n) + " elements, more than the 2^30 ggml allows");
             const size_t reserve = static_cast<size_t>(std::min(n, kMaxReserve));
             switch (v.elem_type) {
                 case GgufValueType::STRING:
@@ -243,11 +270,11 @@ private:
                     break;
                 case GgufValueType::F32: case GgufValueType::F64:
                     v.floats.reserve(reserve);
-                    for (uint64_t i = 0; i < n; ++i) v.floats.push_back(scalar_float(v.elem_type, key));
+                    scalar_elements(v.elem_type, n, key, [&](const uint8_t* b) { v.floats.push_back(decode_float(v.elem_type, b)); });
                     break;
                 default:
                     v.ints.reserve(reserve);
-                    for (uint64_t i = 0; i < n; ++i) v.ints.push_back(scalar_int(v.elem_type, key));
+                    scalar_elements(v.elem_type, n, key, [&](const uint8_t* b) { v.ints.push_back(decode_int(v.elem_type, b, key)); });
                     break;
             }
         } else {

@@ -218,6 +218,31 @@ TEST(GgufReader, CorruptCountsAndLengths) {
     expect_rejected(Raw().header(1, 0).tensor("", {8}, 0, 0).pad(32).zeros(32).b, "empty name");
 }
 
+// A corrupt count in a huge file must be an Error, not a reservation of
+// terabytes (std::bad_alloc) or hours of reading zeros. A sparse 1 TiB file
+// stands in for a real giant model.
+TEST(GgufReader, CorruptCountsInAHugeSparseFile) {
+    const std::string path = (std::filesystem::temp_directory_path() / ("gguf_sparse." + std::to_string(::getpid()))).string();
+    auto check = [&](const std::vector<uint8_t>& head, const std::string& needle) {
+        {
+            std::ofstream out(path, std::ios::binary | std::ios::trunc);
+            out.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
+        }
+        std::filesystem::resize_file(path, uint64_t{1} << 40);
+        try {
+            GgufFile::open(path);
+            ADD_FAILURE() << "accepted; expected an error mentioning '" << needle << "'";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+    };
+    check(Raw().header(0, 1ull << 36).kv_u32("a", 1).b, "empty metadata key");
+    check(Raw().header(1ull << 36, 0).b, "empty name");
+    check(Raw().header(0, 1).str("arr").u32(9).u32(0).u64(1ull << 31).b, "more than the 2^30 ggml allows");
+    check(Raw().header(0, 1).str("arr").u32(9).u32(8).u64(1ull << 34).b, "more than the 2^30 ggml allows");
+    std::filesystem::remove(path);
+}
+
 TEST(GgufReader, ArraysNestedTooDeeply) {
     Raw r;
     r.header(0, 1).str("deep").u32(9);
