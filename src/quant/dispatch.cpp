@@ -21,6 +21,13 @@ RowKernels scalar_kernels(GgmlType type) {
         case GgmlType::Q5_K: return {dequantize_q5_k_scalar, dot_q5_k_scalar};
         case GgmlType::Q6_K: return {dequantize_q6_k_scalar, dot_q6_k_scalar};
         case GgmlType::IQ2_XXS: return {dequantize_iq2_xxs_scalar, dot_iq2_xxs_scalar};
+        case GgmlType::Q4_0: return {dequantize_q4_0_scalar, dot_q4_0_scalar};
+        case GgmlType::Q4_1: return {dequantize_q4_1_scalar, dot_q4_1_scalar};
+        case GgmlType::Q5_0: return {dequantize_q5_0_scalar, dot_q5_0_scalar};
+        case GgmlType::Q5_1: return {dequantize_q5_1_scalar, dot_q5_1_scalar};
+        case GgmlType::Q3_K: return {dequantize_q3_k_scalar, dot_q3_k_scalar};
+        case GgmlType::IQ4_NL: return {dequantize_iq4_nl_scalar, dot_iq4_nl_scalar};
+        case GgmlType::IQ4_XS: return {dequantize_iq4_xs_scalar, dot_iq4_xs_scalar};
         default: return {};
     }
 }
@@ -36,6 +43,13 @@ RowKernels avx2_kernels(GgmlType type) {
         case GgmlType::Q5_K: return {dequantize_q5_k_avx2, dot_q5_k_avx2};
         case GgmlType::Q6_K: return {dequantize_q6_k_avx2, dot_q6_k_avx2};
         case GgmlType::IQ2_XXS: return {dequantize_iq2_xxs_avx2, dot_iq2_xxs_avx2};
+        case GgmlType::Q4_0: return {dequantize_q4_0_avx2, dot_q4_0_avx2};
+        case GgmlType::Q4_1: return {dequantize_q4_1_avx2, dot_q4_1_avx2};
+        case GgmlType::Q5_0: return {dequantize_q5_0_avx2, dot_q5_0_avx2};
+        case GgmlType::Q5_1: return {dequantize_q5_1_avx2, dot_q5_1_avx2};
+        case GgmlType::Q3_K: return {dequantize_q3_k_avx2, dot_q3_k_avx2};
+        case GgmlType::IQ4_NL: return {dequantize_iq4_nl_avx2, dot_iq4_nl_avx2};
+        case GgmlType::IQ4_XS: return {dequantize_iq4_xs_avx2, dot_iq4_xs_avx2};
         default: return {};
     }
 }
@@ -100,7 +114,8 @@ std::string type_label(GgmlType type) {
     if (!ggml_type_traits(static_cast<uint32_t>(type)))
         throw Error("tensor type " + type_label(type) + " is not a ggml type.");
     throw Error("ds4 has no CPU kernels for " + type_label(type) +
-                " tensors (it computes with f32, f16, bf16, q8_0, q2_K, q4_K, q5_K, q6_K and iq2_xxs).");
+                " tensors (it computes with f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, "
+                "iq2_xxs, iq4_nl and iq4_xs).");
 }
 
 const TypeKernels& checked(GgmlType type, int64_t n, const void* a, const void* b, const char* op) {

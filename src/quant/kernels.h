@@ -42,6 +42,20 @@ void dequantize_q6_k_scalar(const void* x, float* y, int64_t n);
 float dot_q6_k_scalar(const void* w, const float* x, int64_t n);
 void dequantize_iq2_xxs_scalar(const void* x, float* y, int64_t n);
 float dot_iq2_xxs_scalar(const void* w, const float* x, int64_t n);
+void dequantize_q4_0_scalar(const void* x, float* y, int64_t n);
+float dot_q4_0_scalar(const void* w, const float* x, int64_t n);
+void dequantize_q4_1_scalar(const void* x, float* y, int64_t n);
+float dot_q4_1_scalar(const void* w, const float* x, int64_t n);
+void dequantize_q5_0_scalar(const void* x, float* y, int64_t n);
+float dot_q5_0_scalar(const void* w, const float* x, int64_t n);
+void dequantize_q5_1_scalar(const void* x, float* y, int64_t n);
+float dot_q5_1_scalar(const void* w, const float* x, int64_t n);
+void dequantize_q3_k_scalar(const void* x, float* y, int64_t n);
+float dot_q3_k_scalar(const void* w, const float* x, int64_t n);
+void dequantize_iq4_nl_scalar(const void* x, float* y, int64_t n);
+float dot_iq4_nl_scalar(const void* w, const float* x, int64_t n);
+void dequantize_iq4_xs_scalar(const void* x, float* y, int64_t n);
+float dot_iq4_xs_scalar(const void* w, const float* x, int64_t n);
 
 // AVX2 kernels (avx2_*.cpp). Dequantization is bit-identical to the scalar
 // kernels; dot products are fused (dequantize in registers, FMA with x) and
@@ -63,6 +77,20 @@ void dequantize_q6_k_avx2(const void* x, float* y, int64_t n);
 float dot_q6_k_avx2(const void* w, const float* x, int64_t n);
 void dequantize_iq2_xxs_avx2(const void* x, float* y, int64_t n);
 float dot_iq2_xxs_avx2(const void* w, const float* x, int64_t n);
+void dequantize_q4_0_avx2(const void* x, float* y, int64_t n);
+float dot_q4_0_avx2(const void* w, const float* x, int64_t n);
+void dequantize_q4_1_avx2(const void* x, float* y, int64_t n);
+float dot_q4_1_avx2(const void* w, const float* x, int64_t n);
+void dequantize_q5_0_avx2(const void* x, float* y, int64_t n);
+float dot_q5_0_avx2(const void* w, const float* x, int64_t n);
+void dequantize_q5_1_avx2(const void* x, float* y, int64_t n);
+float dot_q5_1_avx2(const void* w, const float* x, int64_t n);
+void dequantize_q3_k_avx2(const void* x, float* y, int64_t n);
+float dot_q3_k_avx2(const void* w, const float* x, int64_t n);
+void dequantize_iq4_nl_avx2(const void* x, float* y, int64_t n);
+float dot_iq4_nl_avx2(const void* w, const float* x, int64_t n);
+void dequantize_iq4_xs_avx2(const void* x, float* y, int64_t n);
+float dot_iq4_xs_avx2(const void* w, const float* x, int64_t n);
 
 // Row conversions for quantize_row (avx2_half_rows.cpp): same bits as the
 // scalar fp32_to_fp16 / fp32_to_bf16.

@@ -21,8 +21,10 @@ namespace {
 
 uint64_t fresh_seed() { return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}(); }
 
-const GgmlType kComputable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q2_K,
-                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ2_XXS};
+const GgmlType kComputable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,    GgmlType::Q4_0,   GgmlType::Q4_1,
+                                GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,    GgmlType::Q2_K,   GgmlType::Q3_K,
+                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,    GgmlType::IQ2_XXS, GgmlType::IQ4_NL,
+                                GgmlType::IQ4_XS};
 
 ggml_type as_ggml(GgmlType t) { return static_cast<ggml_type>(static_cast<uint32_t>(t)); }
 

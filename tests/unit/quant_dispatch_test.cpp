@@ -17,8 +17,10 @@
 namespace ds4 {
 namespace {
 
-const GgmlType kComputable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q2_K,
-                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ2_XXS};
+const GgmlType kComputable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,    GgmlType::Q4_0,   GgmlType::Q4_1,
+                                GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,    GgmlType::Q2_K,   GgmlType::Q3_K,
+                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,    GgmlType::IQ2_XXS, GgmlType::IQ4_NL,
+                                GgmlType::IQ4_XS};
 
 uint64_t fresh_seed() { return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}(); }
 
@@ -26,7 +28,10 @@ uint64_t fresh_seed() { return (static_cast<uint64_t>(std::random_device{}()) <<
 // bytes must not turn into NaN or inf.
 std::vector<size_t> half_fields(GgmlType t) {
     switch (t) {
-        case GgmlType::Q8_0: return {0};
+        case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::IQ4_NL: return {0};
+        case GgmlType::Q4_1: case GgmlType::Q5_1: return {0, 2};
+        case GgmlType::Q3_K: return {108};
+        case GgmlType::IQ4_XS: return {0};
         case GgmlType::Q2_K: return {80, 82};
         case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
         case GgmlType::Q6_K: return {208};
@@ -162,7 +167,7 @@ TEST(QuantDispatch, RowsThatAreNotWholeBlocksAreRefused) {
 TEST(QuantDispatch, TypesWithoutKernelsAreRefused) {
     std::vector<uint8_t> w(4096);
     std::vector<float> x(4096), y(4096);
-    for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_0, GgmlType::IQ2_XS, GgmlType::Q8_K, GgmlType::I32,
+    for (GgmlType t : {GgmlType::IQ3_XXS, GgmlType::Q8_1, GgmlType::IQ2_XS, GgmlType::Q8_K, GgmlType::I32,
                        static_cast<GgmlType>(4), static_cast<GgmlType>(77), static_cast<GgmlType>(1u << 31)}) {
         SCOPED_TRACE(static_cast<uint32_t>(t));
         EXPECT_THROW(dot_row(t, w.data(), x.data(), 256), Error);
@@ -173,9 +178,9 @@ TEST(QuantDispatch, TypesWithoutKernelsAreRefused) {
         EXPECT_THROW(quantize_row(t, x.data(), w.data(), 256), Error);
     }
     try {
-        dot_row(GgmlType::Q3_K, w.data(), x.data(), 256);
+        dot_row(GgmlType::IQ3_XXS, w.data(), x.data(), 256);
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("q3_K"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("iq3_xxs"), std::string::npos) << e.what();
     }
 }
 
