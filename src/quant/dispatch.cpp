@@ -3,6 +3,10 @@
 // AVX2+FMA+F16C, else the scalar reference.
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "common/error.h"
 #include "quant/kernels.h"
 #include "quant/quant.h"
@@ -56,9 +60,19 @@ RowKernels avx2_kernels(GgmlType type) {
 
 bool avx2_usable() {
 #if defined(__x86_64__) || defined(__i386__)
-    // libgcc's check also requires the OS to save YMM state (XGETBV).
-    static const bool usable =
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    // CPUID directly (clang's __builtin_cpu_supports knows no "f16c"):
+    // AVX2 + FMA + F16C, and the OS must save YMM state (OSXSAVE + XGETBV).
+    static const bool usable = [] {
+        unsigned a, b, c, d;
+        if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+        const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+        if (!(fma && osxsave && avx && f16c)) return false;
+        unsigned xcr0_lo, xcr0_hi;
+        __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+        if ((xcr0_lo & 0x6) != 0x6) return false;  // XMM and YMM state enabled
+        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+        return (b & (1u << 5)) != 0;  // AVX2
+    }();
     return usable;
 #else
     return false;
