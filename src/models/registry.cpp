@@ -1,5 +1,6 @@
 #include "common/error.h"
 #include "models/family.h"
+#include "models/deepseek4/deepseek4.h"
 #include "models/qwen3moe/qwen3moe.h"
 
 namespace ds4 {
@@ -11,6 +12,7 @@ struct FamilyEntry {
 };
 constexpr FamilyEntry kFamilies[] = {
     {"qwen3moe", load_qwen3moe},
+    {"deepseek4", load_deepseek4},
 };
 }  // namespace
 

@@ -35,6 +35,30 @@ public:
                     const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                     const WeightRef* down_scale, Tensor& out) override;
 
+    // DeepSeek V4 ops (cpu_ops_deepseek4.cpp).
+    void rope_partial(Tensor& x, int head_dim, int offset, const int32_t* positions, const RopeParams& p,
+                      bool inverse) override;
+    void hc_mixes(const Tensor& mixes, const WeightRef& scale, const WeightRef& base, const HcParams& p, Tensor& pre,
+                  Tensor* post, Tensor* comb) override;
+    void hc_collapse(const Tensor& x, const Tensor& pre, Tensor& out) override;
+    void hc_expand(const Tensor& y, const Tensor& residual, const Tensor& post, const Tensor& comb,
+                   Tensor& out) override;
+    void matmul_grouped(const WeightRef& w, const Tensor& x, Tensor& y) override;
+    void swiglu_clamp(const Tensor& gate, const Tensor& up, float limit, Tensor& out) override;
+    Routing route_sqrt_softplus(const Tensor& logits, const WeightRef* bias, const int32_t* forced, int n_used,
+                                bool norm, float w_scale) override;
+    void moe_swiglu_clamp(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
+                          const WeightRef& down, float limit, Tensor& out) override;
+    void compress_pool(const Tensor& state_kv, const Tensor& state_score, const Tensor& kv, const Tensor& score,
+                       const int32_t* sources, int per_block, bool overlap, Tensor& out) override;
+    void copy_rows(const Tensor& src, const int32_t* src_rows, Tensor& dst, const int32_t* dst_rows,
+                   int64_t n) override;
+    RowLists indexer_topk(const Tensor& q, const Tensor& w, const Tensor& keys, const int32_t* n_visible,
+                          int64_t top_k) override;
+    void attention_window_sink(const Tensor& q, const Tensor& k, const Tensor& window, int64_t pos0, int64_t n_swa,
+                               const Tensor* comp, const RowLists* comp_rows, const WeightRef& sinks,
+                               const AttentionParams& p, Tensor& out) override;
+
     ThreadPool& pool() { return pool_; }
 
 private:

@@ -1,0 +1,16 @@
+// DeepSeek V4 feed-forward: routed experts (hash-routed on the first
+// hash_layer_count layers: token id -> expert table; scored elsewhere:
+// sqrt-softplus with the exp_probs_b selection bias) plus the shared expert,
+// both with clamped SwiGLU.
+#pragma once
+
+#include "backend/backend.h"
+#include "models/deepseek4/dsv4_hparams.h"
+#include "models/deepseek4/dsv4_weights.h"
+
+namespace ds4 {
+
+Tensor dsv4_ffn(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, int layer, const Tensor& x,
+                const int32_t* tokens);
+
+}  // namespace ds4

@@ -1,0 +1,38 @@
+// Per-session state of a DeepSeek V4 model: for every layer the sliding
+// window of raw keys, and for compressed layers the compressed key cache,
+// the compressor's ring of per-position kv/score rows still needed by
+// blocks that have not completed, and (ratio 4) the lightning indexer's own
+// compressed keys and compressor ring. All rings are addressed by position
+// modulo their size, so any chunking of the prompt fills them identically.
+#pragma once
+
+#include <vector>
+
+#include "backend/backend.h"
+#include "models/family.h"
+
+namespace ds4 {
+
+struct Dsv4CompressorState {
+    int ratio = 0;
+    bool overlap = false;   // ratio 4: blocks pool the previous block's rows too
+    Tensor ring_kv, ring_score;  // [ring x coff*dim], row = position % ring
+    Tensor cache;                // [n_ctx / ratio x dim], row = block index
+    bool active() const { return ratio != 0; }
+};
+
+struct Dsv4LayerState {
+    Tensor window;  // [n_swa x head_dim], row = position % n_swa
+    Dsv4CompressorState attn, indexer;
+};
+
+class Dsv4State final : public ModelState {
+public:
+    std::vector<Dsv4LayerState> layers;
+    int64_t ctx = 0;
+    uint64_t size = 0;
+    int64_t n_ctx() const override { return ctx; }
+    uint64_t bytes() const override { return size; }
+};
+
+}  // namespace ds4
