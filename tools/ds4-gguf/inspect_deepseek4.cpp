@@ -16,6 +16,13 @@ namespace {
 // "compressor" and "indexer" count only their matrices.
 std::string role_of(const std::string& name) {
     auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+    auto ends = [&](const std::string& s) {
+        return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+    };
+    // Per-tensor multipliers of converted FP8/NVFP4 checkpoints (and of
+    // llama.cpp's test-llama-archs files); the published files have none.
+    if (ends(".scale") || ends(".input_scale")) return "weight scales";
+    if (has("exp_probs_b_vl")) return "vision router bias";
     if (has("ffn_gate_exps")) return "routed gate";
     if (has("ffn_up_exps")) return "routed up";
     if (has("ffn_down_exps")) return "routed down";
@@ -38,7 +45,7 @@ const std::vector<std::string>& role_order() {
     static const std::vector<std::string> order = {
         "routed gate", "routed up", "routed down", "attention", "shared expert", "output", "embedding",
         "router", "hyper-connection", "compressor", "indexer", "norms", "attention sinks", "router bias",
-        "hash routing", "other"};
+        "hash routing", "weight scales", "vision router bias", "other"};
     return order;
 }
 
@@ -99,7 +106,8 @@ void inspect_deepseek4(const GgufFile& file, std::ostream& out) {
                 const uint64_t last = std::min(L, il + kPerLine) - 1;
                 out << (il ? "\n" : "") << "  " << pad(std::to_string(il) + "-" + std::to_string(last), 8);
             }
-            out << pad(code + "/" + (hash ? "h" : "s"), 7);
+            const std::string cell = code + "/" + (hash ? "h" : "s");
+            out << (il % kPerLine + 1 == kPerLine || il + 1 == L ? cell : pad(cell, 7));
 
             // The tensors the kind implies, as llama.cpp's loader requires them.
             const std::string b = "blk." + std::to_string(il) + ".";
@@ -135,7 +143,7 @@ void inspect_deepseek4(const GgufFile& file, std::ostream& out) {
         if (it == mix.end()) continue;
         std::string types;
         for (const auto& [type, n] : it->second) types += (types.empty() ? "" : ", ") + type + " x" + std::to_string(n);
-        out << "  " << pad(role, 18) << types << "\n";
+        out << "  " << pad(role, 20) << types << "\n";
     }
 }
 
