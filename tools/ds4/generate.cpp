@@ -204,9 +204,9 @@ int run_interactive(Engine& engine, const Ds4Options& opts) {
     if (!opts.system.empty()) messages.push_back({"system", opts.system, std::nullopt});
     std::fprintf(stderr, "ds4: interactive chat; Ctrl+C stops a reply, Ctrl+D or /exit quits.\n");
     for (;;) {
-        g_interrupted.store(false);
         char* line = readline("> ");
         if (!line) break;  // Ctrl+D
+        g_interrupted.store(false);  // a Ctrl+C at the prompt only clears the line
         std::string text(line);
         std::free(line);
         if (text == "/exit" || text == "/quit") break;
