@@ -1,7 +1,7 @@
 // DSML tool-call parsing for DeepSeek V4 output; see chat/dsml_parse.h.
 #include "chat/dsml_parse.h"
 
-#include <optional>
+#include <algorithm>
 
 #include "chat/dsml.h"
 
@@ -156,7 +156,11 @@ void parse_content(std::string_view text, bool partial, DsmlOutput& out) {
     for (;;) {
         size_t open = text.find(block_open());
         if (open == std::string_view::npos) {
-            size_t held = partial ? partial_token_suffix(text, block_open()) : 0;
+            // A tag that may still be arriving: a block opener, or the
+            // end-of-sentence text when a caller streams it.
+            size_t held = partial ? std::max(partial_token_suffix(text, block_open()),
+                                             partial_token_suffix(text, kEndOfSentence))
+                                  : 0;
             out.content += text.substr(0, text.size() - held);
             if (held > 0) out.status = DsmlStatus::incomplete;
             return;
