@@ -78,7 +78,7 @@ struct BlockParser {
     Step parameter(DsmlToolCall& call) {
         std::string key;
         if (Step s = attribute(key, "parameter name"); s != Step::ok) return s;
-        if (Step s = expect("\" string=\""); s != Step::ok) {
+        if (Step s = expect(" string=\""); s != Step::ok) {
             return s == Step::bad ? fail("parameter \"" + key + "\" lacks string=\"true|false\".") : s;
         }
         constexpr std::string_view kTrue = "true\">", kFalse = "false\">";
