@@ -113,7 +113,7 @@ TEST_P(Qwen3MoeQuant, MatchesLlamaOnDequantizedFile) {
     EXPECT_TRUE(logits_match(ours, ref, kQuantTolerance, "ds4 on " + type + " vs llama.cpp on it dequantized"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, Qwen3MoeQuant, ::testing::Values("Q4_K_M", "Q8_0", "Q2_K"));
+INSTANTIATE_TEST_SUITE_P(Types, Qwen3MoeQuant, ::testing::Values("Q4_K_M", "Q8_0", "Q2_K", "Q3_K_M", "IQ4_XS"));
 
 // ---- (c) greedy continuation ------------------------------------------------------
 
