@@ -1,7 +1,9 @@
-// CUDA backend skeleton: device discovery. The ops arrive with issue 4.
+// CUDA device discovery.
 #include <cuda_runtime.h>
 
 #include <string>
+
+#include "backend/cuda/cuda_device.h"
 
 namespace ds4::cuda {
 

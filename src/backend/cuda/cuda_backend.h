@@ -1,0 +1,112 @@
+// The CUDA backend: weights resident in device memory (one allocation per
+// model-map region), activations in device memory between ops, every op a
+// kernel on the legacy default stream (so host copies order themselves).
+// Semantics are the CPU backend's, op for op; tests/cuda compares the two.
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace ds4 {
+
+class CudaBackend final : public Backend {
+public:
+    // Binds to CUDA device `device`; throws ds4::Error when there is none.
+    explicit CudaBackend(int device = 0);
+    ~CudaBackend() override;
+    CudaBackend(const CudaBackend&) = delete;
+    CudaBackend& operator=(const CudaBackend&) = delete;
+
+    std::string name() const override { return "cuda"; }
+
+    // One cudaMalloc + copy per region of the map; logs
+    // "cuda: N regions, X GiB resident" to stderr.
+    void attach_weights(const ModelMap& map) override;
+    // Makes [host, host + bytes) resident as one device allocation; WeightRefs
+    // pointing into it are read from the copy. (attach_weights uses it per
+    // region; tests use it for weights built in memory.)
+    void attach_host_region(const uint8_t* host, uint64_t bytes);
+    uint64_t resident_bytes() const;
+    // The device copy of `bytes` bytes at host address p; throws naming the
+    // weight when they are not inside one resident region.
+    const uint8_t* device_ptr(const uint8_t* p, uint64_t bytes, const std::string& what) const;
+
+    Tensor alloc(int64_t rows, int64_t cols) override;
+    void upload(Tensor& t, const float* host) override;
+    void download(const Tensor& t, float* host) override;
+
+    void get_rows(const WeightRef& table, const int32_t* ids, int64_t n, Tensor& out) override;
+    void matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix = 0) override;
+    void rms_norm(const Tensor& x, const WeightRef* weight, float eps, int64_t group, Tensor& y) override;
+    void rope(Tensor& x, int head_dim, const int32_t* positions, const RopeParams& p) override;
+    void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, int64_t pos0) override;
+    void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+                   const AttentionParams& p, Tensor& out) override;
+    void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+    void scale(Tensor& x, float s) override;
+    void mul_row(Tensor& x, const WeightRef& w) override;
+    void add_row(Tensor& x, const WeightRef& b) override;
+    void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override;
+    Routing route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) override;
+    void moe_swiglu(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
+                    const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
+                    const WeightRef* down_scale, Tensor& out) override;
+
+    // DeepSeek V4 ops: not on CUDA yet (cuda_backend_deepseek4.cpp throws).
+    void rope_partial(Tensor& x, int head_dim, int offset, const int32_t* positions, const RopeParams& p,
+                      bool inverse) override;
+    void hc_mixes(const Tensor& mixes, const WeightRef& scale, const WeightRef& base, const HcParams& p, Tensor& pre,
+                  Tensor* post, Tensor* comb) override;
+    void hc_collapse(const Tensor& x, const Tensor& pre, Tensor& out) override;
+    void hc_expand(const Tensor& y, const Tensor& residual, const Tensor& post, const Tensor& comb,
+                   Tensor& out) override;
+    void matmul_grouped(const WeightRef& w, const Tensor& x, Tensor& y) override;
+    void swiglu_clamp(const Tensor& gate, const Tensor& up, float limit, Tensor& out) override;
+    Routing route_sqrt_softplus(const Tensor& logits, const WeightRef* bias, const int32_t* forced, int n_used,
+                                bool norm, float w_scale) override;
+    void moe_swiglu_clamp(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
+                          const WeightRef& down, float limit, Tensor& out) override;
+    void compress_pool(const Tensor& state_kv, const Tensor& state_score, const Tensor& kv, const Tensor& score,
+                       const int32_t* sources, int per_block, bool overlap, Tensor& out) override;
+    void copy_rows(const Tensor& src, const int32_t* src_rows, Tensor& dst, const int32_t* dst_rows,
+                   int64_t n) override;
+    RowLists indexer_topk(const Tensor& q, const Tensor& w, const Tensor& keys, const int32_t* n_visible,
+                          int64_t top_k) override;
+    void attention_window_sink(const Tensor& q, const Tensor& k, const Tensor& window, int64_t pos0, int64_t n_swa,
+                               const Tensor* comp, const RowLists* comp_rows, const WeightRef& sinks,
+                               const AttentionParams& p, Tensor& out) override;
+
+private:
+    struct ResidentRegion {
+        const uint8_t* host = nullptr;
+        uint64_t bytes = 0;
+        uint8_t* device = nullptr;
+    };
+    // A short-lived device array (ids, positions, small weight vectors),
+    // freed in stream order when the last reference goes.
+    std::shared_ptr<void> device_scratch(size_t bytes);
+    template <class T>
+    std::shared_ptr<void> upload_array(const T* host, size_t n);
+    // The first n values of a weight as float32 on the device (norm weights,
+    // biases, scales); F32 weights are used in place.
+    const float* weight_vector(const WeightRef& w, int64_t n, std::shared_ptr<void>& keep);
+    float* dequant_buffer(size_t floats);
+
+    int device_ = 0;
+    cublasHandle_t cublas_ = nullptr;
+    std::vector<ResidentRegion> regions_;  // sorted by host address
+    float* dequant_ = nullptr;             // weight rows decoded for cuBLAS (prefill)
+    size_t dequant_floats_ = 0;
+    std::unique_ptr<Backend> host_;        // the CPU reference, for routing decisions
+};
+
+// The CUDA backend on `device`; throws ds4::Error with one sentence when the
+// build has CUDA but the machine has no usable GPU.
+std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+
+}  // namespace ds4

@@ -1,0 +1,278 @@
+// Everything that reads ggml blocks on the device: per-element decoders for
+// each type (the same expressions as quant/scalar_*.cpp), a matrix-vector
+// kernel that decodes on the fly (decode, few tokens) and a row decoder that
+// feeds cuBLAS (prefill) and get_rows. Decoders live in this one file because
+// the IQ2_XXS codebook is a device symbol, visible only inside its own file.
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "quant/iq2_xxs_grid.h"
+
+namespace ds4::cuda {
+namespace {
+
+__device__ uint64_t g_iq2xxs_grid[256];
+__device__ const int8_t g_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                              1,    13,   25,  38,  53,  69,  89,  113};
+
+// Blocks carry no alignment promise: read multi-byte fields byte by byte.
+__device__ __forceinline__ uint16_t u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+__device__ __forceinline__ uint32_t u32(const uint8_t* p) {
+    return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
+}
+__device__ __forceinline__ float half_at(const uint8_t* p) { return __half2float(__ushort_as_half(u16(p))); }
+
+// Q4_K / Q5_K 6-bit scale and min of sub-block j (quant/block_layouts.h).
+__device__ __forceinline__ void k_scale_min(int j, const uint8_t* q, int& sc, int& m) {
+    if (j < 4) {
+        sc = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// Element i of a row of type T.
+template <GgmlType T>
+__device__ __forceinline__ float decode(const uint8_t* row, int64_t i);
+
+template <>
+__device__ __forceinline__ float decode<GgmlType::F32>(const uint8_t* row, int64_t i) {
+    return reinterpret_cast<const float*>(row)[i];
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::F16>(const uint8_t* row, int64_t i) {
+    return __half2float(reinterpret_cast<const __half*>(row)[i]);
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::BF16>(const uint8_t* row, int64_t i) {
+    return __uint_as_float(uint32_t(reinterpret_cast<const uint16_t*>(row)[i]) << 16);
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::Q8_0>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 5) * 34;
+    return float(int8_t(b[2 + (i & 31)])) * half_at(b);
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::Q4_0>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 5) * 18;
+    const int j = int(i & 31);
+    const int q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
+    return float(q - 8) * half_at(b);
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::Q4_1>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 5) * 20;
+    const int j = int(i & 31);
+    const int q = j < 16 ? (b[4 + j] & 0xF) : (b[4 + j - 16] >> 4);
+    return __fadd_rn(__fmul_rn(float(q), half_at(b)), half_at(b + 2));
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::Q5_0>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 5) * 22;
+    const int j = int(i & 31);
+    const int lo = j < 16 ? (b[6 + j] & 0xF) : (b[6 + j - 16] >> 4);
+    const int hi = int((u32(b + 2) >> j) & 1) << 4;
+    return float((lo | hi) - 16) * half_at(b);
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::Q5_1>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 5) * 24;
+    const int j = int(i & 31);
+    const int lo = j < 16 ? (b[8 + j] & 0xF) : (b[8 + j - 16] >> 4);
+    const int hi = int((u32(b + 4) >> j) & 1) << 4;
+    return __fadd_rn(__fmul_rn(float(lo | hi), half_at(b)), half_at(b + 2));
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::IQ4_NL>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 5) * 18;
+    const int j = int(i & 31);
+    const int q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
+    return half_at(b) * float(g_iq4nl_values[q]);
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::Q2_K>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 8) * 84;  // scales[16] qs[64] d dmin
+    const int j = int(i & 255), half = j >> 7, r = j & 127, plane = r >> 5, part = (r >> 4) & 1, l = r & 15;
+    const int sc = b[half * 8 + plane * 2 + part];
+    const int q = (b[16 + half * 32 + part * 16 + l] >> (2 * plane)) & 3;
+    const float dl = __fmul_rn(half_at(b + 80), float(sc & 0xF));
+    const float ml = __fmul_rn(half_at(b + 82), float(sc >> 4));
+    return __fsub_rn(__fmul_rn(dl, float(q)), ml);
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::Q3_K>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 8) * 110;  // hmask[32] qs[64] scales[12] d
+    const int j = int(i & 255), half = j >> 7, r = j & 127, plane = r >> 5, part = (r >> 4) & 1;
+    const int l = 16 * part + (r & 15);
+    const int is = half * 8 + plane * 2 + part;
+    const uint8_t* s = b + 96;
+    const int lo = is < 8 ? (s[is] & 0xF) : (s[is - 8] >> 4);
+    const int hi = (s[8 + is % 4] >> (2 * (is / 4))) & 3;
+    const int sc = (lo | (hi << 4)) - 32;
+    const int v = ((b[32 + 32 * half + l] >> (2 * plane)) & 3) - ((b[l] & (1 << (4 * half + plane))) ? 0 : 4);
+    return __fmul_rn(__fmul_rn(half_at(b + 108), float(sc)), float(v));
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::Q4_K>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 8) * 144;  // d dmin scales[12] qs[128]
+    const int j = int(i & 255), pair = j >> 6, hi = (j >> 5) & 1, l = j & 31;
+    int sc, m;
+    k_scale_min(2 * pair + hi, b + 4, sc, m);
+    const uint8_t q = b[16 + 32 * pair + l];
+    const int nib = hi ? (q >> 4) : (q & 0xF);
+    return __fsub_rn(__fmul_rn(__fmul_rn(half_at(b), float(sc)), float(nib)),
+                     __fmul_rn(half_at(b + 2), float(m)));
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::Q5_K>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 8) * 176;  // d dmin scales[12] qh[32] qs[128]
+    const int j = int(i & 255), pair = j >> 6, hi = (j >> 5) & 1, l = j & 31, sub = 2 * pair + hi;
+    int sc, m;
+    k_scale_min(sub, b + 4, sc, m);
+    const uint8_t q = b[48 + 32 * pair + l];
+    const int v = (hi ? (q >> 4) : (q & 0xF)) + ((b[16 + l] & (1 << sub)) ? 16 : 0);
+    return __fsub_rn(__fmul_rn(__fmul_rn(half_at(b), float(sc)), float(v)), __fmul_rn(half_at(b + 2), float(m)));
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::Q6_K>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 8) * 210;  // ql[128] qh[64] scales[16] d
+    const int j = int(i & 255), half = j >> 7, r = j & 127, quad = r >> 5, l = r & 31;
+    const uint8_t* ql = b + 64 * half;
+    const uint8_t qh = b[128 + 32 * half + l];
+    const int low = (quad & 1) ? ql[l + 32] : ql[l];
+    const int q = ((quad & 2) ? (low >> 4) : (low & 0xF)) | (((qh >> (2 * quad)) & 3) << 4);
+    const int sc = int8_t(b[192 + 8 * half + l / 16 + 2 * quad]);
+    return __fmul_rn(__fmul_rn(half_at(b + 208), float(sc)), float(q - 32));
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::IQ2_XXS>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 8) * 66;  // d qs[64]
+    const int j = int(i & 255), g = j >> 5, l = (j >> 3) & 3, e = j & 7;
+    const uint8_t* q = b + 2 + 8 * g;
+    const uint32_t codes = u32(q + 4);
+    const float db = __fmul_rn(__fmul_rn(half_at(b), __fadd_rn(0.5f, float(codes >> 28))), 0.25f);
+    const uint32_t c7 = (codes >> (7 * l)) & 127u;
+    const uint32_t signs = c7 | ((__popc(c7) & 1u) << 7);
+    const float v = __fmul_rn(db, float((g_iq2xxs_grid[q[l]] >> (8 * e)) & 0xFF));
+    return (signs >> e) & 1 ? -v : v;
+}
+template <>
+__device__ __forceinline__ float decode<GgmlType::IQ4_XS>(const uint8_t* row, int64_t i) {
+    const uint8_t* b = row + (i >> 8) * 136;  // d scales_h scales_l[4] qs[128]
+    const int j = int(i & 255), ib = j >> 5, r = j & 31;
+    const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF;
+    const int hi = (u16(b + 2) >> (2 * ib)) & 3;
+    const float dl = __fmul_rn(half_at(b), float((lo | (hi << 4)) - 32));
+    const uint8_t q = b[8 + 16 * ib + (r & 15)];
+    return __fmul_rn(dl, float(g_iq4nl_values[r < 16 ? (q & 0xF) : (q >> 4)]));
+}
+
+constexpr int kWarpsPerBlock = 4;
+
+// One warp per weight row; every lane decodes a strided slice of the row once
+// and uses it for all tokens (NT >= n_tok, a compile-time bound for registers).
+template <GgmlType T, int NT>
+__global__ void matvec_kernel(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
+                              int64_t ld_x, int n_tok, float* y, int64_t ld_y) {
+    const int lane = threadIdx.x & 31;
+    const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+    if (r >= n_rows) return;
+    const uint8_t* row = w + size_t(r) * row_bytes;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    for (int64_t i = lane; i < k; i += 32) {
+        const float wv = decode<T>(row, i);
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+            if (t < n_tok) acc[t] += wv * x[t * ld_x + i];
+    }
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        float s = acc[t];
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0 && t < n_tok) y[t * ld_y + r] = s;
+    }
+}
+
+template <GgmlType T>
+__global__ void dequantize_kernel(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const int32_t* ids,
+                                  float* dst, int64_t ld_dst) {
+    const int64_t r = blockIdx.y;
+    if (r >= n_rows) return;
+    const uint8_t* row = w + size_t(ids ? ids[r] : r) * row_bytes;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < k; i += int64_t(gridDim.x) * blockDim.x)
+        dst[r * ld_dst + i] = decode<T>(row, i);
+}
+
+// Calls f(std::integral_constant<GgmlType, T>) for the runtime type.
+template <class F>
+void dispatch_type(GgmlType type, F&& f) {
+    switch (type) {
+#define DS4_CASE(T) \
+    case GgmlType::T: f(std::integral_constant<GgmlType, GgmlType::T>{}); return;
+        DS4_CASE(F32) DS4_CASE(F16) DS4_CASE(BF16) DS4_CASE(Q8_0) DS4_CASE(Q4_0) DS4_CASE(Q4_1) DS4_CASE(Q5_0)
+        DS4_CASE(Q5_1) DS4_CASE(IQ4_NL) DS4_CASE(Q2_K) DS4_CASE(Q3_K) DS4_CASE(Q4_K) DS4_CASE(Q5_K) DS4_CASE(Q6_K)
+        DS4_CASE(IQ2_XXS) DS4_CASE(IQ4_XS)
+#undef DS4_CASE
+        default:
+            throw Error("tensor type " + std::string(ggml_type_name(type)) + " has no CUDA kernel yet.");
+    }
+}
+
+}  // namespace
+
+void init_quant_tables() {
+    check(cudaMemcpyToSymbol(g_iq2xxs_grid, kIq2xxsGrid, sizeof kIq2xxsGrid), "copying the IQ2_XXS codebook");
+}
+
+bool quant_type_supported(GgmlType type) {
+    try {
+        dispatch_type(type, [](auto) {});
+        return true;
+    } catch (const Error&) {
+        return false;
+    }
+}
+
+void dequantize_rows(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows,
+                     const int32_t* ids, float* dst, int64_t ld_dst, cudaStream_t stream) {
+    if (n_rows <= 0 || k <= 0) return;
+    dispatch_type(type, [&](auto t) {
+        for (int64_t r0 = 0; r0 < n_rows; r0 += 65535) {  // gridDim.y limit
+            const int64_t n = std::min<int64_t>(65535, n_rows - r0);
+            const dim3 grid(std::min<unsigned>(blocks_for(k, 256), 64u), unsigned(n));
+            dequantize_kernel<decltype(t)::value><<<grid, 256, 0, stream>>>(
+                ids ? w : w + size_t(r0) * row_bytes, row_bytes, k, n, ids ? ids + r0 : nullptr, dst + r0 * ld_dst,
+                ld_dst);
+        }
+        check_launch("dequantize_kernel");
+    });
+}
+
+void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
+            int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream) {
+    if (n_tok <= 0 || n_rows <= 0) return;
+    if (n_tok > kMatvecMaxTokens) throw Error("CUDA matvec called with more than 8 tokens.");
+    const unsigned grid = blocks_for(n_rows, kWarpsPerBlock);
+    dispatch_type(type, [&](auto t) {
+        constexpr GgmlType T = decltype(t)::value;
+        const int nt = int(n_tok);
+        if (nt == 1)
+            matvec_kernel<T, 1><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
+        else if (nt == 2)
+            matvec_kernel<T, 2><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
+        else if (nt <= 4)
+            matvec_kernel<T, 4><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
+        else
+            matvec_kernel<T, 8><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
+        check_launch("matvec_kernel");
+    });
+}
+
+}  // namespace ds4::cuda

@@ -1,0 +1,309 @@
+// Each op of the CUDA backend against the CPU backend (the reference) on
+// fresh random inputs: every weight type for matmul (decode-sized and
+// prefill-sized batches, expert matrices) and get_rows; norms, RoPE/YaRN,
+// KV store + causal GQA attention, element-wise ops, routing and the MoE FFN.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <cstring>
+#include <random>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "common/error.h"
+#include "cuda_test_support.h"
+#include "quant/quant.h"
+
+namespace ds4 {
+namespace {
+
+using cudatest::random_floats;
+using cudatest::rel_l2;
+
+// Byte offsets of the half-precision scale fields of one block, which random
+// bytes would too often turn into inf/NaN or huge values.
+std::vector<size_t> half_fields(GgmlType t) {
+    switch (t) {
+        case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
+        case GgmlType::Q2_K: return {80, 82};
+        case GgmlType::Q3_K: return {108};
+        case GgmlType::Q6_K: return {208};
+        default: return {0};
+    }
+}
+
+class CudaOps : public ::testing::Test {
+protected:
+    void SetUp() override {
+        DS4_REQUIRE_CUDA_DEVICE();
+        seed_ = cudatest::fresh_seed();
+        rng_.seed(seed_);
+        trace_.emplace(__FILE__, __LINE__, "seed " + std::to_string(seed_));
+        cpu_ = make_cpu_backend(2);
+        gpu_ = std::make_unique<CudaBackend>(0);
+    }
+
+    // A weight of `matrices` matrices [rows x k] of type t with random content,
+    // made resident on the GPU; the CPU reads the same host bytes.
+    WeightRef weight(GgmlType t, int64_t k, int64_t rows, int64_t matrices = 1) {
+        WeightRef w;
+        w.type = t;
+        w.ne[0] = k;
+        w.ne[1] = rows;
+        w.ne[2] = matrices;
+        w.row_bytes = ggml_row_bytes(t, k);
+        w.matrix_bytes = w.row_bytes * size_t(rows);
+        w.name = std::string(ggml_type_name(t)) + " test weight";
+        auto& buf = buffers_.emplace_back(w.matrix_bytes * size_t(matrices));
+        const auto& tr = ggml_type_traits(t);
+        if (quantize_supported(t)) {
+            for (int64_t r = 0; r < rows * matrices; ++r) {
+                const auto f = random_floats(rng_, size_t(k));
+                quantize_row(t, f.data(), buf.data() + size_t(r) * w.row_bytes, k);
+            }
+        } else {
+            std::uniform_int_distribution<int> byte(0, 255);
+            for (auto& b : buf) b = uint8_t(byte(rng_));
+            std::uniform_real_distribution<float> scale(0.002f, 0.05f);
+            for (size_t blk = 0; blk < buf.size() / tr.block_bytes; ++blk)
+                for (size_t off : half_fields(t)) {
+                    const uint16_t h = fp32_to_fp16(scale(rng_));
+                    buf[blk * tr.block_bytes + off] = uint8_t(h & 0xFF);
+                    buf[blk * tr.block_bytes + off + 1] = uint8_t(h >> 8);
+                }
+        }
+        w.data = buf.data();
+        gpu_->attach_host_region(buf.data(), buf.size());
+        return w;
+    }
+
+    WeightRef f32_vector(const std::vector<float>& v) {
+        WeightRef w;
+        w.type = GgmlType::F32;
+        w.ne[0] = int64_t(v.size());
+        w.row_bytes = w.matrix_bytes = sizeof(float) * v.size();
+        w.name = "test vector";
+        auto& buf = buffers_.emplace_back(w.row_bytes);
+        std::memcpy(buf.data(), v.data(), w.row_bytes);
+        w.data = buf.data();
+        gpu_->attach_host_region(buf.data(), buf.size());
+        return w;
+    }
+
+    // The same random activations on both backends.
+    std::pair<Tensor, Tensor> pair(int64_t rows, int64_t cols, float lo = -1.0f, float hi = 1.0f) {
+        const auto v = random_floats(rng_, size_t(rows * cols), lo, hi);
+        Tensor c = cpu_->alloc(rows, cols), g = gpu_->alloc(rows, cols);
+        cpu_->upload(c, v.data());
+        gpu_->upload(g, v.data());
+        return {c, g};
+    }
+    std::pair<Tensor, Tensor> zeros(int64_t rows, int64_t cols) { return {cpu_->alloc(rows, cols), gpu_->alloc(rows, cols)}; }
+
+    std::vector<float> host(const Tensor& g) {
+        std::vector<float> v(size_t(g.size()));
+        gpu_->download(g, v.data());
+        return v;
+    }
+
+    ::testing::AssertionResult close(const Tensor& cpu, const Tensor& gpu, double tol, const std::string& what) {
+        const auto g = host(gpu);
+        for (int64_t r = 0; r < cpu.rows; ++r) {
+            const double e = rel_l2(g.data() + r * cpu.cols, cpu.data + r * cpu.cols, size_t(cpu.cols));
+            if (!(e <= tol))
+                return ::testing::AssertionFailure() << what << ": row " << r << " relative error " << e << " > " << tol
+                                                     << " (cpu[0]=" << cpu.data[r * cpu.cols]
+                                                     << ", cuda[0]=" << g[size_t(r * cpu.cols)] << ")";
+        }
+        return ::testing::AssertionSuccess();
+    }
+
+    uint64_t seed_ = 0;
+    std::mt19937_64 rng_;
+    std::optional<::testing::ScopedTrace> trace_;
+    std::unique_ptr<Backend> cpu_;
+    std::unique_ptr<CudaBackend> gpu_;
+    std::vector<std::vector<uint8_t>> buffers_;
+};
+
+// ---- every weight type ----------------------------------------------------------
+
+class CudaTypedOps : public CudaOps, public ::testing::WithParamInterface<GgmlType> {};
+
+TEST_P(CudaTypedOps, MatmulMatchesCpuForDecodeAndPrefillBatches) {
+    const GgmlType t = GetParam();
+    const int64_t k = 512, rows = 67;
+    const WeightRef w = weight(t, k, rows, 3);
+    for (int64_t T : {1, 2, 5, 8, 9, 33}) {
+        for (int64_t m : {0, 2}) {
+            auto [xc, xg] = pair(T, k);
+            auto [yc, yg] = zeros(T, rows);
+            cpu_->matmul(w, xc, yc, m);
+            gpu_->matmul(w, xg, yg, m);
+            EXPECT_TRUE(close(yc, yg, 1e-5, std::string(ggml_type_name(t)) + " matmul T=" + std::to_string(T) +
+                                                 " matrix " + std::to_string(m)));
+        }
+    }
+}
+
+TEST_P(CudaTypedOps, GetRowsMatchesCpu) {
+    const GgmlType t = GetParam();
+    const WeightRef table = weight(t, 256, 50);
+    std::uniform_int_distribution<int32_t> id(0, 49);
+    std::vector<int32_t> ids(13);
+    for (auto& i : ids) i = id(rng_);
+    auto [c, g] = zeros(13, 256);
+    cpu_->get_rows(table, ids.data(), 13, c);
+    gpu_->get_rows(table, ids.data(), 13, g);
+    // Decoding is exact arithmetic on both sides but for fused multiply-adds.
+    EXPECT_TRUE(close(c, g, 1e-6, std::string(ggml_type_name(t)) + " get_rows"));
+    ids[3] = 50;
+    EXPECT_THROW(gpu_->get_rows(table, ids.data(), 13, g), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, CudaTypedOps,
+                         ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+                                           GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                           GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                                           GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ2_XXS, GgmlType::IQ4_XS),
+                         [](const auto& info) { return std::string(ggml_type_name(info.param)); });
+
+// ---- the rest of the op set -------------------------------------------------------
+
+TEST_F(CudaOps, WeightsOutsideResidentRegionsAreRefused) {
+    std::vector<float> stray(256, 1.0f);
+    WeightRef w;
+    w.ne[0] = 256;
+    w.row_bytes = w.matrix_bytes = sizeof(float) * 256;
+    w.data = reinterpret_cast<const uint8_t*>(stray.data());
+    w.name = "stray";
+    auto [xc, xg] = pair(1, 256);
+    auto [yc, yg] = zeros(1, 1);
+    EXPECT_THROW(gpu_->matmul(w, xg, yg), Error);
+}
+
+TEST_F(CudaOps, RmsNormWholeRowsAndPerHeadGroups) {
+    for (int64_t group : {512, 128, 64}) {
+        const WeightRef wt = f32_vector(random_floats(rng_, size_t(group), 0.5f, 1.5f));
+        auto [xc, xg] = pair(7, 512, -3.0f, 3.0f);
+        auto [yc, yg] = zeros(7, 512);
+        cpu_->rms_norm(xc, &wt, 1e-6f, group, yc);
+        gpu_->rms_norm(xg, &wt, 1e-6f, group, yg);
+        EXPECT_TRUE(close(yc, yg, 1e-6, "rms_norm group " + std::to_string(group)));
+        cpu_->rms_norm(xc, nullptr, 1e-5f, group, xc);  // in place, no weight
+        gpu_->rms_norm(xg, nullptr, 1e-5f, group, xg);
+        EXPECT_TRUE(close(xc, xg, 1e-6, "rms_norm in place group " + std::to_string(group)));
+    }
+}
+
+TEST_F(CudaOps, RopeNeoxGptjAndYarn) {
+    std::uniform_int_distribution<int32_t> pos(0, 40000);
+    for (bool neox : {true, false})
+        for (int n_rot : {128, 64})
+            for (bool yarn : {false, true}) {
+                RopeParams p;
+                p.n_rot = n_rot;
+                p.neox = neox;
+                p.freq_base = 1000000.0f;
+                if (yarn) {
+                    p.freq_scale = 0.25f;
+                    p.ext_factor = 1.0f;
+                    p.n_ctx_orig = 32768;
+                }
+                std::vector<int32_t> positions(9);
+                for (auto& q : positions) q = pos(rng_);
+                auto [xc, xg] = pair(9, 4 * 128);
+                cpu_->rope(xc, 128, positions.data(), p);
+                gpu_->rope(xg, 128, positions.data(), p);
+                EXPECT_TRUE(close(xc, xg, 2e-5, std::string("rope neox=") + (neox ? "1" : "0") +
+                                                    " n_rot=" + std::to_string(n_rot) + " yarn=" + (yarn ? "1" : "0")));
+            }
+}
+
+TEST_F(CudaOps, KvStoreAndCausalGqaAttention) {
+    for (int dk : {64, 128}) {
+        AttentionParams p{8, 2, dk, dk, 1.0f / std::sqrt(float(dk))};
+        const int64_t ctx = 48, kvd = 2 * dk;
+        auto [kc_c, kc_g] = zeros(ctx, kvd);
+        auto [vc_c, vc_g] = zeros(ctx, kvd);
+        int64_t pos = 0;
+        for (int64_t T : {13, 1, 7, 1}) {  // prefill, decode, a chunk, decode
+            auto [kc, kg] = pair(T, kvd, -2.0f, 2.0f);
+            auto [vc, vg] = pair(T, kvd);
+            auto [qc, qg] = pair(T, 8 * dk, -2.0f, 2.0f);
+            cpu_->kv_store(kc_c, vc_c, kc, vc, pos);
+            gpu_->kv_store(kc_g, vc_g, kg, vg, pos);
+            auto [oc, og] = zeros(T, 8 * dk);
+            cpu_->attention(qc, kc_c, vc_c, pos, p, oc);
+            gpu_->attention(qg, kc_g, vc_g, pos, p, og);
+            EXPECT_TRUE(close(oc, og, 1e-5, "attention dk=" + std::to_string(dk) + " pos0=" + std::to_string(pos) +
+                                                " T=" + std::to_string(T)));
+            pos += T;
+        }
+        auto [kc, kg] = pair(ctx, kvd);
+        EXPECT_THROW(gpu_->kv_store(kc_g, vc_g, kg, kg, 1), Error);
+    }
+}
+
+TEST_F(CudaOps, ElementwiseOps) {
+    auto [ac, ag] = pair(5, 300);
+    auto [bc, bg] = pair(5, 300);
+    auto [oc, og] = zeros(5, 300);
+    cpu_->add(ac, bc, oc);
+    gpu_->add(ag, bg, og);
+    EXPECT_TRUE(close(oc, og, 0, "add"));
+    cpu_->scale(oc, 0.37f);
+    gpu_->scale(og, 0.37f);
+    EXPECT_TRUE(close(oc, og, 0, "scale"));
+    const WeightRef row = f32_vector(random_floats(rng_, 300));
+    const WeightRef one = f32_vector(random_floats(rng_, 1));
+    cpu_->mul_row(oc, row);
+    gpu_->mul_row(og, row);
+    cpu_->mul_row(oc, one);
+    gpu_->mul_row(og, one);
+    EXPECT_TRUE(close(oc, og, 0, "mul_row"));
+    cpu_->add_row(oc, row);
+    gpu_->add_row(og, row);
+    EXPECT_TRUE(close(oc, og, 0, "add_row"));
+    cpu_->swiglu(ac, bc, oc);
+    gpu_->swiglu(ag, bg, og);
+    EXPECT_TRUE(close(oc, og, 1e-6, "swiglu"));
+    // A weight vector in another type goes through the device decoder.
+    const WeightRef half_row = weight(GgmlType::F16, 300, 1);
+    cpu_->mul_row(oc, half_row);
+    gpu_->mul_row(og, half_row);
+    EXPECT_TRUE(close(oc, og, 1e-6, "mul_row f16"));
+}
+
+TEST_F(CudaOps, RoutingIsIdentical) {
+    for (bool norm : {true, false}) {
+        auto [lc, lg] = pair(11, 64, -4.0f, 4.0f);
+        const Routing rc = cpu_->route_softmax_topk(lc, 8, norm, norm ? 0.0f : 2.5f);
+        const Routing rg = gpu_->route_softmax_topk(lg, 8, norm, norm ? 0.0f : 2.5f);
+        EXPECT_EQ(rc.experts, rg.experts);
+        EXPECT_EQ(rc.weights, rg.weights);
+    }
+}
+
+TEST_F(CudaOps, MoeSwigluReadsSelectedExperts) {
+    const int64_t E = 256, F = 256, n_exp = 8;
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16}) {
+        const WeightRef gate = weight(t, E, F, n_exp), up = weight(t, E, F, n_exp), down = weight(t, F, E, n_exp);
+        const WeightRef gs = f32_vector(random_floats(rng_, n_exp, 0.5f, 2.0f));
+        const WeightRef ds = f32_vector(random_floats(rng_, 1, 0.5f, 2.0f));
+        for (int64_t T : {1, 4, 40}) {  // decode, small batch, prefill (cuBLAS for busy experts)
+            auto [xc, xg] = pair(T, E);
+            auto [lc, lg] = pair(T, n_exp, -3.0f, 3.0f);
+            const Routing r = cpu_->route_softmax_topk(lc, 3, true, 0.0f);
+            auto [oc, og] = zeros(T, E);
+            cpu_->moe_swiglu(xc, r, gate, up, down, &gs, nullptr, &ds, oc);
+            gpu_->moe_swiglu(xg, r, gate, up, down, &gs, nullptr, &ds, og);
+            EXPECT_TRUE(close(oc, og, 1e-5, std::string(ggml_type_name(t)) + " moe T=" + std::to_string(T)));
+        }
+    }
+}
+
+}  // namespace
+}  // namespace ds4
