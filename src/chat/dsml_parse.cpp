@@ -151,6 +151,11 @@ void strip_separator(std::string& content) {
     if (std::string_view(content).ends_with(kSeparator)) content.resize(content.size() - kSeparator.size());
 }
 
+// An earlier malformed block stays the verdict: waiting cannot repair it.
+void mark_incomplete(DsmlOutput& out) {
+    if (out.status == DsmlStatus::complete) out.status = DsmlStatus::incomplete;
+}
+
 // Content with any number of tool-call blocks.
 void parse_content(std::string_view text, bool partial, DsmlOutput& out) {
     for (;;) {
@@ -162,7 +167,7 @@ void parse_content(std::string_view text, bool partial, DsmlOutput& out) {
                                              partial_token_suffix(text, kEndOfSentence))
                                   : 0;
             out.content += text.substr(0, text.size() - held);
-            if (held > 0) out.status = DsmlStatus::incomplete;
+            if (held > 0) mark_incomplete(out);
             return;
         }
         std::string before(text.substr(0, open));
@@ -181,7 +186,7 @@ void parse_content(std::string_view text, bool partial, DsmlOutput& out) {
             out.content += before;
             strip_separator(out.content);
             for (auto& call : parser.calls) out.tool_calls.push_back(std::move(call));
-            out.status = DsmlStatus::incomplete;
+            mark_incomplete(out);
             return;
         }
         // Malformed (or cut off for good): the block stays text, up to its

@@ -30,6 +30,7 @@ enum class DsmlStatus {
     complete,    // everything parsed
     incomplete,  // (partial only) the text ends inside a tag or block: wait for more
     malformed,   // a tool-call block is broken: its text is in `content`, `error` says why
+                 // (wins over incomplete: more text cannot repair it)
 };
 
 struct DsmlOutput {
