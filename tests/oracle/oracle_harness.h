@@ -270,6 +270,68 @@ inline fs::path widen_moe(const fs::path& in, const fs::path& out, const MoeShap
     return out;
 }
 
+// DeepSeek V4 (deepseek4) files from test-llama-archs have 2 experts (both
+// used), no hash-routed layers and an indexer top-k above any prompt; see
+// tests/oracle_tools/llama_dsv4_rewrite.cpp. F32 input only.
+struct Dsv4Rewrite {
+    int experts = 8;
+    int experts_used = 3;
+    int hash_layers = 2;
+    int indexer_top_k = 8;
+};
+
+inline fs::path dsv4_rewrite(const fs::path& in, const fs::path& out, const Dsv4Rewrite& r, uint32_t seed) {
+    run_checked({oracle_tool("llama_dsv4_rewrite").string(), in.string(), out.string(), "--experts",
+                 std::to_string(r.experts), "--experts-used", std::to_string(r.experts_used), "--hash-layers",
+                 std::to_string(r.hash_layers), "--indexer-top-k", std::to_string(r.indexer_top_k), "--seed",
+                 std::to_string(seed + 2)});
+    return out;
+}
+
+// An importance matrix in llama.cpp's legacy binary format (int32 entry
+// count; per entry int32 name length, name, int32 call count, int32 value
+// count, float values; then int32 chunk count and a dataset name) with
+// weight 1 for every input column of every tensor whose name contains
+// `name_part` (per expert for 3-D tensors). IQ2_XXS refuses to quantize
+// without one; uniform importance is the neutral choice for random weights.
+inline fs::path write_uniform_imatrix(const fs::path& model, const fs::path& out, const std::string& name_part) {
+    const GgufSummary s = read_gguf_summary(model);
+    std::ofstream f(out, std::ios::binary);
+    auto i32 = [&](int32_t v) { f.write(reinterpret_cast<const char*>(&v), sizeof v); };
+    std::vector<const GgufTensorInfo*> picked;
+    for (const auto& t : s.tensors)
+        if (t.name.find(name_part) != std::string::npos && t.shape.size() >= 2) picked.push_back(&t);
+    i32(int32_t(picked.size()));
+    for (const auto* t : picked) {
+        const int64_t n = t->shape[0] * (t->shape.size() > 2 ? t->shape[2] : 1);
+        i32(int32_t(t->name.size()));
+        f.write(t->name.data(), std::streamsize(t->name.size()));
+        i32(1);
+        i32(int32_t(n));
+        const std::vector<float> ones(size_t(n), 1.0f);
+        f.write(reinterpret_cast<const char*>(ones.data()), std::streamsize(n * sizeof(float)));
+    }
+    i32(1);
+    const std::string dataset = "uniform";
+    i32(int32_t(dataset.size()));
+    f.write(dataset.data(), std::streamsize(dataset.size()));
+    if (!f.flush()) throw std::runtime_error("cannot write importance matrix " + out.string());
+    return out;
+}
+
+// llama-quantize with a base type, per-tensor overrides ("ffn_up_exps=iq2_xxs")
+// and an optional importance matrix.
+inline fs::path quantize_mixed(const fs::path& in, const fs::path& out, const std::string& base,
+                               const std::vector<std::string>& overrides, const fs::path& imatrix = {},
+                               int threads = 2) {
+    std::vector<std::string> argv = {oracle_bin("llama-quantize").string()};
+    if (!imatrix.empty()) argv.insert(argv.end(), {"--imatrix", imatrix.string()});
+    for (const auto& o : overrides) argv.insert(argv.end(), {"--tensor-type", o});
+    argv.insert(argv.end(), {in.string(), out.string(), base, std::to_string(threads)});
+    run_checked(argv);
+    return out;
+}
+
 // ---- logits -----------------------------------------------------------------
 
 struct Logits {

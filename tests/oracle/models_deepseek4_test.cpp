@@ -1,0 +1,116 @@
+// DeepSeek V4 (deepseek4): ds4 against llama.cpp's library on random-weight
+// models from llama.cpp's own generator (test-llama-archs), with a fresh seed
+// and fresh token ids every run. Prompts are 300-340 tokens: past the
+// sliding window (32 positions in the generator's config), through ~80
+// ratio-4 blocks and two ratio-128 blocks; the generator's layer schedule
+// is compress ratios {0, 0, 4, 128}, so window-only, CSA (compressor +
+// lightning indexer) and HCA layers all run.
+//
+//   routed:   the F32 file rewritten (llama_dsv4_rewrite) to 8 experts with 3
+//             used, hash-routed first 2 layers (random token -> experts table)
+//             and indexer top-k 8, so scored routing with its bias, hash
+//             routing and the indexer's block selection all change the
+//             logits; per position rel L2 <= 1e-4, same argmax, at
+//             --prefill-chunk 1, 7, 64 and the whole prompt.
+//   plain:    the generator's file without its optional .scale/.input_scale
+//             tensors, whole prompt and chunk 7.
+//   scales:   the generator's file with them: llama.cpp's deepseek4 graph
+//             passes no scale tensors to build_lora_mm / build_moe_ffn /
+//             build_ffn (the loader reads them generically, the graph ignores
+//             them), and uses exp_probs_b_vl only for image embeddings, so ds4
+//             ignores them too and must give the same logits.
+//   quant:    the routed file quantized like the published q2 files (routed
+//             gate/up IQ2_XXS, down Q2_K, Q8_0 elsewhere) vs llama.cpp on the
+//             same file dequantized to F32: <= 8e-2 rel L2, >= 90% argmax.
+//
+// llama_logits runs llama.cpp with an F32 KV cache and no flash attention;
+// deepseek4's compressor state planes are always F32 in llama.cpp
+// (llama_dsv4_comp_state), and its compressed/indexer caches take the same
+// F32 K type, so there is no cache quantization on the reference side. The
+// indexer's Hadamard rotation (always on for deepseek4's indexer cache) is
+// orthogonal and does not change the q.k scores ds4 ranks by.
+#include "oracle_harness.h"
+
+namespace ds4::oracle {
+namespace {
+
+constexpr const char* kArch = "deepseek4";
+
+class DeepSeek4 : public ::testing::Test {
+protected:
+    void SetUp() override {
+        seed_ = fresh_seed();
+        rng_.seed(seed_);
+        trace_.emplace(__FILE__, __LINE__,
+                       "seed " + std::to_string(seed_) + " (model seed " + std::to_string(model_seed(seed_)) +
+                           "; DS4_KEEP_TEMP=1 keeps " + dir_.path().string() + ")");
+    }
+
+    fs::path raw_model() { return generate_arch_model(kArch, model_seed(seed_), dir_.path()); }
+    fs::path stripped_model() { return strip_scales(raw_model(), dir_ / "stripped.gguf"); }
+    fs::path routed_model() {
+        return dsv4_rewrite(stripped_model(), dir_ / "routed.gguf", Dsv4Rewrite{}, model_seed(seed_));
+    }
+
+    std::vector<int32_t> tokens(size_t n_vocab) {
+        std::uniform_int_distribution<size_t> n(300, 340);
+        return random_token_ids(rng_, n(rng_), int32_t(n_vocab));
+    }
+
+    void expect_matches(const fs::path& model, const fs::path& ref_model, const Tolerance& tol,
+                        std::vector<int> chunks) {
+        const size_t n_vocab = size_t(read_gguf_summary(model).n_vocab);
+        const auto ids = tokens(n_vocab);
+        const Logits ref = engine_logits(Engine::llama, ref_model, ids, n_vocab, dir_.path());
+        for (int& c : chunks)
+            if (c == 0) c = int(ids.size());
+        for (int chunk : chunks) {
+            SCOPED_TRACE("--prefill-chunk " + std::to_string(chunk) + ", " + std::to_string(ids.size()) +
+                         " tokens: " + join_ids(ids));
+            const Logits ours = engine_logits(Engine::ds4, model, ids, n_vocab, dir_.path(), {2, chunk});
+            EXPECT_TRUE(logits_match(ours, ref, tol, "ds4 (chunk " + std::to_string(chunk) + ") vs llama.cpp"));
+        }
+    }
+
+    TempDir dir_;
+    uint64_t seed_ = 0;
+    std::mt19937_64 rng_;
+    std::optional<::testing::ScopedTrace> trace_;
+};
+
+bool is_hash_table(const std::string& name) { return name.find("ffn_gate_tid2eid") != std::string::npos; }
+
+TEST_F(DeepSeek4, RoutedHashAndIndexerMatchLlamaAtEveryChunk) {
+    const fs::path m = routed_model();
+    ASSERT_EQ(read_gguf_summary(m).count_if_name(is_hash_table), size_t(Dsv4Rewrite{}.hash_layers));
+    expect_matches(m, m, kF32Tolerance, {0, 1, 7, 64});
+}
+
+TEST_F(DeepSeek4, F32WithoutScaleTensorsMatchesLlama) {
+    const fs::path m = stripped_model();
+    ASSERT_EQ(read_gguf_summary(m).count_if_name(is_optional_scale_tensor_name), 0u);
+    expect_matches(m, m, kF32Tolerance, {0, 7});
+}
+
+TEST_F(DeepSeek4, F32WithScaleTensorsMatchesLlama) {
+    const fs::path m = raw_model();
+    ASSERT_GT(read_gguf_summary(m).count_if_name(is_optional_scale_tensor_name), 0u)
+        << "test-llama-archs wrote no .scale tensors, so this case would test nothing";
+    expect_matches(m, m, kF32Tolerance, {0, 64});
+}
+
+TEST_F(DeepSeek4, Q2StyleQuantMatchesLlamaOnDequantizedFile) {
+    const fs::path f32 = routed_model();
+    const fs::path im = write_uniform_imatrix(f32, dir_ / "uniform.imatrix", "_exps.weight");
+    const fs::path q = quantize_mixed(f32, dir_ / "q2.gguf", "Q8_0",
+                                      {"ffn_gate_exps=iq2_xxs", "ffn_up_exps=iq2_xxs", "ffn_down_exps=q2_k"}, im);
+    const GgufSummary s = read_gguf_summary(q);
+    ASSERT_TRUE(s.has_tensor_type(GGML_TYPE_IQ2_XXS) && s.has_tensor_type(GGML_TYPE_Q2_K) &&
+                s.has_tensor_type(GGML_TYPE_Q8_0))
+        << "llama-quantize did not produce the IQ2_XXS / Q2_K / Q8_0 mix";
+    const fs::path deq = dequantize(q, dir_ / "q2-deq.gguf");
+    expect_matches(q, deq, kQuantTolerance, {0});
+}
+
+}  // namespace
+}  // namespace ds4::oracle
