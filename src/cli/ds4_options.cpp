@@ -25,7 +25,7 @@ struct RawArgs {
     std::string temp, top_p, top_k, min_p, seed, system, token_ids, dump_logits;
     std::string backend, layers, role, ssd_cache_experts;
     std::vector<std::string> listen, coordinator;
-    int think = 0, nothink = 0, ssd_streaming = 0;
+    int think = 0, think_max = 0, nothink = 0, ssd_streaming = 0;
 };
 
 // How to describe a missing value of each option, by CLI11's option name.
@@ -86,7 +86,7 @@ constexpr ValueOption kValueOptions[] = {
     {"--dump-logits", 1}, {"--backend", 1}, {"--layers", 1}, {"--role", 1}, {"--listen", 2},
     {"--coordinator", 2}, {"--ssd-streaming-cache-experts", 1},
 };
-constexpr const char* kFlagOptions[] = {"--think", "--nothink", "--ssd-streaming", "-h", "--help", "--version"};
+constexpr const char* kFlagOptions[] = {"--think", "--think-max", "--nothink", "--ssd-streaming", "-h", "--help", "--version"};
 
 std::vector<std::string> split_spellings(const char* s) {
     std::vector<std::string> out;
@@ -193,6 +193,7 @@ void check_combinations(const Ds4Options& o, const RawArgs& raw, const CLI::App&
     if (given("--token-ids") && !given("--dump-logits"))
         throw UsageError("--token-ids needs --dump-logits (where the logits go)");
     if (raw.think > 0 && raw.nothink > 0) throw UsageError("--think and --nothink cannot be used together");
+    if (raw.think_max > 0 && raw.nothink > 0) throw UsageError("--think-max and --nothink cannot be used together");
     if (o.role == "coordinator" && !o.layers_spec)
         throw UsageError("--role coordinator needs --layers (the slice this process runs)");
     if (o.role == "worker" && o.listen_port == 0)
@@ -238,6 +239,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     app.add_option("--min-p", raw.min_p);
     app.add_option("--seed", raw.seed);
     app.add_flag("--think", raw.think);
+    app.add_flag("--think-max", raw.think_max);
     app.add_flag("--nothink", raw.nothink);
     app.add_option("--system", raw.system);
     app.add_option("--token-ids", raw.token_ids);
@@ -286,6 +288,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     if (given("--prompt-file")) o.prompt_file = raw.prompt_file;
     if (given("--system")) o.system = raw.system;
     if (raw.nothink > 0) o.think = false;
+    if (raw.think_max > 0) o.think_max = true;
     if (given("--token-ids")) o.token_ids_file = raw.token_ids;
     if (given("--dump-logits")) o.dump_logits_file = raw.dump_logits;
     if (given("--tokens")) o.n_predict = static_cast<int>(parse_int_value("-n/--tokens", raw.n_predict, -1, kMaxContext));
@@ -345,6 +348,7 @@ Input:
       --prompt-file FILE    read the user message from FILE (not with -p)
   -sys, --system TEXT       system message
       --think               let the model think before answering (default)
+      --think-max           think with maximum reasoning effort (DeepSeek V4)
       --nothink             answer without a thinking block
       --token-ids FILE      raw token ids (whitespace separated), no template;
                             needs --dump-logits

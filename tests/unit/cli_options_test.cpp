@@ -343,5 +343,13 @@ TEST_F(Ds4OptionsTest, FlagProblemsComeBeforeMissingFiles) {
     expect_usage({"-m", "/nonexistent/m.gguf", "--bogus"}, {"--bogus"}, false);
 }
 
+TEST_F(Ds4OptionsTest, ThinkMax) {
+    Ds4Options o = parse({"-p", "x", "--think-max"});
+    EXPECT_TRUE(o.think);
+    EXPECT_TRUE(o.think_max);
+    EXPECT_FALSE(parse({"-p", "x"}).think_max);
+    expect_usage({"-p", "x", "--think-max", "--nothink"}, {"--think-max", "--nothink"});
+}
+
 }  // namespace
 }  // namespace ds4

@@ -103,6 +103,7 @@ struct Chat {
         if (!template_name.empty()) {
             ChatOptions co;
             co.enable_thinking = opts.think;
+            if (opts.think_max) co.reasoning_effort = "max";
             return render_chat(template_name, messages, co);
         }
         // No known template: the raw text of the conversation, so base
