@@ -4,11 +4,16 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates
       libcli11-dev nlohmann-json3-dev libpcre2-dev libreadline-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      clang libclang-rt-14-dev nodejs npm python3 python3-jinja2)
+      clang libclang-rt-14-dev python3 python3-jinja2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js: any install that provides node and npm will do (NodeSource's
+# nodejs bundles npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
+fi
 if ((${#missing[@]})); then
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
