@@ -188,7 +188,8 @@ TEST_P(CudaModel, LogitsAndGreedyTokensMatchCpu) {
     EXPECT_EQ(tg, tc) << "greedy tokens over 64 steps differ";
 }
 
-INSTANTIATE_TEST_SUITE_P(SyntheticQwen3Moe, CudaModel, ::testing::Values("f32", "q8_0", "q4_k_m"));
+INSTANTIATE_TEST_SUITE_P(SyntheticQwen3Moe, CudaModel, ::testing::Values("f32", "q8_0", "q4_k_m"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace ds4
