@@ -3,12 +3,19 @@
 #include <cstdio>
 
 #include "common/error.h"
+#ifdef DS4_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace ds4 {
 
 Engine load_engine(const Ds4Options& opts) {
-    if (opts.backend != "cpu")
+    if (opts.backend != "cpu" && opts.backend != "cuda")
         throw Error("backend '" + opts.backend + "' is not available in this build yet; use --backend cpu.");
+#ifndef DS4_HAVE_CUDA
+    if (opts.backend == "cuda")
+        throw Error("this ds4 was built without CUDA (configure with -DDS4_CUDA=ON); use --backend cpu.");
+#endif
     if (!opts.role.empty())
         throw Error("--role " + opts.role + " needs the distributed pipeline, which this build does not include yet.");
     if (opts.ssd_streaming)
@@ -17,11 +24,16 @@ Engine load_engine(const Ds4Options& opts) {
         throw Error("--layers runs a layer slice as a pipeline stage, which this build does not include yet.");
 
     Engine e;
+    // The backend first: no GPU is a one-sentence failure before the model is read.
+#ifdef DS4_HAVE_CUDA
+    if (opts.backend == "cuda") e.backend = make_cuda_backend(0);
+#endif
+    if (!e.backend) e.backend = make_cpu_backend(opts.threads);
     e.file = GgufFile::open(opts.model);
     e.map = ModelMap::build(*e.file, MapSelection{});
     std::fprintf(stderr, "%s\n", e.map->summary().c_str());
     e.model = load_model(*e.file, *e.map);
-    e.backend = make_cpu_backend(opts.threads);
+    e.backend->attach_weights(*e.map);
     return e;
 }
 
