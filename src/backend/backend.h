@@ -90,11 +90,6 @@ public:
     // translated into it); nothing to do on the CPU, which reads the mapping.
     virtual void attach_weights(const ModelMap& /*map*/) {}
 
-    // Makes the model map's regions resident where the ops read them: one
-    // device allocation per region on CUDA (WeightRef host pointers are then
-    // translated into it); nothing to do on the CPU, which reads the mapping.
-    virtual void attach_weights(const ModelMap& /*map*/) {}
-
     virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
     // Copies between host memory and a tensor (no-ops in spirit on the CPU).
     virtual void upload(Tensor& t, const float* host) = 0;
