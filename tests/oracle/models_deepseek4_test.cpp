@@ -12,16 +12,18 @@
 //             routing and the indexer's block selection all change the
 //             logits; per position rel L2 <= 1e-4, same argmax, at
 //             --prefill-chunk 1, 7, 64 and the whole prompt.
-//   plain:    the generator's file without its optional .scale/.input_scale
-//             tensors, whole prompt and chunk 7.
+//   synth:    `ds4-gguf synth --arch deepseek4 --preset tiny` (schedule
+//             {0,0,4,128,4}, 3 hash layers, top-k 16, 20 Sinkhorn iterations,
+//             the real vocabulary) judged by llama.cpp, whole prompt.
 //   scales:   the generator's file with them: llama.cpp's deepseek4 graph
 //             passes no scale tensors to build_lora_mm / build_moe_ffn /
 //             build_ffn (the loader reads them generically, the graph ignores
 //             them), and uses exp_probs_b_vl only for image embeddings, so ds4
 //             ignores them too and must give the same logits.
-//   quant:    the routed file quantized like the published q2 files (routed
-//             gate/up IQ2_XXS, down Q2_K, Q8_0 elsewhere) vs llama.cpp on the
-//             same file dequantized to F32: <= 8e-2 rel L2, >= 90% argmax.
+//   quant:    a rewritten file (1 hash layer, top-k 8) quantized like
+//             the published q2 files (routed gate/up IQ2_XXS with a uniform
+//             importance matrix, down Q2_K, Q8_0 elsewhere) vs llama.cpp on
+//             the same file dequantized to F32: <= 8e-2 rel L2, >= 90% argmax.
 //
 // llama_logits runs llama.cpp with an F32 KV cache and no flash attention;
 // deepseek4's compressor state planes are always F32 in llama.cpp
@@ -86,10 +88,16 @@ TEST_F(DeepSeek4, RoutedHashAndIndexerMatchLlamaAtEveryChunk) {
     expect_matches(m, m, kF32Tolerance, {0, 1, 7, 64});
 }
 
-TEST_F(DeepSeek4, F32WithoutScaleTensorsMatchesLlama) {
-    const fs::path m = stripped_model();
-    ASSERT_EQ(read_gguf_summary(m).count_if_name(is_optional_scale_tensor_name), 0u);
-    expect_matches(m, m, kF32Tolerance, {0, 7});
+// The synthesizer is ds4 code, so llama.cpp is the judge: the `tiny` preset
+// (its own layer schedule, hash layers, indexer top-k and Sinkhorn depth,
+// the real 129,280-token vocabulary) must load there and give ds4's logits.
+TEST_F(DeepSeek4, SynthTinyPresetMatchesLlama) {
+    const fs::path m = dir_ / "synth-tiny.gguf";
+    run_checked({ds4_program("ds4-gguf").string(), "synth", "--arch", kArch, "--preset", "tiny", "--out", m.string()});
+    const GgufSummary s = read_gguf_summary(m);
+    ASSERT_EQ(s.arch, kArch);
+    ASSERT_FALSE(s.any_quantized()) << "the tiny preset is expected to be F32";
+    expect_matches(m, m, kF32Tolerance, {0});
 }
 
 TEST_F(DeepSeek4, F32WithScaleTensorsMatchesLlama) {
@@ -100,7 +108,10 @@ TEST_F(DeepSeek4, F32WithScaleTensorsMatchesLlama) {
 }
 
 TEST_F(DeepSeek4, Q2StyleQuantMatchesLlamaOnDequantizedFile) {
-    const fs::path f32 = routed_model();
+    // The generator's 2 experts (IQ2_XXS quantization is slow: few expert
+    // matrices keep this case to seconds), one hash-routed layer, top-k 8.
+    const fs::path f32 = dsv4_rewrite(stripped_model(), dir_ / "routed2.gguf", Dsv4Rewrite{2, 2, 1, 8},
+                                      model_seed(seed_));
     const fs::path im = write_uniform_imatrix(f32, dir_ / "uniform.imatrix", "_exps.weight");
     const fs::path q = quantize_mixed(f32, dir_ / "q2.gguf", "Q8_0",
                                       {"ffn_gate_exps=iq2_xxs", "ffn_up_exps=iq2_xxs", "ffn_down_exps=q2_k"}, im);
