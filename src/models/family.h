@@ -30,6 +30,13 @@ public:
     virtual ~ModelState() = default;
     virtual int64_t n_ctx() const = 0;
     virtual uint64_t bytes() const = 0;
+    // Whether the state of positions [0, to) is still intact after the
+    // cache held n_past positions, so evaluation may resume at `to`. A plain
+    // KV cache keeps every position; ring buffers do not.
+    virtual bool can_rewind(int64_t to, int64_t n_past) const { return to <= n_past; }
+    // Every tensor the state consists of, for snapshots: copying these (and
+    // the position) captures the session exactly.
+    virtual std::vector<Tensor*> tensors() = 0;
 };
 
 class Model {

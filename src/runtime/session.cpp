@@ -13,10 +13,43 @@ Session::Session(const Model& model, Backend& backend, const SessionOptions& opt
     state_ = model_.new_state(backend_, opts_.n_ctx);
 }
 
-void Session::rewind(int64_t n) {
-    if (n < 0 || n > n_past_)
-        throw Error("cannot rewind a session of " + std::to_string(n_past_) + " tokens to " + std::to_string(n) + ".");
+void Session::reset() {
+    state_ = model_.new_state(backend_, opts_.n_ctx);
+    n_past_ = 0;
+}
+
+bool Session::try_rewind(int64_t n) {
+    if (n < 0 || n > n_past_ || !state_->can_rewind(n, n_past_)) return false;
     n_past_ = n;
+    return true;
+}
+
+uint64_t SessionSnapshot::bytes() const {
+    uint64_t b = 0;
+    for (const auto& t : tensors) b += t.size() * sizeof(float);
+    return b;
+}
+
+SessionSnapshot Session::snapshot() const {
+    SessionSnapshot snap;
+    snap.n_past = n_past_;
+    for (Tensor* t : state_->tensors()) {
+        snap.tensors.emplace_back(static_cast<size_t>(t->size()));
+        backend_.download(*t, snap.tensors.back().data());
+    }
+    return snap;
+}
+
+void Session::restore(const SessionSnapshot& snap) {
+    const std::vector<Tensor*> ts = state_->tensors();
+    if (ts.size() != snap.tensors.size())
+        throw Error("the snapshot does not belong to this session (it holds " + std::to_string(snap.tensors.size()) +
+                    " tensors, the session " + std::to_string(ts.size()) + ").");
+    for (size_t i = 0; i < ts.size(); ++i)
+        if (static_cast<size_t>(ts[i]->size()) != snap.tensors[i].size())
+            throw Error("the snapshot does not belong to this session (tensor " + std::to_string(i) + " differs in size).");
+    for (size_t i = 0; i < ts.size(); ++i) backend_.upload(*ts[i], snap.tensors[i].data());
+    n_past_ = snap.n_past;
 }
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logits,

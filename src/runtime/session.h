@@ -19,6 +19,13 @@ struct SessionOptions {
     int64_t prefill_chunk = 4096;
 };
 
+// A copy of a session's whole state in host memory.
+struct SessionSnapshot {
+    int64_t n_past = 0;
+    std::vector<std::vector<float>> tensors;
+    uint64_t bytes() const;
+};
+
 class Session {
 public:
     Session(const Model& model, Backend& backend, const SessionOptions& opts);
@@ -33,10 +40,18 @@ public:
     int64_t n_past() const { return n_past_; }
     int64_t n_ctx() const { return opts_.n_ctx; }
     int64_t n_vocab() const { return model_.info().n_vocab; }
-    void reset() { n_past_ = 0; }  // the cache is overwritten from position 0
-    // Forgets every position from n on (n <= n_past); the next eval
-    // overwrites them. Used to reuse a shared prompt prefix.
-    void rewind(int64_t n);
+    // Starts over at position 0 with a fresh state.
+    void reset();
+    // Forgets every position from n on, so the next eval continues at n;
+    // used to reuse a shared prompt prefix. Returns false (and changes
+    // nothing) when the model's state cannot resume there, e.g. ring caches.
+    bool try_rewind(int64_t n);
+
+    // Copies the whole state (caches of every kind, position) to host memory
+    // and back; after restore the session continues exactly as it would have
+    // from the snapshot, whatever was evaluated in between.
+    SessionSnapshot snapshot() const;
+    void restore(const SessionSnapshot& snap);
     const Model& model() const { return model_; }
     uint64_t state_bytes() const { return state_->bytes(); }
 

@@ -119,7 +119,10 @@ struct Chat {
         size_t common = 0;
         while (common < held.size() && common < tokens.size() && held[common] == tokens[common]) ++common;
         if (common == tokens.size() && common > 0) --common;  // must evaluate at least one token for logits
-        session.rewind(static_cast<int64_t>(common));
+        if (!session.try_rewind(static_cast<int64_t>(common))) {
+            session.reset();  // the model's caches cannot resume mid-way: prefill again
+            common = 0;
+        }
         held.resize(common);
         const std::vector<int32_t> todo(tokens.begin() + static_cast<long>(common), tokens.end());
         if (session.n_past() + static_cast<int64_t>(todo.size()) >= session.n_ctx())

@@ -39,6 +39,14 @@ public:
     uint64_t size = 0;
     int64_t n_ctx() const override { return ctx; }
     uint64_t bytes() const override { return size; }
+    std::vector<Tensor*> tensors() override {
+        std::vector<Tensor*> all;
+        for (size_t l = 0; l < k.size(); ++l) {
+            all.push_back(&k[l]);
+            all.push_back(&v[l]);
+        }
+        return all;
+    }
 };
 
 class Qwen3Moe final : public Model {
