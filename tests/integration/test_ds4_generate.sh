@@ -48,4 +48,16 @@ rc=$?
 set -e
 [[ $rc -eq 1 ]] || fail "tiny --ctx: expected exit 1, got $rc"
 [[ $(wc -l <"$tmp/err") -ge 1 ]] && grep -q "ctx" "$tmp/err" || fail "tiny --ctx: no sentence naming --ctx: $(cat "$tmp/err")"
+# DeepSeek V4 (tiny, published q2 mix, real tokenizer and V4 template): one
+# prompt in each thinking mode and a two-turn chat, whose second turn cannot
+# rewind the ring caches and prefills again.
+"$bin/ds4-gguf" synth --arch deepseek4 --preset tiny --quant q2 --seed "$seed" --out "$tmp/d.gguf" >/dev/null
+for mode in --nothink --think --think-max; do
+  "$bin/ds4" -m "$tmp/d.gguf" -p "Hello" $mode -n 6 --temp 0 >"$tmp/dout" 2>"$tmp/err" \
+    || fail "deepseek4 $mode run failed: $(cat "$tmp/err")"
+  grep -q "generation:" "$tmp/err" || fail "deepseek4 $mode: no speed line"
+done
+printf 'Hello\nSecond question\n' | "$bin/ds4" -m "$tmp/d.gguf" -n 4 --temp 0 >/dev/null 2>"$tmp/err" \
+  || fail "deepseek4 interactive mode exited $?: $(cat "$tmp/err")"
+[[ $(grep -c "generation:" "$tmp/err") -eq 2 ]] || fail "deepseek4: expected two replies: $(cat "$tmp/err")"
 echo "ok (seed $seed)"
