@@ -8,6 +8,7 @@
 #include "quant/half_bits.h"
 #include "quant/iq2_xxs_grid.h"
 #include "quant/kernels.h"
+#include "quant/scalar_rows.h"
 
 namespace ds4::quant_kernels {
 namespace {
@@ -35,19 +36,11 @@ void decode(const BlockIQ2XXS& b, float* y) {
 }  // namespace
 
 void dequantize_iq2_xxs_scalar(const void* x, float* y, int64_t n) {
-    const auto* blocks = static_cast<const BlockIQ2XXS*>(x);
-    for (int64_t i = 0; i < n / kN; ++i) decode(blocks[i], y + i * kN);
+    dequantize_blocks<BlockIQ2XXS, kN>(x, y, n, [](const BlockIQ2XXS& b, float* out) { decode(b, out); });
 }
 
 float dot_iq2_xxs_scalar(const void* w, const float* x, int64_t n) {
-    const auto* blocks = static_cast<const BlockIQ2XXS*>(w);
-    float tmp[kN];
-    double sum = 0.0;
-    for (int64_t i = 0; i < n / kN; ++i) {
-        decode(blocks[i], tmp);
-        for (int j = 0; j < kN; ++j) sum += static_cast<double>(tmp[j]) * x[i * kN + j];
-    }
-    return static_cast<float>(sum);
+    return dot_blocks<BlockIQ2XXS, kN>(w, x, n, [](const BlockIQ2XXS& b, float* out) { decode(b, out); });
 }
 
 }  // namespace ds4::quant_kernels

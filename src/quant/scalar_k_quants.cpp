@@ -8,6 +8,7 @@
 #include "quant/block_layouts.h"
 #include "quant/half_bits.h"
 #include "quant/kernels.h"
+#include "quant/scalar_rows.h"
 
 namespace ds4::quant_kernels {
 namespace {
@@ -95,21 +96,12 @@ void decode(const BlockQ6K& b, float* y) {
 
 template <class Block>
 void dequantize_rows(const void* x, float* y, int64_t n) {
-    const auto* blocks = static_cast<const Block*>(x);
-    for (int64_t i = 0; i < n / kN; ++i) decode(blocks[i], y + i * kN);
+    dequantize_blocks<Block, kN>(x, y, n, [](const Block& b, float* out) { decode(b, out); });
 }
 
-// The reference dot is the float64 sum of the exactly decoded weights times x.
 template <class Block>
 float dot_rows(const void* w, const float* x, int64_t n) {
-    const auto* blocks = static_cast<const Block*>(w);
-    float tmp[kN];
-    double sum = 0.0;
-    for (int64_t i = 0; i < n / kN; ++i) {
-        decode(blocks[i], tmp);
-        for (int j = 0; j < kN; ++j) sum += static_cast<double>(tmp[j]) * x[i * kN + j];
-    }
-    return static_cast<float>(sum);
+    return dot_blocks<Block, kN>(w, x, n, [](const Block& b, float* out) { decode(b, out); });
 }
 
 }  // namespace

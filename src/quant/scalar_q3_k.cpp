@@ -6,6 +6,7 @@
 #include "quant/block_layouts_fallback.h"
 #include "quant/half_bits.h"
 #include "quant/kernels.h"
+#include "quant/scalar_rows.h"
 
 namespace ds4::quant_kernels {
 namespace {
@@ -36,20 +37,11 @@ void decode(const BlockQ3K& b, float* y) {
 }  // namespace
 
 void dequantize_q3_k_scalar(const void* x, float* y, int64_t n) {
-    const auto* blocks = static_cast<const BlockQ3K*>(x);
-    for (int64_t i = 0; i < n / kN; ++i) decode(blocks[i], y + i * kN);
+    dequantize_blocks<BlockQ3K, kN>(x, y, n, [](const BlockQ3K& b, float* out) { decode(b, out); });
 }
 
-// The reference dot is the float64 sum of the exactly decoded weights times x.
 float dot_q3_k_scalar(const void* w, const float* x, int64_t n) {
-    const auto* blocks = static_cast<const BlockQ3K*>(w);
-    float tmp[kN];
-    double sum = 0.0;
-    for (int64_t i = 0; i < n / kN; ++i) {
-        decode(blocks[i], tmp);
-        for (int j = 0; j < kN; ++j) sum += static_cast<double>(tmp[j]) * x[i * kN + j];
-    }
-    return static_cast<float>(sum);
+    return dot_blocks<BlockQ3K, kN>(w, x, n, [](const BlockQ3K& b, float* out) { decode(b, out); });
 }
 
 }  // namespace ds4::quant_kernels

@@ -5,6 +5,7 @@
 #include "quant/block_layouts.h"
 #include "quant/half_bits.h"
 #include "quant/kernels.h"
+#include "quant/scalar_rows.h"
 
 namespace ds4::quant_kernels {
 namespace {
@@ -17,19 +18,11 @@ void dequantize_block(const BlockQ8_0& b, float* y) {
 }  // namespace
 
 void dequantize_q8_0_scalar(const void* x, float* y, int64_t n) {
-    const auto* blocks = static_cast<const BlockQ8_0*>(x);
-    for (int64_t i = 0; i < n / kQ8_0BlockElems; ++i) dequantize_block(blocks[i], y + i * kQ8_0BlockElems);
+    dequantize_blocks<BlockQ8_0, kQ8_0BlockElems>(x, y, n, [](const BlockQ8_0& b, float* out) { dequantize_block(b, out); });
 }
 
 float dot_q8_0_scalar(const void* w, const float* x, int64_t n) {
-    const auto* blocks = static_cast<const BlockQ8_0*>(w);
-    double sum = 0.0;
-    float tmp[kQ8_0BlockElems];
-    for (int64_t i = 0; i < n / kQ8_0BlockElems; ++i) {
-        dequantize_block(blocks[i], tmp);
-        for (int j = 0; j < kQ8_0BlockElems; ++j) sum += static_cast<double>(tmp[j]) * x[i * kQ8_0BlockElems + j];
-    }
-    return static_cast<float>(sum);
+    return dot_blocks<BlockQ8_0, kQ8_0BlockElems>(w, x, n, [](const BlockQ8_0& b, float* out) { dequantize_block(b, out); });
 }
 
 }  // namespace ds4::quant_kernels
