@@ -1,0 +1,47 @@
+// The ds4-bench walk: one fixed pseudo-random token sequence fed through a
+// session up to a series of context frontiers. Between frontiers only the
+// new interval is prefilled (so each row measures prefill at that depth, not
+// from zero); at each frontier a greedy generation probe runs on a snapshot
+// of the state, which is then restored so the walk continues unchanged.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "backend/backend.h"
+#include "models/family.h"
+
+namespace ds4 {
+
+struct BenchWalkOptions {
+    int64_t ctx_start = 512;
+    int64_t ctx_max = 4096;
+    int64_t step_incr = 0;   // > 0: frontiers grow by this many tokens
+    double step_mul = 0.0;   // > 1: frontiers grow by this factor (when step_incr is 0)
+    int64_t gen_tokens = 32;
+    int64_t prefill_chunk = 512;
+    uint64_t seed = 0;
+};
+
+struct BenchRow {
+    int64_t ctx = 0;
+    double prefill_tps = 0;  // tokens of the interval ending at ctx / seconds
+    double gen_tps = 0;      // probe tokens / seconds, one token per forward pass
+    uint64_t kv_bytes = 0;   // model state sized for exactly ctx positions
+};
+
+// ctx_start, then +step_incr or ×step_mul (rounded up, always at least +1),
+// while <= ctx_max.
+std::vector<int64_t> bench_frontiers(const BenchWalkOptions& opts);
+
+// The token sequence: `n` ids uniform in [0, n_vocab), a function of seed only.
+std::vector<int32_t> bench_tokens(uint64_t seed, int64_t n, int64_t n_vocab);
+
+// Runs the walk; calls `on_row` as each frontier completes (so a long run
+// shows progress) and returns every row. Throws ds4::Error from the session
+// (e.g. a context the backend cannot allocate).
+std::vector<BenchRow> run_bench_walk(const Model& model, Backend& backend, const BenchWalkOptions& opts,
+                                     const std::function<void(const BenchRow&)>& on_row = {});
+
+}  // namespace ds4

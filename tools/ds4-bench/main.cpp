@@ -1,0 +1,199 @@
+// ds4-bench: prefill and generation speed of a model at a series of context
+// depths, as CSV (ctx,prefill_tps,gen_tps,kv_bytes). Every argument is
+// checked before the model is loaded: bad input is one line and exit 2, a
+// load or run failure the loader's sentence and exit 1.
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "bench_walk.h"
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+#include "mapping/model_map.h"
+#include "models/family.h"
+#ifdef DS4_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace {
+
+using ds4::UsageError;
+
+// Same bound as the ds4 program's --ctx: beyond any trained context, small
+// enough that sizes never overflow.
+constexpr int64_t kMaxContext = int64_t{1} << 24;
+
+const char* const kHelp =
+    "usage: ds4-bench -m MODEL [options]\n"
+    "\n"
+    "Walks one fixed pseudo-random token sequence to context frontiers: ctx-start,\n"
+    "then +step-incr or x step-mul, up to ctx-max. Between frontiers only the new\n"
+    "interval is prefilled (timed); at each frontier a greedy generation probe of\n"
+    "--gen-tokens tokens runs on a snapshot of the state, which is then restored.\n"
+    "Prints CSV rows ctx,prefill_tps,gen_tps,kv_bytes (header first) and a summary\n"
+    "on stderr. kv_bytes: the model state sized for exactly ctx positions.\n"
+    "\n"
+    "  -m, --model FILE       GGUF model (required)\n"
+    "  --backend cpu|cuda     compute backend (default cpu)\n"
+    "  -t, --threads N        CPU threads (default: all cores)\n"
+    "  --ctx-start N          first frontier (default 512)\n"
+    "  --ctx-max N            last frontier at most (default 4096)\n"
+    "  --step-incr N          frontiers grow by N tokens\n"
+    "  --step-mul X           frontiers grow by a factor X > 1 (rounded up)\n"
+    "                         (exactly one of --step-incr and --step-mul)\n"
+    "  --gen-tokens N         tokens per generation probe (default 32)\n"
+    "  --prefill-chunk N      tokens per prefill forward pass (default 512)\n"
+    "  --seed N               seed of the token sequence (default 0)\n"
+    "  --csv FILE             write the CSV there instead of stdout\n"
+    "  --synthetic PRESET     random weights of a real shape in memory: not yet\n"
+    "  --layers A:B           run a subset of the layers: not yet\n"
+    "  -h, --help             this text\n"
+    "  --version              program version\n";
+
+std::string one_line(std::string s) {
+    for (char& c : s)
+        if (c == '\n' || c == '\r') c = ' ';
+    return s;
+}
+
+struct BenchArgs {
+    std::string model, backend = "cpu", csv, synthetic, layers;
+    int threads = 0;
+    ds4::BenchWalkOptions walk;
+    bool help = false, version = false;
+};
+
+BenchArgs parse_args(int argc, char** argv) {
+    BenchArgs a;
+    a.walk.seed = 0;
+    a.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    CLI::App app{"ds4-bench"};
+    app.set_help_flag();
+    app.add_flag("-h,--help", a.help);
+    app.add_flag("--version", a.version);
+    app.add_option("-m,--model", a.model)->check(CLI::ExistingFile);
+    app.add_option("--backend", a.backend)->check(CLI::IsMember({"cpu", "cuda"}));
+    app.add_option("-t,--threads", a.threads)->check(CLI::Range(1, 4096));
+    app.add_option("--ctx-start", a.walk.ctx_start)->check(CLI::Range(int64_t{1}, kMaxContext));
+    app.add_option("--ctx-max", a.walk.ctx_max)->check(CLI::Range(int64_t{1}, kMaxContext));
+    auto* incr = app.add_option("--step-incr", a.walk.step_incr)->check(CLI::Range(int64_t{1}, kMaxContext));
+    // CLI::Range lets NaN through (every comparison with it is false).
+    const CLI::Validator above_one(
+        [](std::string& s) -> std::string {
+            double x = 0;
+            if (!CLI::detail::lexical_cast(s, x) || !std::isfinite(x) || !(x > 1.0) || x > 1e6)
+                return "must be a number in (1, 1e6], got '" + s + "'";
+            return {};
+        },
+        "X > 1");
+    auto* mul = app.add_option("--step-mul", a.walk.step_mul)->check(above_one);
+    incr->excludes(mul);
+    app.add_option("--gen-tokens", a.walk.gen_tokens)->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    app.add_option("--prefill-chunk", a.walk.prefill_chunk)->check(CLI::Range(int64_t{1}, kMaxContext));
+    app.add_option("--seed", a.walk.seed);
+    app.add_option("--csv", a.csv)->check(CLI::NonexistentPath | CLI::ExistingFile);
+    app.add_option("--synthetic", a.synthetic);
+    app.add_option("--layers", a.layers);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        throw UsageError(one_line(e.what()));
+    }
+    if (a.help || a.version) return a;
+    if (!a.synthetic.empty())
+        throw UsageError("--synthetic is not available yet; pass a GGUF file with -m (ds4-gguf synth writes one).");
+    if (!a.layers.empty()) throw UsageError("--layers is not available in ds4-bench yet.");
+    if (a.model.empty()) throw UsageError("-m/--model is required (see --help).");
+    if (a.walk.ctx_max < a.walk.ctx_start)
+        throw UsageError("--ctx-max (" + std::to_string(a.walk.ctx_max) + ") must be at least --ctx-start (" +
+                         std::to_string(a.walk.ctx_start) + ").");
+    if (incr->count() == 0 && mul->count() == 0) throw UsageError("give one of --step-incr N or --step-mul X.");
+    if (a.walk.ctx_max + a.walk.gen_tokens > kMaxContext)
+        throw UsageError("--ctx-max plus --gen-tokens must be at most " + std::to_string(kMaxContext) + " tokens.");
+    return a;
+}
+
+int run_bench(const BenchArgs& a) {
+    // Opened before the model is read, so an unwritable path costs nothing.
+    std::FILE* out = stdout;
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv_file(nullptr, std::fclose);
+    if (!a.csv.empty()) {
+        csv_file.reset(std::fopen(a.csv.c_str(), "w"));
+        if (!csv_file) throw UsageError("--csv: cannot write '" + a.csv + "'.");
+        out = csv_file.get();
+    }
+
+    // As in the ds4 program: the backend first (no GPU fails before the
+    // model is read), then file, map, model, weights.
+    std::unique_ptr<ds4::Backend> backend;
+#ifdef DS4_HAVE_CUDA
+    if (a.backend == "cuda") backend = ds4::make_cuda_backend(0);
+#else
+    if (a.backend == "cuda")
+        throw ds4::Error("this ds4-bench was built without CUDA (configure with -DDS4_CUDA=ON); use --backend cpu.");
+#endif
+    if (!backend) backend = ds4::make_cpu_backend(a.threads);
+    auto file = ds4::GgufFile::open(a.model);
+    auto map = ds4::ModelMap::build(*file, ds4::MapSelection{});
+    std::fprintf(stderr, "%s\n", map->summary().c_str());
+    auto model = ds4::load_model(*file, *map);
+    backend->attach_weights(*map);
+
+    const std::vector<int64_t> frontiers = ds4::bench_frontiers(a.walk);
+    std::fprintf(stderr, "ds4-bench: %s backend, %zu frontiers %lld..%lld, %lld-token probes, seed %llu\n",
+                 a.backend.c_str(), frontiers.size(), static_cast<long long>(frontiers.front()),
+                 static_cast<long long>(frontiers.back()), static_cast<long long>(a.walk.gen_tokens),
+                 static_cast<unsigned long long>(a.walk.seed));
+    std::fprintf(out, "ctx,prefill_tps,gen_tps,kv_bytes\n");
+    std::fflush(out);
+    const auto rows = ds4::run_bench_walk(*model, *backend, a.walk, [&](const ds4::BenchRow& r) {
+        std::fprintf(out, "%lld,%.3f,%.3f,%llu\n", static_cast<long long>(r.ctx), r.prefill_tps, r.gen_tps,
+                     static_cast<unsigned long long>(r.kv_bytes));
+        std::fflush(out);
+        std::fprintf(stderr, "  ctx %8lld: prefill %10.2f t/s, generation %8.2f t/s, state %8.2f MiB\n",
+                     static_cast<long long>(r.ctx), r.prefill_tps, r.gen_tps, static_cast<double>(r.kv_bytes) / (1 << 20));
+    });
+    std::fprintf(stderr, "ds4-bench: %zu rows written to %s\n", rows.size(), a.csv.empty() ? "stdout" : a.csv.c_str());
+    if (csv_file && std::fclose(csv_file.release()) != 0) throw ds4::Error("could not finish writing '" + a.csv + "'.");
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    BenchArgs args;
+    try {
+        args = parse_args(argc, argv);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "ds4-bench: %s\n", e.what());
+        return 2;
+    }
+    if (args.help) {
+        std::fputs(kHelp, stdout);
+        return 0;
+    }
+    if (args.version) {
+        std::printf("ds4-bench %s\n", DS4_VERSION);
+        return 0;
+    }
+    try {
+        return run_bench(args);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "ds4-bench: %s\n", e.what());
+        return 2;
+    } catch (const ds4::Error& e) {
+        std::fprintf(stderr, "ds4-bench: %s\n", e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "ds4-bench: out of memory.\n");
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ds4-bench: internal error: %s\n", e.what());
+        return 1;
+    }
+}
