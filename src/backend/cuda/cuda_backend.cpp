@@ -68,7 +68,7 @@ CudaBackend::~CudaBackend() {
 void CudaBackend::attach_weights(const ModelMap& map) {
     const auto& regions = map.regions();
     for (size_t i = 0; i < regions.size(); ++i) attach_host_region(map.region_data(i), regions[i].bytes());
-    std::fprintf(stderr, "cuda: %zu regions, %.2f GiB resident\n", regions_.size(),
+    std::fprintf(stderr, "cuda: %zu %s, %.2f GiB resident\n", regions_.size(), regions_.size() == 1 ? "region" : "regions",
                  double(resident_bytes()) / double(uint64_t(1) << 30));
 }
 
