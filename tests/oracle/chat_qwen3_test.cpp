@@ -1,6 +1,14 @@
 // Renders hundreds of random conversations with ds4's Qwen3 renderer and with
 // the real Qwen3 Jinja template (jinja2, configured like Hugging Face
 // transformers: tests/oracle/chat_render_jinja2.py), and compares bytes.
+//
+// Why jinja2 and not an npm engine: @lenml/tokenizers' Jinja cannot parse
+// this template (no split/lstrip/startswith, no indexing of a call), and
+// @huggingface/jinja 0.5.11 (used for the DeepSeek V4 templates) renders it
+// but strips every kind of whitespace in str.strip('\n') / lstrip('\n'),
+// where Python (and so transformers) strips only the given characters: on
+// random conversations whose reasoning or content ends in spaces or '\r' it
+// disagrees with jinja2, and jinja2 is what the model's own tooling runs.
 // Fresh seed every run; one Python process for the whole batch.
 #include <gtest/gtest.h>
 
