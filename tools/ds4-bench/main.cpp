@@ -95,7 +95,15 @@ BenchArgs parse_args(int argc, char** argv) {
     incr->excludes(mul);
     app.add_option("--gen-tokens", a.walk.gen_tokens)->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     app.add_option("--prefill-chunk", a.walk.prefill_chunk)->check(CLI::Range(int64_t{1}, kMaxContext));
-    app.add_option("--seed", a.walk.seed);
+    // CLI11 would wrap "-1" to 2^64-1; a seed is plain digits.
+    const CLI::Validator digits(
+        [](std::string& s) -> std::string {
+            if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos)
+                return "must be a non-negative integer, got '" + s + "'";
+            return {};
+        },
+        "N");
+    app.add_option("--seed", a.walk.seed)->check(digits);
     app.add_option("--csv", a.csv)->check(CLI::NonexistentPath | CLI::ExistingFile);
     app.add_option("--synthetic", a.synthetic);
     app.add_option("--layers", a.layers);
@@ -145,7 +153,7 @@ int run_bench(const BenchArgs& a) {
     backend->attach_weights(*map);
 
     const std::vector<int64_t> frontiers = ds4::bench_frontiers(a.walk);
-    std::fprintf(stderr, "ds4-bench: %s backend, %zu frontiers %lld..%lld, %lld-token probes, seed %llu\n",
+    std::fprintf(stderr, "ds4-bench: %s backend, %zu frontier(s) %lld..%lld, %lld-token probes, seed %llu\n",
                  a.backend.c_str(), frontiers.size(), static_cast<long long>(frontiers.front()),
                  static_cast<long long>(frontiers.back()), static_cast<long long>(a.walk.gen_tokens),
                  static_cast<unsigned long long>(a.walk.seed));

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# ds4-bench end to end on a tiny Qwen3-MoE and a tiny DeepSeek V4 (q2): the
+# CSV has a header and exactly one row per expected frontier (step-incr and
+# step-mul), every number is positive, --csv writes the same shape, and bad
+# arguments are one line with exit 2 before any model is read.
+set -euo pipefail
+bin=${DS4_BIN:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+seed=$RANDOM
+"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$tmp/q.gguf" >/dev/null
+"$bin/ds4-gguf" synth --arch deepseek4 --preset tiny --quant q2 --seed "$seed" --out "$tmp/d.gguf" >/dev/null
+
+# check_csv FILE "EXPECTED CTX LIST": header, one row per frontier in order,
+# four fields, positive rates and byte counts.
+check_csv() {
+  local file=$1 want=$2
+  [[ $(head -1 "$file") == "ctx,prefill_tps,gen_tps,kv_bytes" ]] || fail "bad header in $file (seed $seed): $(head -1 "$file")"
+  local got
+  got=$(tail -n +2 "$file" | cut -d, -f1 | tr '\n' ' ' | sed 's/ $//')
+  [[ "$got" == "$want" ]] || fail "frontiers '$got', expected '$want' (seed $seed)"
+  awk -F, 'NR > 1 && (NF != 4 || !($2 > 0) || !($3 > 0) || !($4 > 0) || $4 != int($4)) { bad = 1; print "bad row: " $0 > "/dev/stderr" }
+           END { exit bad }' "$file" || fail "non-positive or malformed row in $file (seed $seed)"
+}
+
+bench_seed=$RANDOM
+for model in q d; do
+  "$bin/ds4-bench" -m "$tmp/$model.gguf" -t 2 --ctx-start 8 --ctx-max 40 --step-incr 16 --gen-tokens 3 \
+    --prefill-chunk 5 --seed "$bench_seed" >"$tmp/$model.csv" 2>"$tmp/err" \
+    || fail "$model --step-incr run exited $? (seeds $seed/$bench_seed): $(cat "$tmp/err")"
+  check_csv "$tmp/$model.csv" "8 24 40"
+  grep -q "rows written" "$tmp/err" || fail "$model: no summary on stderr: $(cat "$tmp/err")"
+
+  # ×1.5 rounded up: 3, 5 (4.5), 8 (7.5), 12, 18; 27 > 20.
+  "$bin/ds4-bench" -m "$tmp/$model.gguf" -t 1 --ctx-start 3 --ctx-max 20 --step-mul 1.5 --gen-tokens 2 \
+    --seed "$bench_seed" --csv "$tmp/$model.mul.csv" >"$tmp/stdout" 2>"$tmp/err" \
+    || fail "$model --step-mul run exited $? (seeds $seed/$bench_seed): $(cat "$tmp/err")"
+  [[ ! -s "$tmp/stdout" ]] || fail "$model: --csv run also wrote to stdout"
+  check_csv "$tmp/$model.mul.csv" "3 5 8 12 18"
+done
+
+# The state of a plain KV cache grows with the context.
+awk -F, 'NR > 1 { if (NR > 2 && !($4 > prev)) bad = 1; prev = $4 } END { exit bad }' "$tmp/q.csv" \
+  || fail "qwen3moe kv_bytes do not grow with ctx: $(cat "$tmp/q.csv")"
+
+# Bad arguments: one line, exit 2, and never the model map line (nothing loaded).
+expect_usage() {
+  set +e
+  "$bin/ds4-bench" "$@" >/dev/null 2>"$tmp/err"
+  local rc=$?
+  set -e
+  [[ $rc -eq 2 ]] || fail "ds4-bench $*: expected exit 2, got $rc: $(cat "$tmp/err")"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "ds4-bench $*: expected one line, got: $(cat "$tmp/err")"
+  grep -q "^ds4-bench: " "$tmp/err" || fail "ds4-bench $*: message lacks the program name: $(cat "$tmp/err")"
+}
+m=$tmp/q.gguf
+expect_usage
+expect_usage -m "$tmp/missing.gguf" --step-incr 1
+expect_usage -m "$m" --ctx-start 8 --ctx-max 16
+expect_usage -m "$m" --step-incr 4 --step-mul 2
+expect_usage -m "$m" --step-mul 1
+expect_usage -m "$m" --step-mul nan
+expect_usage -m "$m" --step-mul -3
+expect_usage -m "$m" --step-incr 0
+expect_usage -m "$m" --step-incr 4x
+expect_usage -m "$m" --step-incr 2.5
+expect_usage -m "$m" --ctx-start 0 --step-incr 1
+expect_usage -m "$m" --ctx-start 32 --ctx-max 16 --step-incr 1
+expect_usage -m "$m" --ctx-max 99999999999 --step-incr 1
+expect_usage -m "$m" --backend tpu --step-incr 1
+expect_usage -m "$m" -t 0 --step-incr 1
+expect_usage -m "$m" --gen-tokens 0 --step-incr 1
+expect_usage -m "$m" --prefill-chunk -1 --step-incr 1
+expect_usage -m "$m" --seed -1 --step-incr 1
+expect_usage -m "$m" --synthetic deepseek4-flash-q2 --step-incr 1
+expect_usage -m "$m" --layers 0:2 --step-incr 1
+expect_usage -m "$m" --step-incr 1 --csv "$tmp/no/such/dir/out.csv"
+expect_usage -m "$m" --step-incr 1 --bogus
+expect_usage -m "$m" --step-incr 1 stray
+
+# A file that is not a model: the loader's sentence, exit 1.
+printf 'not a gguf' >"$tmp/bad.gguf"
+set +e
+"$bin/ds4-bench" -m "$tmp/bad.gguf" --ctx-start 4 --ctx-max 4 --step-incr 1 >/dev/null 2>"$tmp/err"
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "non-GGUF model: expected exit 1, got $rc: $(cat "$tmp/err")"
+[[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "non-GGUF model: expected one line: $(cat "$tmp/err")"
+
+"$bin/ds4-bench" --help | grep -q "not yet" || fail "--help does not mark --synthetic/--layers as not yet"
+echo "ok (seeds $seed/$bench_seed)"
