@@ -12,6 +12,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include "oracle_ggml_ptr.h"
 
 namespace ds4::oracle {
 
@@ -35,6 +36,8 @@ inline RewriteStats gguf_rewrite(const std::string& in, const std::string& out,
     if (src == nullptr) {
         throw std::runtime_error("cannot read GGUF file " + in);
     }
+    const ds4::oracle::GgufPtr src_owner(src);
+    const ds4::oracle::GgmlPtr src_data_owner(src_data);
 
     const int64_t n_tensors = gguf_get_n_tensors(src);
     size_t need = ggml_tensor_overhead() * size_t(n_tensors + 1) + 1024;
@@ -45,6 +48,8 @@ inline RewriteStats gguf_rewrite(const std::string& in, const std::string& out,
     ggml_init_params ip{need, nullptr, /*no_alloc=*/false};
     ggml_context* dst_data = ggml_init(ip);
     gguf_context* dst = gguf_init_empty();
+    const ds4::oracle::GgufPtr dst_owner(dst);
+    const ds4::oracle::GgmlPtr dst_data_owner(dst_data);
     gguf_set_kv(dst, src);
 
     RewriteStats stats;
@@ -95,11 +100,6 @@ inline RewriteStats gguf_rewrite(const std::string& in, const std::string& out,
     if (error.empty() && !gguf_write_to_file(dst, out.c_str(), /*only_meta=*/false)) {
         error = "cannot write GGUF file " + out;
     }
-
-    gguf_free(dst);
-    ggml_free(dst_data);
-    gguf_free(src);
-    ggml_free(src_data);
     if (!error.empty()) {
         throw std::runtime_error(error);
     }

@@ -28,6 +28,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include "../oracle/oracle_ggml_ptr.h"
 
 namespace {
 
@@ -92,6 +93,8 @@ void run(const Options& o) {
     ggml_context* src_data = nullptr;
     gguf_context* src = gguf_init_from_file(o.in.c_str(), {false, &src_data});
     if (src == nullptr) throw std::runtime_error("cannot read GGUF file " + o.in);
+    const ds4::oracle::GgufPtr src_owner(src);
+    const ds4::oracle::GgmlPtr src_data_owner(src_data);
     const int64_t ak = gguf_find_key(src, "general.architecture");
     if (ak < 0 || std::string(gguf_get_val_str(src, ak)) != "deepseek4")
         throw std::runtime_error(o.in + " is not a deepseek4 file");
@@ -119,6 +122,8 @@ void run(const Options& o) {
     need += size_t(hash_layers) * (size_t(used * n_vocab) * sizeof(int32_t) + 2 * GGML_MEM_ALIGN);
     ggml_context* dst_data = ggml_init({need, nullptr, false});
     gguf_context* dst = gguf_init_empty();
+    const ds4::oracle::GgufPtr dst_owner(dst);
+    const ds4::oracle::GgmlPtr dst_data_owner(dst_data);
     gguf_set_kv(dst, src);
     gguf_set_val_u32(dst, (arch + ".expert_count").c_str(), uint32_t(experts));
     gguf_set_val_u32(dst, (arch + ".expert_used_count").c_str(), uint32_t(used));
@@ -174,10 +179,6 @@ void run(const Options& o) {
         gguf_add_tensor(dst, w);
     }
     if (!gguf_write_to_file(dst, o.out.c_str(), false)) throw std::runtime_error("cannot write GGUF file " + o.out);
-    gguf_free(dst);
-    ggml_free(dst_data);
-    gguf_free(src);
-    ggml_free(src_data);
 }
 
 }  // namespace
