@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -161,7 +160,9 @@ TEST_P(HfTokenizerTest, MatchesLlamaCppOnTheSameFile) {
     EXPECT_EQ(tok_->eos(), llama_vocab_eos(v));
 }
 
-TEST_P(HfTokenizerTest, EncodesHundredKilobytesWellUnderASecond) {
+// A long mixed text round-trips (its speed is measured by
+// bench/tokenizer_encode_bench.cpp, not asserted here).
+TEST_P(HfTokenizerTest, HundredKilobytesRoundTrip) {
     const uint64_t seed = test::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
@@ -169,10 +170,8 @@ TEST_P(HfTokenizerTest, EncodesHundredKilobytesWellUnderASecond) {
     opt.specials = {"<|im_start|>", "<|im_end|>"};
     std::string text;
     while (text.size() < 100 * 1024) text += test::random_text(rng, opt);
-    const auto t0 = std::chrono::steady_clock::now();
     const auto ids = tok_->encode(text, true);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(s, 0.5) << ids.size() << " tokens";
+    EXPECT_GT(ids.size(), 0u);
     EXPECT_EQ(tok_->decode(ids), text);
 }
 
