@@ -20,7 +20,7 @@ if [[ -x /usr/local/cuda/bin/nvcc && -z "${CUDACXX:-}" ]]; then export CUDACXX=/
 step() { printf '\n==== %s ====\n' "$*"; }
 
 step "Release build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_TESTS=ON >/dev/null
 cmake --build build -j"$jobs"
 step "Release tests"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 900
