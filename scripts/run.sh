@@ -20,4 +20,9 @@ if [[ ! -f "$model" ]]; then
   [[ -f demo/qwen3moe-tiny.gguf ]] || build/ds4-gguf synth --arch qwen3moe --preset tiny --out demo/qwen3moe-tiny.gguf
   model=demo/qwen3moe-tiny.gguf
 fi
-exec build/ds4 -m "$model" -p "${DS4_PROMPT:-Explain in one paragraph what a mixture-of-experts model is.}" -n 64 "$@"
+# 64 tokens unless the caller says how many.
+limit=(-n 64)
+for a in "$@"; do
+  case "$a" in -n|--tokens|--n-predict) limit=() ;; esac
+done
+exec build/ds4 -m "$model" -p "${DS4_PROMPT:-Explain in one paragraph what a mixture-of-experts model is.}" "${limit[@]}" "$@"
