@@ -312,12 +312,17 @@ private:
         ti.type = static_cast<GgmlType>(type);
         ti.offset = u64("the offset of tensor '" + printable(ti.name) + "'");
 
-        // Element count and byte size without overflow.
+        // Element count and byte size without overflow. The product of the
+        // non-zero dimensions must fit too: a zero dimension makes the tensor
+        // empty, but products of the other dimensions (rows, n_elements()
+        // in any order) must still be representable.
+        uint64_t nonzero = 1;
         uint64_t elems = 1;
         for (int d = 0; d < kGgufMaxDims; ++d) {
             const uint64_t n = static_cast<uint64_t>(ti.ne[d]);
-            if (n != 0 && elems > std::numeric_limits<int64_t>::max() / n)
+            if (n != 0 && nonzero > std::numeric_limits<int64_t>::max() / n)
                 fail("has tensor '" + printable(ti.name) + "' whose shape overflows 63 bits");
+            if (n != 0) nonzero *= n;
             elems *= n;
         }
         if (ti.ne[0] % traits->block_elems != 0)

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <vector>
 
 #include "common/error.h"
 #include "gguf_random_content.h"
@@ -303,6 +305,28 @@ TEST(GgufReader, OpenNamesThePath) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
     }
+}
+
+// Inputs the fuzzer once found crashing (or undefined behaviour under UBSan),
+// kept in tests/fuzz/regressions/fuzz_gguf: each must now be rejected with a
+// sentence. zero-dim-overflow.bin: a tensor with a zero dimension and others
+// whose product overflows int64 (n_elements() multiplied them before).
+TEST(GgufReaderRegressions, FuzzerFindingsAreRejectedWithASentence) {
+    const std::filesystem::path dir = std::filesystem::path(DS4_SOURCE_DIR) / "tests/fuzz/regressions/fuzz_gguf";
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+        SCOPED_TRACE(e.path().string());
+        std::ifstream in(e.path(), std::ios::binary);
+        const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        ++n;
+        try {
+            GgufFile::parse(bytes.data(), bytes.size(), e.path().filename().string());
+            ADD_FAILURE() << "accepted";
+        } catch (const Error& err) {
+            EXPECT_NE(std::string(err.what()).find(e.path().filename().string()), std::string::npos) << err.what();
+        }
+    }
+    EXPECT_GE(n, 1);
 }
 
 }  // namespace
