@@ -21,13 +21,6 @@ void CudaBackend::hc_expand(const Tensor&, const Tensor&, const Tensor&, const T
 }
 void CudaBackend::matmul_grouped(const WeightRef&, const Tensor&, Tensor&) { not_yet("matmul_grouped"); }
 void CudaBackend::swiglu_clamp(const Tensor&, const Tensor&, float, Tensor&) { not_yet("swiglu_clamp"); }
-Routing CudaBackend::route_sqrt_softplus(const Tensor&, const WeightRef*, const int32_t*, int, bool, float) {
-    not_yet("route_sqrt_softplus");
-}
-void CudaBackend::moe_swiglu_clamp(const Tensor&, const Routing&, const WeightRef&, const WeightRef&,
-                                   const WeightRef&, float, Tensor&) {
-    not_yet("moe_swiglu_clamp");
-}
 void CudaBackend::compress_pool(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const int32_t*, int, bool,
                                 Tensor&) {
     not_yet("compress_pool");
