@@ -1,0 +1,87 @@
+// Partial RoPE (DeepSeek V4 rotates only the tail of each head) and its
+// inverse, with the CPU backend's arithmetic (cpu_rope.cpp): the angles are
+// built by the same repeated multiplication and every product and sum is
+// rounded on its own (no fused multiply-add), so only cosf/sinf's last bit
+// can differ from the CPU.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops_deepseek4.h"
+
+namespace ds4::cuda {
+namespace {
+
+struct RopePartialArgs {
+    int n_rot, head_dim, offset, n_heads;
+    int64_t cols;
+    float freq_scale, ext_factor, mscale, theta_scale, corr0, corr1, sin_sign;
+    bool neox;
+};
+
+// One block per row: cos/sin per rotated pair into shared memory, then all heads.
+__global__ void rope_partial_kernel(float* x, const int32_t* positions, RopePartialArgs a) {
+    extern __shared__ float cs[];  // n_rot values: cos, sin per pair
+    const int64_t t = blockIdx.x;
+    const int half = a.n_rot / 2;
+    for (int pair = threadIdx.x; pair < half; pair += blockDim.x) {
+        float theta_extrap = float(positions[t]);
+        for (int s = 0; s < pair; ++s) theta_extrap = __fmul_rn(theta_extrap, a.theta_scale);
+        const float theta_interp = __fmul_rn(a.freq_scale, theta_extrap);
+        float theta = theta_interp;
+        if (a.ext_factor != 0.0f) {
+            const float yv = __fdiv_rn(__fsub_rn(float(pair), a.corr0), fmaxf(0.001f, __fsub_rn(a.corr1, a.corr0)));
+            const float ramp = __fmul_rn(__fsub_rn(1.0f, fminf(1.0f, fmaxf(0.0f, yv))), a.ext_factor);
+            theta = __fadd_rn(__fmul_rn(theta_interp, __fsub_rn(1.0f, ramp)), __fmul_rn(theta_extrap, ramp));
+        }
+        cs[2 * pair] = __fmul_rn(cosf(theta), a.mscale);
+        cs[2 * pair + 1] = __fmul_rn(__fmul_rn(sinf(theta), a.mscale), a.sin_sign);
+    }
+    __syncthreads();
+    for (int job = threadIdx.x; job < a.n_heads * half; job += blockDim.x) {
+        const int h = job / half, pair = job % half, i0 = 2 * pair;
+        float* v = x + t * a.cols + int64_t(h) * a.head_dim + a.offset;
+        const int ia = a.neox ? pair : i0;
+        const int ic = a.neox ? pair + half : i0 + 1;
+        const float x0 = v[ia], x1 = v[ic];
+        v[ia] = __fsub_rn(__fmul_rn(x0, cs[i0]), __fmul_rn(x1, cs[i0 + 1]));
+        v[ic] = __fadd_rn(__fmul_rn(x0, cs[i0 + 1]), __fmul_rn(x1, cs[i0]));
+    }
+}
+
+// YaRN correction range, as in the CPU backend (ggml_rope_yarn_corr_dims).
+float corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return n_dims * std::log(n_ctx_orig / (n_rot * 2.0f * static_cast<float>(M_PI))) / (2.0f * std::log(base));
+}
+
+}  // namespace
+
+void rope_partial(float* x, int64_t rows, int64_t cols, int head_dim, int offset, const int32_t* positions,
+                  const RopeParams& p, bool inverse, cudaStream_t stream) {
+    if (rows <= 0 || p.n_rot == 0) return;
+    RopePartialArgs a{};
+    a.n_rot = p.n_rot;
+    a.head_dim = head_dim;
+    a.offset = offset;
+    a.n_heads = int(cols / head_dim);
+    a.cols = cols;
+    a.freq_scale = p.freq_scale;
+    a.ext_factor = p.ext_factor;
+    // The CPU multiplies attn_factor by the YaRN magnitude per pair; it does
+    // not depend on the pair, so the host computes it once, with the CPU's
+    // std::log and rounding.
+    a.mscale = p.attn_factor;
+    if (p.ext_factor != 0.0f) a.mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+    a.theta_scale = std::pow(p.freq_base, -2.0f / p.n_rot);
+    a.sin_sign = inverse ? -1.0f : 1.0f;
+    a.neox = p.neox;
+    const float lo = std::floor(corr_dim(p.n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base));
+    const float hi = std::ceil(corr_dim(p.n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base));
+    a.corr0 = std::max(0.0f, lo);
+    a.corr1 = std::min(static_cast<float>(p.n_rot - 1), hi);
+    // rows is a grid dimension x (up to 2^31 - 1): one block per token.
+    rope_partial_kernel<<<unsigned(rows), 128, sizeof(float) * size_t(std::max(2, p.n_rot)), stream>>>(x, positions, a);
+    check_launch("rope_partial_kernel");
+}
+
+}  // namespace ds4::cuda
