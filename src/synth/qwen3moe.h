@@ -1,0 +1,78 @@
+// A random-weight Qwen3-MoE GGUF (`ds4-gguf synth --arch qwen3moe`,
+// `ds4-bench --synthetic qwen3-...`) with the metadata keys and tensor
+// names/shapes llama.cpp's qwen3moe loader requires (src/models/qwen3moe.cpp:
+// load_arch_hparams, load_arch_tensors), and either the real Qwen3 tokenizer
+// and chat template embedded or, for benchmarks, no tokenizer at all.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gguf/ggml_type.h"
+
+namespace ds4 {
+
+struct Qwen3MoeShape {
+    std::string preset;
+    uint32_t n_layer = 0;
+    uint32_t n_embd = 0;
+    uint32_t n_head = 0;
+    uint32_t n_head_kv = 0;
+    uint32_t head_dim = 0;
+    uint32_t n_expert = 0;
+    uint32_t n_expert_used = 0;
+    uint32_t n_ff_exp = 0;     // expert_feed_forward_length
+    uint32_t n_ff = 0;         // feed_forward_length (dense width; metadata only for MoE layers)
+    uint32_t n_ctx_train = 0;
+    int64_t n_vocab = 0;       // 0 = the tokenizer's own size
+    float rope_theta = 0;
+    float rms_eps = 0;
+};
+
+// "tiny" (a few MB of layers plus the 151k-token embeddings), "tiny-kquant"
+// (tiny, but every row whole 256-element K-quant blocks and 4 experts: the
+// Q4_K_M mix without llama.cpp's fallbacks or its 8-expert rules),
+// "qwen3-30b-a3b" or "qwen3-235b-a22b" (the real models' shapes). Throws
+// ds4::UsageError for another name.
+Qwen3MoeShape qwen3moe_preset(const std::string& name);
+std::vector<std::string> qwen3moe_preset_names();
+
+// How the matrices are typed: all `type` (and token_embd `embd_type`), or
+// the per-tensor mix llama-quantize makes for Q4_K_M (synth/q4_k_m_mix.h).
+enum class Qwen3MoeMix { Uniform, Q4_K_M };
+
+struct SynthOptions {
+    std::string preset = "tiny";
+    std::string out;                     // a path; /proc/self/fd/N works too
+    uint64_t seed = 0;
+    Qwen3MoeMix mix = Qwen3MoeMix::Uniform;
+    GgmlType type = GgmlType::F32;       // attention, expert and output matrices
+    GgmlType embd_type = GgmlType::F32;  // token_embd
+    // false: no tokenizer, only tokenizer.ggml.model "none" and
+    // qwen3moe.vocab_size (what llama.cpp needs to load a vocabulary-less
+    // model); the embedding has the real model's 151,936 rows, or n_vocab.
+    bool tokenizer = true;
+    int64_t n_vocab = 0;                 // tokenizer-less only: rows of the embedding (0: the model's)
+    std::string tokenizer_dir;           // holds tokenizer.json and tokenizer_config.json
+    // Blocks [layer_begin, layer_end) get tensors (-1: through the last);
+    // block_count stays the preset's, so a slice of a huge model is cheap.
+    int layer_begin = 0;
+    int layer_end = -1;
+    bool progress = false;               // per-tensor lines on stderr
+};
+
+struct SynthResult {
+    size_t tensors = 0;
+    uint64_t file_bytes = 0;
+    int64_t n_vocab = 0;
+    int n_layer = 0;  // block_count
+};
+
+// The Qwen3 models' vocabulary size (embedding rows), used without a tokenizer.
+constexpr int64_t kQwen3VocabSize = 151936;
+
+// Writes the model to opts.out. Throws ds4::Error (file, tokenizer problems).
+SynthResult synth_qwen3moe(const SynthOptions& opts);
+
+}  // namespace ds4
