@@ -451,6 +451,7 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
     plan.add("output_norm.weight", Role::PlainF32, {E}, gain);
     plan.add("output.weight", Role::Output, {E, V}, fan_in(E));
 
+    if (opts.on_size) opts.on_size(w.file_size());
     w.write(opts.out);
     SynthResult r;
     r.tensors = w.tensor_count();

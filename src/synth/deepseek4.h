@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,8 @@ struct Deepseek4SynthOptions {
     // block_count stays the preset's.
     int layer_begin = 0;
     int layer_end = -1;
+    // Called with the file size before anything is written; may throw to refuse.
+    std::function<void(uint64_t file_bytes)> on_size;
     bool progress = false;
 };
 

@@ -260,6 +260,7 @@ SynthResult synth_qwen3moe(const SynthOptions& opts) {
     plan.add("output_norm.weight", GgmlType::F32, {E}, gain);
     matrix("output.weight", opts.type, {E, V}, fan_in(E));
 
+    if (opts.on_size) opts.on_size(w.file_size());
     w.write(opts.out);
     SynthResult r;
     r.tensors = w.tensor_count();

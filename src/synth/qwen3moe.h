@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ struct SynthOptions {
     // block_count stays the preset's, so a slice of a huge model is cheap.
     int layer_begin = 0;
     int layer_end = -1;
+    // Called with the file size before anything is written; may throw to refuse.
+    std::function<void(uint64_t file_bytes)> on_size;
     bool progress = false;               // per-tensor lines on stderr
 };
 

@@ -1,13 +1,19 @@
 // ds4-bench: prefill and generation speed of a model at a series of context
-// depths, as CSV (ctx,prefill_tps,gen_tps,kv_bytes). Every argument is
-// checked before the model is loaded: bad input is one line and exit 2, a
-// load or run failure the loader's sentence and exit 1.
+// depths, as CSV (ctx,prefill_tps,gen_tps,kv_bytes). The model is a GGUF file
+// (-m) or a synthetic one of a real shape built in memory (--synthetic).
+// Every argument is checked before the model is loaded or built: bad input
+// is one line and exit 2, a load or run failure the loader's sentence and
+// exit 1.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -16,6 +22,9 @@
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
 #include "models/family.h"
+#include "synth/bench_preset.h"
+#include "synth/decode_traffic.h"
+#include "synth/memory_file.h"
 #ifdef DS4_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -38,7 +47,7 @@ const char* const kHelp =
     "Prints CSV rows ctx,prefill_tps,gen_tps,kv_bytes (header first) and a summary\n"
     "on stderr. kv_bytes: the model state sized for exactly ctx positions.\n"
     "\n"
-    "  -m, --model FILE       GGUF model (required)\n"
+    "  -m, --model FILE       GGUF model (or --synthetic)\n"
     "  --backend cpu|cuda     compute backend (default cpu)\n"
     "  -t, --threads N        CPU threads (default: all cores)\n"
     "  --ctx-start N          first frontier (default 512)\n"
@@ -50,8 +59,14 @@ const char* const kHelp =
     "  --prefill-chunk N      tokens per prefill forward pass (default 512)\n"
     "  --seed N               seed of the token sequence (default 0)\n"
     "  --csv FILE             write the CSV there instead of stdout\n"
-    "  --synthetic PRESET     random weights of a real shape in memory: not yet\n"
-    "  --layers A:B           run a subset of the layers: not yet\n"
+    "  --json FILE            also write {model, layers, weights_bytes_per_token, rows}\n"
+    "  --synthetic PRESET     random weights of a real shape, built in memory (no\n"
+    "                         file; seeded by --seed) instead of -m:\n"
+    "                         ARCH-SIZE-QUANT, e.g. qwen3-30b-a3b-q4_k_m,\n"
+    "                         qwen3-235b-a22b-q8_0, deepseek4-flash-q2 (an unknown\n"
+    "                         name lists them all)\n"
+    "  --layers A:B           run blocks A..B-1 plus the embedding and the output\n"
+    "                         head; with --synthetic only those blocks are built\n"
     "  -h, --help             this text\n"
     "  --version              program version\n";
 
@@ -62,7 +77,9 @@ std::string one_line(std::string s) {
 }
 
 struct BenchArgs {
-    std::string model, backend = "cpu", csv, synthetic, layers;
+    std::string model, backend = "cpu", csv, json, synthetic, layers;
+    std::optional<ds4::SyntheticPreset> preset;
+    std::optional<ds4::LayerRange> layer_range;
     int threads = 0;
     ds4::BenchWalkOptions walk;
     bool help = false, version = false;
@@ -105,6 +122,7 @@ BenchArgs parse_args(int argc, char** argv) {
         "N");
     app.add_option("--seed", a.walk.seed)->check(digits);
     app.add_option("--csv", a.csv)->check(CLI::NonexistentPath | CLI::ExistingFile);
+    app.add_option("--json", a.json)->check(CLI::NonexistentPath | CLI::ExistingFile);
     app.add_option("--synthetic", a.synthetic);
     app.add_option("--layers", a.layers);
     try {
@@ -113,10 +131,16 @@ BenchArgs parse_args(int argc, char** argv) {
         throw UsageError(one_line(e.what()));
     }
     if (a.help || a.version) return a;
-    if (!a.synthetic.empty())
-        throw UsageError("--synthetic is not available yet; pass a GGUF file with -m (ds4-gguf synth writes one).");
-    if (!a.layers.empty()) throw UsageError("--layers is not available in ds4-bench yet.");
-    if (a.model.empty()) throw UsageError("-m/--model is required (see --help).");
+    if (!a.model.empty() && !a.synthetic.empty())
+        throw UsageError("-m/--model and --synthetic exclude each other: give a file or a preset.");
+    if (a.model.empty() && a.synthetic.empty())
+        throw UsageError("-m/--model FILE or --synthetic PRESET is required (see --help).");
+    if (!a.synthetic.empty()) a.preset = ds4::synthetic_preset(a.synthetic);
+    if (!a.layers.empty()) {
+        a.layer_range = ds4::parse_layer_range(a.layers);
+        // A preset's layer count is known now; a file's once it is opened.
+        if (a.preset) a.layer_range = ds4::check_layer_range(*a.layer_range, a.preset->n_layer);
+    }
     if (a.walk.ctx_max < a.walk.ctx_start)
         throw UsageError("--ctx-max (" + std::to_string(a.walk.ctx_max) + ") must be at least --ctx-start (" +
                          std::to_string(a.walk.ctx_start) + ").");
@@ -124,6 +148,20 @@ BenchArgs parse_args(int argc, char** argv) {
     if (a.walk.ctx_max + a.walk.gen_tokens > kMaxContext)
         throw UsageError("--ctx-max plus --gen-tokens must be at most " + std::to_string(kMaxContext) + " tokens.");
     return a;
+}
+
+constexpr double kGiB = double(uint64_t{1} << 30);
+
+// Binds the model's tensors; with --layers only those blocks (plus the
+// embedding and the head), through the loader's layer slice.
+std::unique_ptr<ds4::Model> load_layers(const ds4::GgufFile& file, ds4::ModelMap& map,
+                                        const std::optional<ds4::LayerRange>& range) {
+    const int n_layer = static_cast<int>(file.get_uint(file.architecture() + ".block_count").value_or(0));
+    if (!range || (range->begin == 0 && range->end == n_layer)) return ds4::load_model(file, map);
+    // TODO(lead): ds4::LoadOptions{layer_begin, layer_end} once models/family.h has it.
+    throw ds4::Error("--layers " + std::to_string(range->begin) + ":" + std::to_string(range->end) +
+                     ": this build's model loader binds every layer; run all " + std::to_string(n_layer) + " (0:" +
+                     std::to_string(n_layer) + ") or none of --layers.");
 }
 
 int run_bench(const BenchArgs& a) {
@@ -134,6 +172,11 @@ int run_bench(const BenchArgs& a) {
         csv_file.reset(std::fopen(a.csv.c_str(), "w"));
         if (!csv_file) throw UsageError("--csv: cannot write '" + a.csv + "'.");
         out = csv_file.get();
+    }
+    std::ofstream json_file;
+    if (!a.json.empty()) {
+        json_file.open(a.json);
+        if (!json_file) throw UsageError("--json: cannot write '" + a.json + "'.");
     }
 
     // As in the ds4 program: the backend first (no GPU fails before the
@@ -146,10 +189,33 @@ int run_bench(const BenchArgs& a) {
         throw ds4::Error("this ds4-bench was built without CUDA (configure with -DDS4_CUDA=ON); use --backend cpu.");
 #endif
     if (!backend) backend = ds4::make_cpu_backend(a.threads);
-    auto file = ds4::GgufFile::open(a.model);
-    auto map = ds4::ModelMap::build(*file, ds4::MapSelection{});
+
+    // The model: a file, or a synthetic one built into memory and then
+    // opened by the same path-based loader as a file.
+    std::unique_ptr<ds4::MemoryModelFile> memory_model;
+    std::string path = a.model;
+    std::optional<ds4::LayerRange> range = a.layer_range;
+    if (a.preset) {
+        const ds4::LayerRange build_range = range.value_or(ds4::check_layer_range({}, a.preset->n_layer));
+        const auto t0 = std::chrono::steady_clock::now();
+        memory_model = ds4::MemoryModelFile::build(*a.preset, a.walk.seed, build_range);
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "ds4-bench: synthetic %s, layers %d:%d of %d, %llu bytes (%.2f GiB) built in memory in %.2f s\n",
+                     a.preset->name.c_str(), build_range.begin, build_range.end, a.preset->n_layer,
+                     static_cast<unsigned long long>(memory_model->bytes()),
+                     static_cast<double>(memory_model->bytes()) / double(uint64_t{1} << 30), secs);
+        path = memory_model->path();
+    }
+    auto file = ds4::GgufFile::open(path);
+    const int n_layer = static_cast<int>(file->get_uint(file->architecture() + ".block_count").value_or(0));
+    if (range) range = ds4::check_layer_range(*range, n_layer);
+    const ds4::LayerRange run = range.value_or(ds4::LayerRange{0, n_layer});
+    ds4::MapSelection selection;
+    selection.layer_begin = run.begin;
+    selection.layer_end = run.end;
+    auto map = ds4::ModelMap::build(*file, selection);
     std::fprintf(stderr, "%s\n", map->summary().c_str());
-    auto model = ds4::load_model(*file, *map);
+    auto model = load_layers(*file, *map, range);
     backend->attach_weights(*map);
 
     const std::vector<int64_t> frontiers = ds4::bench_frontiers(a.walk);
@@ -167,7 +233,29 @@ int run_bench(const BenchArgs& a) {
                      static_cast<long long>(r.ctx), r.prefill_tps, r.gen_tps, static_cast<double>(r.kv_bytes) / (1 << 20));
     });
     std::fprintf(stderr, "ds4-bench: %zu rows written to %s\n", rows.size(), a.csv.empty() ? "stdout" : a.csv.c_str());
+    const ds4::DecodeWeightBytes traffic = ds4::decode_weight_bytes(*file, run.begin, run.end);
+    std::fprintf(stderr,
+                 "weights per decoded token: %.0f bytes (%.3f GiB), layers %d:%d: routed experts %.3f GiB (expected "
+                 "share), other layer weights %.3f GiB, output head %.3f GiB, embedding row %llu bytes\n",
+                 traffic.total, traffic.total / kGiB, run.begin, run.end, traffic.routed_experts / kGiB,
+                 static_cast<double>(traffic.layers_other) / kGiB, static_cast<double>(traffic.output_head) / kGiB,
+                 static_cast<unsigned long long>(traffic.embedding_row));
     if (csv_file && std::fclose(csv_file.release()) != 0) throw ds4::Error("could not finish writing '" + a.csv + "'.");
+    if (!a.json.empty()) {
+        nlohmann::json j;
+        j["model"] = a.preset ? a.preset->name : a.model;
+        j["synthetic"] = a.preset.has_value();
+        j["backend"] = a.backend;
+        j["layers"] = std::to_string(run.begin) + ":" + std::to_string(run.end);
+        j["n_layer"] = n_layer;
+        j["weights_bytes_per_token"] = traffic.total;
+        j["rows"] = nlohmann::json::array();
+        for (const auto& r : rows)
+            j["rows"].push_back({{"ctx", r.ctx}, {"prefill_tps", r.prefill_tps}, {"gen_tps", r.gen_tps}, {"kv_bytes", r.kv_bytes}});
+        json_file << j.dump(2) << "\n";
+        json_file.close();
+        if (!json_file) throw ds4::Error("could not write '" + a.json + "'.");
+    }
     return 0;
 }
 

@@ -1,0 +1,61 @@
+#include "synth/memory_file.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace ds4 {
+
+namespace {
+
+std::string gib(uint64_t bytes) {
+    std::ostringstream s;
+    s.precision(2);
+    s << std::fixed << static_cast<double>(bytes) / double(uint64_t{1} << 30) << " GiB";
+    return s.str();
+}
+
+}  // namespace
+
+uint64_t available_memory_bytes() {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    uint64_t kib = 0;
+    std::string unit;
+    while (in >> key >> kib >> unit)
+        if (key == "MemAvailable:") return kib * 1024;
+    return 0;
+}
+
+MemoryModelFile::~MemoryModelFile() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+std::unique_ptr<MemoryModelFile> MemoryModelFile::build(const SyntheticPreset& preset, uint64_t seed,
+                                                        const LayerRange& range) {
+    std::unique_ptr<MemoryModelFile> m(new MemoryModelFile);
+    m->fd_ = ::memfd_create("ds4-synthetic", MFD_CLOEXEC);
+    if (m->fd_ < 0) throw Error(std::string("cannot create an in-memory file (memfd_create: ") + std::strerror(errno) + ").");
+    // The writer and the reader both take a path; this one names the memfd.
+    m->path_ = "/proc/self/fd/" + std::to_string(m->fd_);
+    // A memfd lives in RAM (shmem): one larger than what is free would end
+    // in the OOM killer, not in an error, so refuse it here.
+    const auto fits = [&](uint64_t bytes) {
+        const uint64_t avail = available_memory_bytes();
+        if (avail != 0 && bytes > avail)
+            throw Error("synthetic model " + preset.name + " (layers " + std::to_string(range.begin) + ":" +
+                        std::to_string(range.end) + ") needs " + gib(bytes) + " of memory, but only " + gib(avail) +
+                        " is available; run fewer layers with --layers.");
+    };
+    m->result_ = write_synthetic_model(preset, seed, range, m->path_, fits);
+    m->bytes_ = m->result_.file_bytes;
+    return m;
+}
+
+}  // namespace ds4
