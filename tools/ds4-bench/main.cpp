@@ -156,12 +156,12 @@ constexpr double kGiB = double(uint64_t{1} << 30);
 // embedding and the head), through the loader's layer slice.
 std::unique_ptr<ds4::Model> load_layers(const ds4::GgufFile& file, ds4::ModelMap& map,
                                         const std::optional<ds4::LayerRange>& range) {
-    const int n_layer = static_cast<int>(file.get_uint(file.architecture() + ".block_count").value_or(0));
-    if (!range || (range->begin == 0 && range->end == n_layer)) return ds4::load_model(file, map);
-    // TODO(lead): ds4::LoadOptions{layer_begin, layer_end} once models/family.h has it.
-    throw ds4::Error("--layers " + std::to_string(range->begin) + ":" + std::to_string(range->end) +
-                     ": this build's model loader binds every layer; run all " + std::to_string(n_layer) + " (0:" +
-                     std::to_string(n_layer) + ") or none of --layers.");
+    ds4::LoadOptions options;
+    if (range) {
+        options.layer_begin = range->begin;
+        options.layer_end = range->end;
+    }
+    return ds4::load_model(file, map, options);
 }
 
 int run_bench(const BenchArgs& a) {
