@@ -37,6 +37,30 @@ struct Tensor {
     int64_t cols = 0;
     std::shared_ptr<void> owner;
     int64_t size() const { return rows * cols; }
+    // Rows [r0, r0 + n) as a tensor sharing this one's memory (no copy).
+    Tensor row_view(int64_t r0, int64_t n) const {
+        Tensor v = *this;
+        v.data = data + r0 * cols;
+        v.rows = n;
+        return v;
+    }
+    // The same values seen as `new_rows` rows (rows * cols must not change).
+    Tensor reshaped(int64_t new_rows, int64_t new_cols) const {
+        Tensor v = *this;
+        v.rows = new_rows;
+        v.cols = new_cols;
+        return v;
+    }
+};
+
+// Integers an op reads (token ids, positions, chosen experts), in the
+// backend's memory like a Tensor's values: on CUDA they live on the device,
+// so a captured decode step reads the new step's ids and positions from the
+// same place at every replay.
+struct IntArray {
+    int32_t* data = nullptr;
+    int64_t n = 0;
+    std::shared_ptr<void> owner;
 };
 
 struct RopeParams {
@@ -59,11 +83,13 @@ struct AttentionParams {
     float scale = 1.0f;
 };
 
-// Per-token MoE routing results: n_used experts and their weights each.
+// Per-token MoE routing results in backend memory: n_used experts and their
+// weights for each of `rows` tokens (download_ints / download to inspect).
 struct Routing {
     int n_used = 0;
-    std::vector<int32_t> experts;  // [tokens x n_used]
-    std::vector<float> weights;    // [tokens x n_used]
+    int64_t rows = 0;
+    IntArray experts;  // [rows x n_used]
+    Tensor weights;    // [rows x n_used]
 };
 
 // Hyper-connection settings (DeepSeek V4): n_hc residual streams.
@@ -94,21 +120,45 @@ public:
     // Copies between host memory and a tensor (no-ops in spirit on the CPU).
     virtual void upload(Tensor& t, const float* host) = 0;
     virtual void download(const Tensor& t, float* host) = 0;
+    virtual IntArray alloc_ints(int64_t n) = 0;
+    virtual void upload_ints(IntArray& a, const int32_t* host) = 0;
+    virtual void download_ints(const IntArray& a, int32_t* host) = 0;
+    IntArray ints(const int32_t* host, int64_t n) {
+        IntArray a = alloc_ints(n);
+        upload_ints(a, host);
+        return a;
+    }
 
-    // out[i] = table row ids[i], dequantized.
-    virtual void get_rows(const WeightRef& table, const int32_t* ids, int64_t n, Tensor& out) = 0;
+    // ---- decode-step capture ------------------------------------------
+    // A backend that can record the ops of one forward pass and replay them
+    // with a single launch (CUDA graphs) says so here. Between begin_capture
+    // and end_capture nothing runs: ops are recorded with the memory they
+    // were given, and tensors allocated meanwhile belong to the recording
+    // (they keep their addresses at every replay and die with it). Only
+    // forward passes whose host-side decisions do not depend on the step's
+    // values may be recorded (Model::replayable_decode).
+    virtual bool can_capture() const { return false; }
+    virtual void begin_capture() {}
+    virtual std::shared_ptr<void> end_capture() { return nullptr; }
+    virtual void replay(const std::shared_ptr<void>& /*recording*/) {}
+
+    // out[i] = table row ids[i], dequantized. Ids are checked by the caller
+    // (the session checks token ids against the vocabulary).
+    virtual void get_rows(const WeightRef& table, const IntArray& ids, Tensor& out) = 0;
     // y[t][r] = sum_k W[r][k] x[t][k]   (W: ne[0] = k columns, ne[1] rows).
     // For a 3-D weight, `matrix` picks the expert matrix.
     virtual void matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix = 0) = 0;
     // RMS norm over groups of `group` values (group = cols for a whole row,
     // head_dim for per-head norms), times weight (length group) if given.
     virtual void rms_norm(const Tensor& x, const WeightRef* weight, float eps, int64_t group, Tensor& y) = 0;
-    // Rotates each head of x (cols = n_heads * head_dim) at its position.
-    virtual void rope(Tensor& x, int head_dim, const int32_t* positions, const RopeParams& p) = 0;
-    // Writes k/v rows for positions [pos0, pos0 + k.rows) into the layer cache.
-    virtual void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, int64_t pos0) = 0;
-    // Causal attention of q rows at positions pos0.. against cache rows [0, pos0 + q.rows).
-    virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+    // Rotates each head of row t of x (cols = n_heads * head_dim) at positions[t].
+    virtual void rope(Tensor& x, int head_dim, const IntArray& positions, const RopeParams& p) = 0;
+    // Writes k/v row t into cache row positions[t] (the caller checks that
+    // the positions fit the cache).
+    virtual void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v,
+                          const IntArray& positions) = 0;
+    // Causal attention: q row t attends to cache rows [0, positions[t]].
+    virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const IntArray& positions,
                            const AttentionParams& p, Tensor& out) = 0;
     virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;       // out = a + b
     virtual void scale(Tensor& x, float s) = 0;                                  // x *= s
@@ -127,7 +177,7 @@ public:
     // ---- DeepSeek V4 ----------------------------------------------------
     // RoPE on dims [offset, offset + p.n_rot) of each head, adjacent or NeoX
     // pairs; `inverse` rotates back (sin negated), as ggml's rope_back.
-    virtual void rope_partial(Tensor& x, int head_dim, int offset, const int32_t* positions, const RopeParams& p,
+    virtual void rope_partial(Tensor& x, int head_dim, int offset, const IntArray& positions, const RopeParams& p,
                               bool inverse) = 0;
     // Hyper-connection mixes [rows x (2 + n_hc) * n_hc] -> pre [rows x n_hc]
     // (sigmoid(m * scale[0] + base) + eps), and when given, post (2 sigmoid

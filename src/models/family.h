@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -19,7 +20,9 @@ struct ModelInfo {
     std::string name;
     int64_t n_vocab = 0;
     int64_t n_embd = 0;
-    int n_layer = 0;
+    int n_layer = 0;          // blocks of the model
+    int layer_begin = 0;      // blocks this process runs: [layer_begin, layer_end)
+    int layer_end = 0;
     int64_t n_ctx_train = 0;
 };
 
@@ -39,20 +42,44 @@ public:
     virtual std::vector<Tensor*> tensors() = 0;
 };
 
+// What one forward pass evaluates: tokens at positions [pos0, pos0 + n),
+// on the host and, for the ops, in backend memory.
+struct StepInputs {
+    const int32_t* tokens = nullptr;  // host
+    int64_t n = 0;
+    int64_t pos0 = 0;
+    IntArray token_ids;  // the same n tokens, backend copy
+    IntArray positions;  // pos0 .. pos0 + n - 1, backend copy
+};
+
+// Which transformer blocks a process runs: [layer_begin, layer_end), plus
+// the token embedding and the output head. Tensors of other blocks are not
+// bound, so the model map never maps them.
+struct LoadOptions {
+    int layer_begin = 0;
+    int layer_end = -1;  // -1: through the last block
+};
+
 class Model {
 public:
     virtual ~Model() = default;
     virtual const ModelInfo& info() const = 0;
     virtual std::unique_ptr<ModelState> new_state(Backend& backend, int64_t n_ctx) const = 0;
-    // Runs tokens at positions [pos0, pos0 + n) and returns logits: of every
-    // position ([n x n_vocab]) when all_logits, else of the last one only.
-    virtual Tensor forward(Backend& backend, ModelState& state, const int32_t* tokens, int64_t n, int64_t pos0,
-                           bool all_logits) const = 0;
+    // Runs the step's tokens and returns logits: of every position
+    // ([n x n_vocab]) when all_logits, else of the last one only.
+    virtual Tensor forward(Backend& backend, ModelState& state, const StepInputs& in, bool all_logits) const = 0;
+    // True when a one-token forward pass issues the same ops at every
+    // position, reading the token and position only from in.token_ids and
+    // in.positions, so a backend may record it once and replay it.
+    virtual bool replayable_decode() const { return false; }
 };
 
-// Loads the family named by general.architecture, binding its tensors to
-// `map`. Throws ds4::Error naming the file and the problem.
-std::unique_ptr<Model> load_model(const GgufFile& file, ModelMap& map);
+// Loads the family named by general.architecture, binding the tensors of
+// the chosen layers to `map`. Throws ds4::Error naming the file and the
+// problem (also for a layer range outside the model).
+std::unique_ptr<Model> load_model(const GgufFile& file, ModelMap& map, const LoadOptions& opts = {});
+// The checked block range [begin, end) of `opts` for a model of n_layer blocks.
+std::pair<int, int> layer_range(const LoadOptions& opts, int n_layer, const std::string& path);
 
 // The architectures load_model knows.
 std::vector<std::string> supported_architectures();

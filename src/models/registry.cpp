@@ -8,7 +8,7 @@ namespace ds4 {
 namespace {
 struct FamilyEntry {
     const char* arch;
-    std::unique_ptr<Model> (*load)(const GgufFile&, ModelMap&);
+    std::unique_ptr<Model> (*load)(const GgufFile&, ModelMap&, const LoadOptions&);
 };
 constexpr FamilyEntry kFamilies[] = {
     {"qwen3moe", load_qwen3moe},
@@ -22,10 +22,18 @@ std::vector<std::string> supported_architectures() {
     return v;
 }
 
-std::unique_ptr<Model> load_model(const GgufFile& file, ModelMap& map) {
+std::pair<int, int> layer_range(const LoadOptions& opts, int n_layer, const std::string& path) {
+    const int end = opts.layer_end < 0 ? n_layer : opts.layer_end;
+    if (opts.layer_begin < 0 || opts.layer_begin >= end || end > n_layer)
+        throw Error("layers " + std::to_string(opts.layer_begin) + ":" + std::to_string(end) + " are not a slice of " +
+                    path + ", which has " + std::to_string(n_layer) + " layers (0:" + std::to_string(n_layer) + ").");
+    return {opts.layer_begin, end};
+}
+
+std::unique_ptr<Model> load_model(const GgufFile& file, ModelMap& map, const LoadOptions& opts) {
     const std::string arch = file.architecture();
     for (const auto& f : kFamilies)
-        if (arch == f.arch) return f.load(file, map);
+        if (arch == f.arch) return f.load(file, map, opts);
     std::string known;
     for (const auto& a : supported_architectures()) known += (known.empty() ? "" : ", ") + a;
     throw Error(file.path() + " has architecture '" + arch + "', which ds4 does not support (supported: " + known + ").");

@@ -14,6 +14,8 @@ Session::Session(const Model& model, Backend& backend, const SessionOptions& opt
 }
 
 void Session::reset() {
+    decode_recording_.reset();
+    decode_logits_ = Tensor{};
     state_ = model_.new_state(backend_, opts_.n_ctx);
     n_past_ = 0;
 }
@@ -60,12 +62,18 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
         throw Error("the context of " + std::to_string(opts_.n_ctx) + " tokens cannot hold " + std::to_string(n_past_ + n) +
                     " tokens; raise --ctx.");
     const int64_t V = model_.info().n_vocab;
+    for (const int32_t t : tokens)
+        if (t < 0 || t >= V)
+            throw Error("token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(V) +
+                        " tokens.");
     std::vector<float> out(static_cast<size_t>((all_logits ? n : 1) * V));
     for (int64_t done = 0; done < n;) {
         const int64_t m = std::min(opts_.prefill_chunk, n - done);
         const bool last_chunk = done + m == n;
         // Only the final chunk's last row matters unless every row is wanted.
-        Tensor logits = model_.forward(backend_, *state_, tokens.data() + done, m, n_past_, all_logits);
+        const bool replay = m == 1 && !all_logits && opts_.replay_decode && model_.replayable_decode() &&
+                            backend_.can_capture();
+        const Tensor logits = replay ? replayed_decode(tokens[done]) : forward_chunk(tokens.data() + done, m, all_logits);
         if (all_logits) {
             backend_.download(logits, out.data() + done * V);
         } else if (last_chunk) {
@@ -76,6 +84,47 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
         if (progress) progress(done, n);
     }
     return out;
+}
+
+Tensor Session::forward_chunk(const int32_t* tokens, int64_t n, bool all_logits) {
+    StepInputs in;
+    in.tokens = tokens;
+    in.n = n;
+    in.pos0 = n_past_;
+    in.token_ids = backend_.ints(tokens, n);
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
+    in.positions = backend_.ints(pos.data(), n);
+    return model_.forward(backend_, *state_, in, all_logits);
+}
+
+Tensor Session::replayed_decode(int32_t token) {
+    if (!decode_inputs_.token_ids.data) {
+        decode_inputs_.n = 1;
+        decode_inputs_.token_ids = backend_.alloc_ints(1);
+        decode_inputs_.positions = backend_.alloc_ints(1);
+    }
+    const int32_t pos = static_cast<int32_t>(n_past_);
+    backend_.upload_ints(decode_inputs_.token_ids, &token);
+    backend_.upload_ints(decode_inputs_.positions, &pos);
+    if (!decode_recording_) {
+        // Host copies are valid only while recording; a replayable model
+        // reads the step's values from the backend arrays alone.
+        decode_inputs_.tokens = &token;
+        decode_inputs_.pos0 = n_past_;
+        backend_.begin_capture();
+        try {
+            decode_logits_ = model_.forward(backend_, *state_, decode_inputs_, false);
+        } catch (...) {
+            backend_.end_capture();
+            decode_inputs_.tokens = nullptr;
+            throw;
+        }
+        decode_recording_ = backend_.end_capture();
+        decode_inputs_.tokens = nullptr;
+    }
+    backend_.replay(decode_recording_);
+    return decode_logits_;
 }
 
 }  // namespace ds4

@@ -17,6 +17,9 @@ namespace ds4 {
 struct SessionOptions {
     int64_t n_ctx = 4096;
     int64_t prefill_chunk = 4096;
+    // Record the one-token forward pass once and replay it for every decode
+    // step where the backend and the model allow it (CUDA graphs).
+    bool replay_decode = true;
 };
 
 // A copy of a session's whole state in host memory.
@@ -56,11 +59,20 @@ public:
     uint64_t state_bytes() const { return state_->bytes(); }
 
 private:
+    Tensor forward_chunk(const int32_t* tokens, int64_t n, bool all_logits);
+    Tensor replayed_decode(int32_t token);
+
     const Model& model_;
     Backend& backend_;
     SessionOptions opts_;
     std::unique_ptr<ModelState> state_;
     int64_t n_past_ = 0;
+    // The recorded decode step: its inputs live at fixed backend addresses
+    // and are rewritten before each replay; its logits tensor belongs to the
+    // recording. Dropped when the state is replaced.
+    StepInputs decode_inputs_;
+    std::shared_ptr<void> decode_recording_;
+    Tensor decode_logits_;
 };
 
 }  // namespace ds4

@@ -25,15 +25,27 @@ Tensor CpuBackend::alloc(int64_t rows, int64_t cols) {
 void CpuBackend::upload(Tensor& t, const float* host) { std::memcpy(t.data, host, sizeof(float) * t.size()); }
 void CpuBackend::download(const Tensor& t, float* host) { std::memcpy(host, t.data, sizeof(float) * t.size()); }
 
-void CpuBackend::get_rows(const WeightRef& table, const int32_t* ids, int64_t n, Tensor& out) {
-    for (int64_t i = 0; i < n; ++i) {
-        if (ids[i] < 0 || ids[i] >= table.ne[1])
-            throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary of " +
-                        std::to_string(table.ne[1]) + " tokens.");
+IntArray CpuBackend::alloc_ints(int64_t n) {
+    IntArray a;
+    a.n = n;
+    auto buf = std::shared_ptr<int32_t[]>(new int32_t[static_cast<size_t>(std::max<int64_t>(1, n))]());
+    a.data = buf.get();
+    a.owner = buf;
+    return a;
+}
+
+void CpuBackend::upload_ints(IntArray& a, const int32_t* host) { std::memcpy(a.data, host, sizeof(int32_t) * a.n); }
+void CpuBackend::download_ints(const IntArray& a, int32_t* host) { std::memcpy(host, a.data, sizeof(int32_t) * a.n); }
+
+void CpuBackend::get_rows(const WeightRef& table, const IntArray& ids, Tensor& out) {
+    for (int64_t i = 0; i < ids.n; ++i) {
+        if (ids.data[i] < 0 || ids.data[i] >= table.ne[1])
+            throw Error("row " + std::to_string(ids.data[i]) + " of '" + table.name + "' does not exist (it has " +
+                        std::to_string(table.ne[1]) + ").");
     }
-    pool_.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+    pool_.parallel_for(ids.n, 1, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i)
-            dequantize_row(table.type, table.data + static_cast<size_t>(ids[i]) * table.row_bytes,
+            dequantize_row(table.type, table.data + static_cast<size_t>(ids.data[i]) * table.row_bytes,
                            out.data + i * out.cols, table.ne[0]);
     });
 }
@@ -82,15 +94,19 @@ void CpuBackend::rms_norm(const Tensor& x, const WeightRef* weight, float eps, i
     });
 }
 
-void CpuBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, int64_t pos0) {
-    if (pos0 + k.rows > k_cache.rows)
-        throw Error("the context of " + std::to_string(k_cache.rows) + " tokens is full (position " +
-                    std::to_string(pos0 + k.rows) + " requested); raise --ctx.");
-    std::memcpy(k_cache.data + pos0 * k_cache.cols, k.data, sizeof(float) * k.size());
-    std::memcpy(v_cache.data + pos0 * v_cache.cols, v.data, sizeof(float) * v.size());
+void CpuBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v,
+                          const IntArray& positions) {
+    for (int64_t t = 0; t < k.rows; ++t) {
+        const int64_t pos = positions.data[t];
+        if (pos < 0 || pos >= k_cache.rows)
+            throw Error("the context of " + std::to_string(k_cache.rows) + " tokens is full (position " +
+                        std::to_string(pos + 1) + " requested); raise --ctx.");
+        std::memcpy(k_cache.data + pos * k_cache.cols, k.data + t * k.cols, sizeof(float) * k.cols);
+        std::memcpy(v_cache.data + pos * v_cache.cols, v.data + t * v.cols, sizeof(float) * v.cols);
+    }
 }
 
-void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const IntArray& positions,
                            const AttentionParams& p, Tensor& out) {
     const int group = p.n_head / p.n_head_kv;
     pool_.parallel_for(q.rows * p.n_head, 1, [&](int64_t b, int64_t e) {
@@ -100,7 +116,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
             const int64_t t = job / p.n_head;
             const int h = static_cast<int>(job % p.n_head);
             const int hk = h / group;
-            const int64_t n_kv = pos0 + t + 1;  // causal: keys up to this position
+            const int64_t n_kv = int64_t(positions.data[t]) + 1;  // causal: keys up to this position
             const float* qv = q.data + t * q.cols + static_cast<int64_t>(h) * p.head_dim_k;
             scores.resize(static_cast<size_t>(n_kv));
             float mx = -INFINITY;
@@ -158,12 +174,20 @@ void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
     }
 }
 
-Routing CpuBackend::route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) {
+Routing CpuBackend::new_routing(int64_t rows, int n_used) {
     Routing r;
     r.n_used = n_used;
+    r.rows = rows;
+    r.experts = alloc_ints(rows * n_used);
+    r.weights = alloc(rows, n_used);
+    return r;
+}
+
+Routing CpuBackend::route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) {
     const int64_t n_exp = logits.cols;
-    r.experts.resize(static_cast<size_t>(logits.rows * n_used));
-    r.weights.resize(static_cast<size_t>(logits.rows * n_used));
+    if (n_used <= 0 || n_used > n_exp)
+        throw Error("routing " + std::to_string(n_used) + " of " + std::to_string(n_exp) + " experts is impossible.");
+    Routing r = new_routing(logits.rows, n_used);
     std::vector<float> probs(static_cast<size_t>(n_exp));
     std::vector<int32_t> idx(static_cast<size_t>(n_exp));
     for (int64_t t = 0; t < logits.rows; ++t) {
@@ -185,10 +209,10 @@ Routing CpuBackend::route_softmax_topk(const Tensor& logits, int n_used, bool no
         // smallest normal.
         const double denom = norm ? std::max(wsum, 6.103515625e-5) : 1.0;
         for (int j = 0; j < n_used; ++j) {
-            r.experts[t * n_used + j] = idx[j];
+            r.experts.data[t * n_used + j] = idx[j];
             float w = static_cast<float>(probs[idx[j]] / denom);
             if (w_scale != 0.0f && w_scale != 1.0f) w *= w_scale;
-            r.weights[t * n_used + j] = w;
+            r.weights.data[t * n_used + j] = w;
         }
     }
     return r;
@@ -197,18 +221,32 @@ Routing CpuBackend::route_softmax_topk(const Tensor& logits, int n_used, bool no
 void CpuBackend::moe_swiglu(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                             const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                             const WeightRef* down_scale, Tensor& out) {
+    moe_ffn(x, routing, gate, up, down, gate_scale, up_scale, down_scale, 0.0f, out);
+}
+
+void CpuBackend::moe_swiglu_clamp(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
+                                  const WeightRef& down, float limit, Tensor& out) {
+    moe_ffn(x, routing, gate, up, down, nullptr, nullptr, nullptr, limit, out);
+}
+
+void CpuBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
+                         const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
+                         const WeightRef* down_scale, float limit, Tensor& out) {
     const int64_t n_exp = gate.ne[2];
     const int64_t n_ff = gate.ne[1];
     const int64_t n_embd = x.cols;
+    const int n_used = routing.n_used;
     std::fill(out.data, out.data + out.size(), 0.0f);
 
     // Group the (token, slot) pairs by expert so each expert's weights are
     // read once per batch, not once per token.
     std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(n_exp));
     for (int64_t t = 0; t < x.rows; ++t)
-        for (int j = 0; j < routing.n_used; ++j) {
-            const int32_t e = routing.experts[t * routing.n_used + j];
-            by_expert[static_cast<size_t>(e)].push_back(t * routing.n_used + j);
+        for (int j = 0; j < n_used; ++j) {
+            const int32_t e = routing.experts.data[t * n_used + j];
+            if (e < 0 || e >= n_exp)
+                throw Error("routing chose expert " + std::to_string(e) + " of " + std::to_string(n_exp) + ".");
+            by_expert[static_cast<size_t>(e)].push_back(t * n_used + j);
         }
     // Per-expert output scales are F32 vectors of n_expert values (checked
     // when the model is loaded); a one-element scale applies to all.
@@ -217,30 +255,36 @@ void CpuBackend::moe_swiglu(const Tensor& x, const Routing& routing, const Weigh
         const float* v = reinterpret_cast<const float*>(s->data);
         return s->ne[0] > 1 ? v[e] : v[0];
     };
+    std::vector<float> slot_out(static_cast<size_t>(x.rows * n_used * n_embd));
     for (int64_t e = 0; e < n_exp; ++e) {
         const auto& slots = by_expert[static_cast<size_t>(e)];
         if (slots.empty()) continue;
         const int64_t m = static_cast<int64_t>(slots.size());
         Tensor xs = alloc(m, n_embd), g = alloc(m, n_ff), u = alloc(m, n_ff), d = alloc(m, n_embd);
         for (int64_t i = 0; i < m; ++i) {
-            const int64_t t = slots[i] / routing.n_used;
+            const int64_t t = slots[i] / n_used;
             std::memcpy(xs.data + i * n_embd, x.data + t * n_embd, sizeof(float) * n_embd);
         }
         matmul(gate, xs, g, e);
         matmul(up, xs, u, e);
         if (gate_scale) scale(g, expert_scale(gate_scale, e));
         if (up_scale) scale(u, expert_scale(up_scale, e));
-        swiglu(g, u, g);
+        swiglu_clamp(g, u, limit, g);
         matmul(down, g, d, e);
         const float ds = expert_scale(down_scale, e);
         for (int64_t i = 0; i < m; ++i) {
-            const int64_t t = slots[i] / routing.n_used;
-            const float w = routing.weights[static_cast<size_t>(slots[i])] * ds;
-            float* o = out.data + t * n_embd;
+            const float w = routing.weights.data[slots[i]] * ds;
+            float* o = slot_out.data() + slots[i] * n_embd;
             const float* src = d.data + i * n_embd;
-            for (int64_t c = 0; c < n_embd; ++c) o[c] += w * src[c];
+            for (int64_t c = 0; c < n_embd; ++c) o[c] = src[c] * w;
         }
     }
+    for (int64_t t = 0; t < x.rows; ++t)
+        for (int j = 0; j < n_used; ++j) {
+            const float* s = slot_out.data() + (t * n_used + j) * n_embd;
+            float* o = out.data + t * n_embd;
+            for (int64_t c = 0; c < n_embd; ++c) o[c] += s[c];
+        }
 }
 
 }  // namespace ds4

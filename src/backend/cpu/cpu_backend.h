@@ -17,13 +17,17 @@ public:
     Tensor alloc(int64_t rows, int64_t cols) override;
     void upload(Tensor& t, const float* host) override;
     void download(const Tensor& t, float* host) override;
+    IntArray alloc_ints(int64_t n) override;
+    void upload_ints(IntArray& a, const int32_t* host) override;
+    void download_ints(const IntArray& a, int32_t* host) override;
 
-    void get_rows(const WeightRef& table, const int32_t* ids, int64_t n, Tensor& out) override;
+    void get_rows(const WeightRef& table, const IntArray& ids, Tensor& out) override;
     void matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix = 0) override;
     void rms_norm(const Tensor& x, const WeightRef* weight, float eps, int64_t group, Tensor& y) override;
-    void rope(Tensor& x, int head_dim, const int32_t* positions, const RopeParams& p) override;
-    void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, int64_t pos0) override;
-    void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+    void rope(Tensor& x, int head_dim, const IntArray& positions, const RopeParams& p) override;
+    void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v,
+                  const IntArray& positions) override;
+    void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const IntArray& positions,
                    const AttentionParams& p, Tensor& out) override;
     void add(const Tensor& a, const Tensor& b, Tensor& out) override;
     void scale(Tensor& x, float s) override;
@@ -36,7 +40,7 @@ public:
                     const WeightRef* down_scale, Tensor& out) override;
 
     // DeepSeek V4 ops (cpu_ops_deepseek4.cpp).
-    void rope_partial(Tensor& x, int head_dim, int offset, const int32_t* positions, const RopeParams& p,
+    void rope_partial(Tensor& x, int head_dim, int offset, const IntArray& positions, const RopeParams& p,
                       bool inverse) override;
     void hc_mixes(const Tensor& mixes, const WeightRef& scale, const WeightRef& base, const HcParams& p, Tensor& pre,
                   Tensor* post, Tensor* comb) override;
@@ -62,6 +66,14 @@ public:
     ThreadPool& pool() { return pool_; }
 
 private:
+    // The routed-expert FFN of both families: SwiGLU (clamped when
+    // limit > 1e-6) with optional per-expert scales; each token's expert
+    // outputs are summed in slot order, as llama.cpp's build_moe_ffn does.
+    void moe_ffn(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
+                 const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
+                 const WeightRef* down_scale, float limit, Tensor& out);
+    Routing new_routing(int64_t rows, int n_used);
+
     ThreadPool pool_;
 };
 

@@ -149,11 +149,10 @@ void CpuBackend::swiglu_clamp(const Tensor& gate, const Tensor& up, float limit,
 
 Routing CpuBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* bias_w, const int32_t* forced,
                                         int n_used, bool norm, float w_scale) {
-    Routing r;
-    r.n_used = n_used;
     const int64_t n_exp = logits.cols;
-    r.experts.resize(static_cast<size_t>(logits.rows * n_used));
-    r.weights.resize(static_cast<size_t>(logits.rows * n_used));
+    if (n_used <= 0 || n_used > n_exp)
+        throw Error("routing " + std::to_string(n_used) + " of " + std::to_string(n_exp) + " experts is impossible.");
+    Routing r = new_routing(logits.rows, n_used);
     std::vector<float> bias;
     if (bias_w) bias = to_floats(*bias_w);
     std::vector<float> probs(static_cast<size_t>(n_exp)), sel(static_cast<size_t>(n_exp));
@@ -165,7 +164,7 @@ Routing CpuBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* b
             probs[e] = std::sqrt(sp);
             sel[e] = bias_w ? probs[e] + bias[e] : probs[e];
         }
-        int32_t* chosen = r.experts.data() + t * n_used;
+        int32_t* chosen = r.experts.data + t * n_used;
         if (forced) {
             for (int j = 0; j < n_used; ++j) {
                 const int32_t e = forced[t * n_used + j];
@@ -186,50 +185,10 @@ Routing CpuBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* b
         for (int j = 0; j < n_used; ++j) {
             float w = norm ? probs[chosen[j]] / denom : probs[chosen[j]];
             if (w_scale != 0.0f && w_scale != 1.0f) w *= w_scale;
-            r.weights[t * n_used + j] = w;
+            r.weights.data[t * n_used + j] = w;
         }
     }
     return r;
-}
-
-void CpuBackend::moe_swiglu_clamp(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
-                                  const WeightRef& down, float limit, Tensor& out) {
-    const int64_t n_exp = gate.ne[2];
-    const int64_t n_ff = gate.ne[1];
-    const int64_t n_embd = x.cols;
-    std::fill(out.data, out.data + out.size(), 0.0f);
-    std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(n_exp));
-    for (int64_t t = 0; t < x.rows; ++t)
-        for (int j = 0; j < routing.n_used; ++j)
-            by_expert[static_cast<size_t>(routing.experts[t * routing.n_used + j])].push_back(t * routing.n_used + j);
-    // Per-slot expert outputs, summed afterwards in slot order (as ggml does).
-    std::vector<float> slot_out(static_cast<size_t>(x.rows * routing.n_used * n_embd));
-    for (int64_t e = 0; e < n_exp; ++e) {
-        const auto& slots = by_expert[static_cast<size_t>(e)];
-        if (slots.empty()) continue;
-        const int64_t m = static_cast<int64_t>(slots.size());
-        Tensor xs = alloc(m, n_embd), g = alloc(m, n_ff), u = alloc(m, n_ff), d = alloc(m, n_embd);
-        for (int64_t i = 0; i < m; ++i) {
-            const int64_t t = slots[i] / routing.n_used;
-            std::memcpy(xs.data + i * n_embd, x.data + t * n_embd, sizeof(float) * n_embd);
-        }
-        matmul(gate, xs, g, e);
-        matmul(up, xs, u, e);
-        swiglu_clamp(g, u, limit, g);
-        matmul(down, g, d, e);
-        for (int64_t i = 0; i < m; ++i) {
-            const float w = routing.weights[static_cast<size_t>(slots[i])];
-            float* o = slot_out.data() + slots[i] * n_embd;
-            const float* src = d.data + i * n_embd;
-            for (int64_t c = 0; c < n_embd; ++c) o[c] = src[c] * w;
-        }
-    }
-    for (int64_t t = 0; t < x.rows; ++t)
-        for (int j = 0; j < routing.n_used; ++j) {
-            const float* s = slot_out.data() + (t * routing.n_used + j) * n_embd;
-            float* o = out.data + t * n_embd;
-            for (int64_t c = 0; c < n_embd; ++c) o[c] += s[c];
-        }
 }
 
 void CpuBackend::compress_pool(const Tensor& state_kv, const Tensor& state_score, const Tensor& kv,

@@ -19,7 +19,7 @@ float corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
 
 }  // namespace
 
-void CpuBackend::rope_partial(Tensor& x, int head_dim, int offset, const int32_t* positions, const RopeParams& p,
+void CpuBackend::rope_partial(Tensor& x, int head_dim, int offset, const IntArray& positions, const RopeParams& p,
                               bool inverse) {
     const int n_heads = static_cast<int>(x.cols / head_dim);
     const int n_rot = p.n_rot;
@@ -38,7 +38,7 @@ void CpuBackend::rope_partial(Tensor& x, int head_dim, int offset, const int32_t
     pool_.parallel_for(x.rows, 1, [&](int64_t b, int64_t e) {
         std::vector<float> cs(static_cast<size_t>(n_rot));
         for (int64_t t = b; t < e; ++t) {
-            float theta_extrap = static_cast<float>(positions[t]);
+            float theta_extrap = static_cast<float>(positions.data[t]);
             for (int i0 = 0; i0 < n_rot; i0 += 2) {
                 float mscale = p.attn_factor;
                 const float theta_interp = p.freq_scale * theta_extrap;
@@ -68,7 +68,7 @@ void CpuBackend::rope_partial(Tensor& x, int head_dim, int offset, const int32_t
 }
 
 // Whole-head RoPE is the partial rotation starting at dimension 0.
-void CpuBackend::rope(Tensor& x, int head_dim, const int32_t* positions, const RopeParams& p) {
+void CpuBackend::rope(Tensor& x, int head_dim, const IntArray& positions, const RopeParams& p) {
     rope_partial(x, head_dim, 0, positions, p, /*inverse=*/false);
 }
 

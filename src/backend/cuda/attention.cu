@@ -1,6 +1,13 @@
-// Causal grouped-query attention, a simple correct kernel: one block per
-// (query row, head); each warp walks a strided share of the visible keys with
-// an online softmax, then the warps merge their partial results.
+// Causal grouped-query attention over the float KV cache, and the cache
+// store. Positions come from device memory, so a recorded decode step
+// attends to the right number of keys at every replay.
+//
+// Split-K: query row t, head h is cut into n_split key ranges (blocks of
+// kAttnWarps warps, each warp an online softmax over a strided share of its
+// range); with n_split > 1 each block writes its unnormalised partial result
+// and a second kernel merges them. Decode has one query row, so the split is
+// what fills the GPU (n_head blocks alone would use a quarter of it).
+#include <algorithm>
 #include <cfloat>
 
 #include "backend/cuda/cuda_check.h"
@@ -10,21 +17,29 @@ namespace ds4::cuda {
 namespace {
 
 constexpr int kAttnWarps = 4;
+constexpr int kTargetBlocks = 2 * 132;  // two waves of the H200's SMs
+constexpr int kMinKeysPerSplit = 64;
 
 struct AttnArgs {
     int n_head, n_head_kv, dk, dv;
     float scale;
-    int64_t pos0, ld_q, ld_k, ld_v, ld_o;
+    int64_t ld_q, ld_k, ld_v, ld_o;
+    int n_split;
 };
 
 // DPL: head-dimension elements per lane (dk, dv <= 32 * DPL).
 template <int DPL>
-__global__ void attention_kernel(const float* q, const float* kc, const float* vc, AttnArgs a, float* out) {
+__global__ void attention_kernel(const float* __restrict__ q, const float* __restrict__ kc,
+                                 const float* __restrict__ vc, const int32_t* __restrict__ positions, AttnArgs a,
+                                 float* __restrict__ out, float* __restrict__ part_o, float* __restrict__ part_ml) {
     const int64_t t = blockIdx.x / a.n_head;
     const int h = int(blockIdx.x % a.n_head);
+    const int split = blockIdx.y;
     const int hk = h / (a.n_head / a.n_head_kv);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t n_kv = a.pos0 + t + 1;
+    const int64_t n_kv = int64_t(positions[t]) + 1;
+    const int64_t per = (n_kv + a.n_split - 1) / a.n_split;
+    const int64_t j0 = int64_t(split) * per, j1 = min(n_kv, j0 + per);
 
     const float* qv = q + t * a.ld_q + int64_t(h) * a.dk;
     float qr[DPL], acc[DPL];
@@ -35,7 +50,7 @@ __global__ void attention_kernel(const float* q, const float* kc, const float* v
         acc[c] = 0.0f;
     }
     float m = -FLT_MAX, l = 0.0f;
-    for (int64_t j = warp; j < n_kv; j += kAttnWarps) {
+    for (int64_t j = j0 + warp; j < j1; j += kAttnWarps) {
         const float* kv = kc + j * a.ld_k + int64_t(hk) * a.dk;
         float s = 0.0f;
 #pragma unroll
@@ -56,7 +71,8 @@ __global__ void attention_kernel(const float* q, const float* kc, const float* v
         }
         m = m_new;
     }
-    // Merge the warps: rescale each to the common maximum.
+    // Merge the warps: rescale each to the common maximum (a warp with no
+    // keys has l = 0 and contributes nothing).
     __shared__ float sm[kAttnWarps], sl[kAttnWarps];
     __shared__ float sacc[kAttnWarps][32 * DPL];
     if (lane == 0) {
@@ -69,34 +85,110 @@ __global__ void attention_kernel(const float* q, const float* kc, const float* v
     float mx = -FLT_MAX;
     for (int w = 0; w < kAttnWarps; ++w) mx = fmaxf(mx, sm[w]);
     float total = 0.0f;
-    for (int w = 0; w < kAttnWarps; ++w) total += sl[w] * expf(sm[w] - mx);  // a warp with no keys has l = 0
-    float* o = out + t * a.ld_o + int64_t(h) * a.dv;
+    for (int w = 0; w < kAttnWarps; ++w) total += sl[w] * expf(sm[w] - mx);
+    if (a.n_split == 1) {
+        float* o = out + t * a.ld_o + int64_t(h) * a.dv;
+        for (int d = threadIdx.x; d < a.dv; d += blockDim.x) {
+            float v = 0.0f;
+            for (int w = 0; w < kAttnWarps; ++w) v += sacc[w][d] * expf(sm[w] - mx);
+            o[d] = v / total;
+        }
+        return;
+    }
+    const int64_t slot = int64_t(blockIdx.x) * a.n_split + split;
+    float* po = part_o + slot * a.dv;
     for (int d = threadIdx.x; d < a.dv; d += blockDim.x) {
         float v = 0.0f;
         for (int w = 0; w < kAttnWarps; ++w) v += sacc[w][d] * expf(sm[w] - mx);
+        po[d] = v;
+    }
+    if (threadIdx.x == 0) {
+        part_ml[2 * slot] = mx;
+        part_ml[2 * slot + 1] = total;
+    }
+}
+
+// One block per (query row, head): merges its n_split partial results.
+__global__ void attention_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_ml, AttnArgs a,
+                                       float* __restrict__ out) {
+    const int64_t t = blockIdx.x / a.n_head;
+    const int h = int(blockIdx.x % a.n_head);
+    const int64_t base = int64_t(blockIdx.x) * a.n_split;
+    float mx = -FLT_MAX;
+    for (int s = 0; s < a.n_split; ++s)
+        if (part_ml[2 * (base + s) + 1] > 0.0f) mx = fmaxf(mx, part_ml[2 * (base + s)]);
+    float total = 0.0f;
+    for (int s = 0; s < a.n_split; ++s) {
+        const float l = part_ml[2 * (base + s) + 1];
+        if (l > 0.0f) total += l * expf(part_ml[2 * (base + s)] - mx);
+    }
+    float* o = out + t * a.ld_o + int64_t(h) * a.dv;
+    for (int d = threadIdx.x; d < a.dv; d += blockDim.x) {
+        float v = 0.0f;
+        for (int s = 0; s < a.n_split; ++s) {
+            const float l = part_ml[2 * (base + s) + 1];
+            if (l > 0.0f) v += part_o[(base + s) * a.dv + d] * expf(part_ml[2 * (base + s)] - mx);
+        }
         o[d] = v / total;
     }
 }
 
+// Row t of k/v goes to cache row positions[t]; rows outside the cache are
+// dropped (the session checks positions before a step runs).
+__global__ void kv_store_kernel(const float* __restrict__ k, int64_t k_cols, const float* __restrict__ v,
+                                int64_t v_cols, const int32_t* __restrict__ positions, int64_t cache_rows,
+                                float* __restrict__ kc, float* __restrict__ vc) {
+    const int64_t t = blockIdx.x;
+    const int64_t pos = positions[t];
+    if (pos < 0 || pos >= cache_rows) return;
+    for (int64_t i = threadIdx.x; i < k_cols; i += blockDim.x) kc[pos * k_cols + i] = k[t * k_cols + i];
+    for (int64_t i = threadIdx.x; i < v_cols; i += blockDim.x) vc[pos * v_cols + i] = v[t * v_cols + i];
+}
+
 }  // namespace
 
+int attention_splits(int64_t n_tok, int n_head, int64_t cache_rows) {
+    const int64_t blocks = n_tok * n_head;
+    if (blocks >= kTargetBlocks) return 1;
+    const int64_t by_blocks = (kTargetBlocks + blocks - 1) / blocks;
+    const int64_t by_keys = std::max<int64_t>(1, cache_rows / kMinKeysPerSplit);
+    return int(std::max<int64_t>(1, std::min(by_blocks, by_keys)));
+}
+
 void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k, const float* v_cache,
-               int64_t ld_v, int64_t pos0, const AttentionParams& p, float* out, cudaStream_t stream) {
+               int64_t ld_v, const int32_t* positions, const AttentionParams& p, int n_split, float* part_o,
+               float* part_ml, float* out, cudaStream_t stream) {
     if (n_tok <= 0) return;
     if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
         throw Error("CUDA attention needs n_head to be a positive multiple of n_head_kv.");
-    AttnArgs a{p.n_head, p.n_head_kv, p.head_dim_k, p.head_dim_v, p.scale, pos0,
-               int64_t(p.n_head) * p.head_dim_k, ld_k, ld_v, int64_t(p.n_head) * p.head_dim_v};
+    if (n_tok * p.n_head > INT32_MAX || n_split < 1 || n_split > 65535)
+        throw Error("CUDA attention: too many query rows or key splits.");
+    AttnArgs a{p.n_head, p.n_head_kv, p.head_dim_k, p.head_dim_v, p.scale, int64_t(p.n_head) * p.head_dim_k, ld_k,
+               ld_v, int64_t(p.n_head) * p.head_dim_v, n_split};
     const int dmax = std::max(p.head_dim_k, p.head_dim_v);
-    const unsigned grid = unsigned(n_tok * p.n_head);
+    const dim3 grid(unsigned(n_tok * p.n_head), unsigned(n_split));
     const int threads = 32 * kAttnWarps;
-    if (dmax <= 32) attention_kernel<1><<<grid, threads, 0, stream>>>(q, k_cache, v_cache, a, out);
-    else if (dmax <= 64) attention_kernel<2><<<grid, threads, 0, stream>>>(q, k_cache, v_cache, a, out);
-    else if (dmax <= 128) attention_kernel<4><<<grid, threads, 0, stream>>>(q, k_cache, v_cache, a, out);
-    else if (dmax <= 256) attention_kernel<8><<<grid, threads, 0, stream>>>(q, k_cache, v_cache, a, out);
-    else if (dmax <= 512) attention_kernel<16><<<grid, threads, 0, stream>>>(q, k_cache, v_cache, a, out);
+#define DS4_ATTN(DPL) \
+    attention_kernel<DPL><<<grid, threads, 0, stream>>>(q, k_cache, v_cache, positions, a, out, part_o, part_ml)
+    if (dmax <= 32) DS4_ATTN(1);
+    else if (dmax <= 64) DS4_ATTN(2);
+    else if (dmax <= 128) DS4_ATTN(4);
+    else if (dmax <= 256) DS4_ATTN(8);
+    else if (dmax <= 512) DS4_ATTN(16);
     else throw Error("CUDA attention supports head dimensions up to 512, not " + std::to_string(dmax) + ".");
+#undef DS4_ATTN
     check_launch("attention_kernel");
+    if (n_split > 1) {
+        attention_merge_kernel<<<unsigned(n_tok * p.n_head), 128, 0, stream>>>(part_o, part_ml, a, out);
+        check_launch("attention_merge_kernel");
+    }
+}
+
+void kv_store(const float* k, int64_t k_cols, const float* v, int64_t v_cols, const int32_t* positions, int64_t n_tok,
+              int64_t cache_rows, float* k_cache, float* v_cache, cudaStream_t stream) {
+    if (n_tok <= 0) return;
+    kv_store_kernel<<<unsigned(n_tok), 256, 0, stream>>>(k, k_cols, v, v_cols, positions, cache_rows, k_cache, v_cache);
+    check_launch("kv_store_kernel");
 }
 
 }  // namespace ds4::cuda

@@ -17,9 +17,9 @@ using cuda::check;
 
 namespace {
 
-// Everything runs on the legacy default stream: host copies, kernels,
-// cuBLAS and stream-ordered allocations order themselves without events.
-constexpr cudaStream_t kStream = nullptr;
+// Recorded tensors come from chunks of this size (a decode step of the
+// largest models needs a few tens of MiB of activations).
+constexpr size_t kArenaChunk = size_t(64) << 20;
 
 // Decoded weight rows handed to cuBLAS at a time (prefill): bounded, so the
 // output head of a large vocabulary does not need its full f32 copy.
@@ -35,6 +35,41 @@ void require_same_size(const Tensor& a, const Tensor& b, const char* op) {
 
 std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
 
+// Memory of one recording: bump-allocated, never freed before the recording
+// (so every replay finds its tensors where the graph was recorded).
+struct CudaBackend::Arena {
+    std::vector<void*> chunks;
+    size_t used = 0, cap = 0;
+    void* take(size_t bytes) {
+        bytes = (std::max<size_t>(bytes, 4) + 255) & ~size_t(255);
+        if (chunks.empty() || used + bytes > cap) {
+            void* p = nullptr;
+            cap = std::max(kArenaChunk, bytes);
+            check(cudaMalloc(&p, cap), "allocating recording memory");
+            chunks.push_back(p);
+            used = 0;
+        }
+        void* p = static_cast<uint8_t*>(chunks.back()) + used;
+        used += bytes;
+        return p;
+    }
+    ~Arena() {
+        for (void* p : chunks) cudaFree(p);
+    }
+};
+
+namespace {
+struct Recording {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    std::shared_ptr<void> arena;
+    ~Recording() {
+        if (exec) cudaGraphExecDestroy(exec);
+        if (graph) cudaGraphDestroy(graph);
+    }
+};
+}  // namespace
+
 CudaBackend::CudaBackend(int device) : device_(device) {
     const int n = cuda::device_count();
     if (n == 0) throw Error("--backend cuda needs an NVIDIA GPU, and this machine has none usable by CUDA.");
@@ -48,12 +83,14 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
     uint64_t keep = UINT64_MAX;
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+    // A blocking stream: synchronous copies on the legacy stream still order
+    // themselves with it. Not the legacy stream itself, which cannot be captured.
+    check(cudaStreamCreate(&stream_), "cudaStreamCreate");
     check(cublasCreate(&cublas_), "cublasCreate");
-    check(cublasSetStream(cublas_, kStream), "cublasSetStream");
+    check(cublasSetStream(cublas_, stream_), "cublasSetStream");
     // Plain FP32 GEMMs (no TF32): the results must match the CPU backend.
     check(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
     cuda::init_quant_tables();
-    host_ = make_cpu_backend(1);
 }
 
 CudaBackend::~CudaBackend() {
@@ -61,6 +98,7 @@ CudaBackend::~CudaBackend() {
     if (cublas_) cublasDestroy(cublas_);
     for (auto& r : regions_) cudaFree(r.device);
     if (dequant_) cudaFree(dequant_);
+    if (stream_) cudaStreamDestroy(stream_);
 }
 
 // ---- weights -------------------------------------------------------------
@@ -114,39 +152,101 @@ const uint8_t* CudaBackend::device_ptr(const uint8_t* p, uint64_t bytes, const s
 
 // ---- activations -----------------------------------------------------------
 
+std::shared_ptr<void> CudaBackend::device_alloc(size_t bytes, bool zero) {
+    bytes = std::max<size_t>(bytes, 4);
+    if (capturing_) {
+        // Owned by the recording; the tensor's owner only keeps it alive.
+        return std::shared_ptr<void>(capturing_->take(bytes), [keep = capturing_](void*) {});
+    }
+    void* p = nullptr;
+    check(cudaMallocAsync(&p, bytes, stream_), "allocating device memory");
+    if (zero) check(cudaMemsetAsync(p, 0, bytes, stream_), "clearing device memory");  // the CPU's are zeroed too
+    cudaStream_t s = stream_;
+    return std::shared_ptr<void>(p, [s](void* q) { cudaFreeAsync(q, s); });
+}
+
 Tensor CudaBackend::alloc(int64_t rows, int64_t cols) {
     Tensor t;
     t.rows = rows;
     t.cols = cols;
-    void* p = nullptr;
-    const size_t bytes = sizeof(float) * size_t(std::max<int64_t>(1, rows * cols));
-    check(cudaMallocAsync(&p, bytes, kStream), "allocating an activation tensor");
-    check(cudaMemsetAsync(p, 0, bytes, kStream), "clearing an activation tensor");  // the CPU's are zeroed too
-    t.data = static_cast<float*>(p);
-    t.owner = std::shared_ptr<void>(p, [](void* q) { cudaFreeAsync(q, kStream); });
+    // Recorded tensors are not cleared: every op writes its whole output.
+    t.owner = device_alloc(sizeof(float) * size_t(std::max<int64_t>(1, rows * cols)), !capturing_);
+    t.data = static_cast<float*>(t.owner.get());
     return t;
 }
 
 void CudaBackend::upload(Tensor& t, const float* host) {
-    check(cudaMemcpy(t.data, host, sizeof(float) * size_t(t.size()), cudaMemcpyHostToDevice), "upload");
+    if (capturing_) throw Error("CUDA: a host upload cannot be part of a recorded step.");
+    check(cudaMemcpyAsync(t.data, host, sizeof(float) * size_t(t.size()), cudaMemcpyHostToDevice, stream_), "upload");
 }
 
 void CudaBackend::download(const Tensor& t, float* host) {
+    if (capturing_) throw Error("CUDA: a download cannot be part of a recorded step.");
     // Synchronous: also where a failed kernel of this step reports itself.
-    check(cudaMemcpy(host, t.data, sizeof(float) * size_t(t.size()), cudaMemcpyDeviceToHost), "download");
+    check(cudaMemcpyAsync(host, t.data, sizeof(float) * size_t(t.size()), cudaMemcpyDeviceToHost, stream_), "download");
+    check(cudaStreamSynchronize(stream_), "download");
 }
 
-std::shared_ptr<void> CudaBackend::device_scratch(size_t bytes) {
-    void* p = nullptr;
-    check(cudaMallocAsync(&p, std::max<size_t>(bytes, 4), kStream), "allocating device scratch");
-    return std::shared_ptr<void>(p, [](void* q) { cudaFreeAsync(q, kStream); });
+IntArray CudaBackend::alloc_ints(int64_t n) {
+    IntArray a;
+    a.n = n;
+    a.owner = device_alloc(sizeof(int32_t) * size_t(std::max<int64_t>(1, n)), !capturing_);
+    a.data = static_cast<int32_t*>(a.owner.get());
+    return a;
 }
+
+void CudaBackend::upload_ints(IntArray& a, const int32_t* host) {
+    if (capturing_) throw Error("CUDA: a host upload cannot be part of a recorded step.");
+    if (a.n > 0)
+        check(cudaMemcpyAsync(a.data, host, sizeof(int32_t) * size_t(a.n), cudaMemcpyHostToDevice, stream_),
+              "uploading integers");
+}
+
+void CudaBackend::download_ints(const IntArray& a, int32_t* host) {
+    if (capturing_) throw Error("CUDA: a download cannot be part of a recorded step.");
+    if (a.n <= 0) return;
+    check(cudaMemcpyAsync(host, a.data, sizeof(int32_t) * size_t(a.n), cudaMemcpyDeviceToHost, stream_),
+          "downloading integers");
+    check(cudaStreamSynchronize(stream_), "downloading integers");
+}
+
+std::shared_ptr<void> CudaBackend::device_scratch(size_t bytes) { return device_alloc(bytes, false); }
 
 template <class T>
 std::shared_ptr<void> CudaBackend::upload_array(const T* host, size_t n) {
+    if (capturing_) throw Error("CUDA: a host upload cannot be part of a recorded step.");
     auto buf = device_scratch(sizeof(T) * n);
-    if (n) check(cudaMemcpy(buf.get(), host, sizeof(T) * n, cudaMemcpyHostToDevice), "uploading indices");
+    if (n) check(cudaMemcpyAsync(buf.get(), host, sizeof(T) * n, cudaMemcpyHostToDevice, stream_), "uploading indices");
     return buf;
+}
+
+// ---- recorded steps (CUDA graphs) --------------------------------------------
+
+void CudaBackend::begin_capture() {
+    if (capturing_) throw Error("CUDA: a step is already being recorded.");
+    capturing_ = std::make_shared<Arena>();
+    // Relaxed: the arena may need a cudaMalloc while recording.
+    const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) {
+        capturing_.reset();
+        check(e, "starting to record a step");
+    }
+}
+
+std::shared_ptr<void> CudaBackend::end_capture() {
+    if (!capturing_) return nullptr;
+    auto rec = std::make_shared<Recording>();
+    rec->arena = capturing_;
+    capturing_.reset();
+    check(cudaStreamEndCapture(stream_, &rec->graph), "recording a step");
+    check(cudaGraphInstantiate(&rec->exec, rec->graph, 0), "instantiating a recorded step");
+    return rec;
+}
+
+void CudaBackend::replay(const std::shared_ptr<void>& recording) {
+    auto* rec = static_cast<Recording*>(recording.get());
+    if (!rec || !rec->exec) throw Error("CUDA: replay of a step that was not recorded.");
+    check(cudaGraphLaunch(rec->exec, stream_), "replaying a recorded step");
 }
 
 const float* CudaBackend::weight_vector(const WeightRef& w, int64_t n, std::shared_ptr<void>& keep) {
@@ -154,12 +254,13 @@ const float* CudaBackend::weight_vector(const WeightRef& w, int64_t n, std::shar
     const uint8_t* dev = device_ptr(w.data, bytes, w.name);
     if (w.type == GgmlType::F32) return reinterpret_cast<const float*>(dev);
     keep = device_scratch(sizeof(float) * size_t(n));
-    cuda::dequantize_rows(w.type, dev, bytes, n, 1, nullptr, static_cast<float*>(keep.get()), n, kStream);
+    cuda::dequantize_rows(w.type, dev, bytes, n, 1, nullptr, static_cast<float*>(keep.get()), n, stream_);
     return static_cast<const float*>(keep.get());
 }
 
 float* CudaBackend::dequant_buffer(size_t floats) {
     if (floats > dequant_floats_) {
+        if (capturing_) throw Error("CUDA: prefill-sized products cannot be part of a recorded step.");
         if (dequant_) {
             check(cudaDeviceSynchronize(), "waiting before growing the dequant buffer");
             cudaFree(dequant_);
@@ -173,17 +274,10 @@ float* CudaBackend::dequant_buffer(size_t floats) {
 
 // ---- ops -----------------------------------------------------------------
 
-void CudaBackend::get_rows(const WeightRef& table, const int32_t* ids, int64_t n, Tensor& out) {
-    for (int64_t i = 0; i < n; ++i) {
-        if (ids[i] < 0 || ids[i] >= table.ne[1])
-            throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary of " +
-                        std::to_string(table.ne[1]) + " tokens.");
-    }
-    if (n <= 0) return;
+void CudaBackend::get_rows(const WeightRef& table, const IntArray& ids, Tensor& out) {
+    if (ids.n <= 0) return;
     const uint8_t* dev = device_ptr(table.data, table.row_bytes * size_t(table.ne[1]), table.name);
-    auto d_ids = upload_array(ids, size_t(n));
-    cuda::dequantize_rows(table.type, dev, table.row_bytes, table.ne[0], n, static_cast<const int32_t*>(d_ids.get()),
-                          out.data, out.cols, kStream);
+    cuda::dequantize_rows(table.type, dev, table.row_bytes, table.ne[0], ids.n, ids.data, out.data, out.cols, stream_);
 }
 
 void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix) {
@@ -197,7 +291,7 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     const uint8_t* base = device_ptr(w.data + size_t(matrix) * w.matrix_bytes, bytes, w.name);
     if (T <= 0 || n_rows <= 0) return;
     if (T <= cuda::kMatvecMaxTokens) {
-        cuda::matvec(w.type, base, w.row_bytes, k, n_rows, x.data, x.cols, T, y.data, y.cols, kStream);
+        cuda::matvec(w.type, base, w.row_bytes, k, n_rows, x.data, x.cols, T, y.data, y.cols, stream_);
         return;
     }
     // Prefill: y^T (n_rows x T, column-major, ld y.cols) = W (row-major) * x^T.
@@ -213,7 +307,7 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     float* wf = dequant_buffer(size_t(chunk * k));
     for (int64_t r0 = 0; r0 < n_rows; r0 += chunk) {
         const int64_t m = std::min(chunk, n_rows - r0);
-        cuda::dequantize_rows(w.type, base + size_t(r0) * w.row_bytes, w.row_bytes, k, m, nullptr, wf, k, kStream);
+        cuda::dequantize_rows(w.type, base + size_t(r0) * w.row_bytes, w.row_bytes, k, m, nullptr, wf, k, stream_);
         check(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(T), int(k), &one, wf, int(k), x.data,
                           int(x.cols), &zero, y.data + r0, int(y.cols)),
               "cublasSgemm");
@@ -226,124 +320,81 @@ void CudaBackend::rms_norm(const Tensor& x, const WeightRef* weight, float eps, 
                     std::to_string(x.cols) + ".");
     std::shared_ptr<void> keep;
     const float* wf = weight ? weight_vector(*weight, group, keep) : nullptr;
-    cuda::rms_norm(x.data, wf, eps, x.rows * (x.cols / group), group, y.data, kStream);
+    cuda::rms_norm(x.data, wf, eps, x.rows * (x.cols / group), group, y.data, stream_);
 }
 
-void CudaBackend::rope(Tensor& x, int head_dim, const int32_t* positions, const RopeParams& p) {
+void CudaBackend::rope(Tensor& x, int head_dim, const IntArray& positions, const RopeParams& p) {
     if (x.rows <= 0) return;
-    auto d_pos = upload_array(positions, size_t(x.rows));
-    cuda::rope(x.data, x.rows, x.cols, head_dim, static_cast<const int32_t*>(d_pos.get()), p, kStream);
+    cuda::rope(x.data, x.rows, x.cols, head_dim, positions.data, p, stream_);
 }
 
-void CudaBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, int64_t pos0) {
-    if (pos0 + k.rows > k_cache.rows)
-        throw Error("the context of " + std::to_string(k_cache.rows) + " tokens is full (position " +
-                    std::to_string(pos0 + k.rows) + " requested); raise --ctx.");
-    check(cudaMemcpyAsync(k_cache.data + pos0 * k_cache.cols, k.data, sizeof(float) * size_t(k.size()),
-                          cudaMemcpyDeviceToDevice, kStream),
-          "kv_store");
-    check(cudaMemcpyAsync(v_cache.data + pos0 * v_cache.cols, v.data, sizeof(float) * size_t(v.size()),
-                          cudaMemcpyDeviceToDevice, kStream),
-          "kv_store");
+void CudaBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v,
+                           const IntArray& positions) {
+    if (k.rows != v.rows || k.cols != k_cache.cols || v.cols != v_cache.cols || positions.n < k.rows)
+        throw Error("CUDA kv_store: key/value rows do not match the cache or the positions.");
+    cuda::kv_store(k.data, k.cols, v.data, v.cols, positions.data, k.rows, k_cache.rows, k_cache.data, v_cache.data,
+                   stream_);
 }
 
-void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const IntArray& positions,
                             const AttentionParams& p, Tensor& out) {
-    cuda::attention(q.data, q.rows, k_cache.data, k_cache.cols, v_cache.data, v_cache.cols, pos0, p, out.data, kStream);
+    if (q.rows <= 0) return;
+    const int n_split = cuda::attention_splits(q.rows, p.n_head, k_cache.rows);
+    std::shared_ptr<void> part_o, part_ml;
+    if (n_split > 1) {
+        const size_t slots = size_t(q.rows) * size_t(p.n_head) * size_t(n_split);
+        part_o = device_scratch(sizeof(float) * slots * size_t(p.head_dim_v));
+        part_ml = device_scratch(sizeof(float) * 2 * slots);
+    }
+    cuda::attention(q.data, q.rows, k_cache.data, k_cache.cols, v_cache.data, v_cache.cols, positions.data, p, n_split,
+                    static_cast<float*>(part_o.get()), static_cast<float*>(part_ml.get()), out.data, stream_);
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
     require_same_size(a, b, "add");
-    cuda::add(a.data, b.data, out.data, a.size(), kStream);
+    cuda::add(a.data, b.data, out.data, a.size(), stream_);
 }
 
-void CudaBackend::scale(Tensor& x, float s) { cuda::scale(x.data, s, x.size(), kStream); }
+void CudaBackend::scale(Tensor& x, float s) { cuda::scale(x.data, s, x.size(), stream_); }
 
 void CudaBackend::mul_row(Tensor& x, const WeightRef& w) {
     const int64_t n = w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3];
     std::shared_ptr<void> keep;
     const float* wf = weight_vector(w, n, keep);
-    cuda::mul_row(x.data, x.rows, x.cols, wf, n, kStream);
+    cuda::mul_row(x.data, x.rows, x.cols, wf, n, stream_);
 }
 
 void CudaBackend::add_row(Tensor& x, const WeightRef& b) {
     std::shared_ptr<void> keep;
     const float* bf = weight_vector(b, x.cols, keep);
-    cuda::add_row(x.data, x.rows, x.cols, bf, kStream);
+    cuda::add_row(x.data, x.rows, x.cols, bf, stream_);
 }
 
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
     require_same_size(gate, up, "swiglu");
-    cuda::swiglu(gate.data, up.data, out.data, gate.size(), kStream);
+    cuda::swiglu(gate.data, up.data, out.data, gate.size(), stream_);
 }
 
-// The router logits are tokens x experts floats: they come back to the host
-// and the CPU reference chooses, so both backends route identically (a
-// device top-k is later work, with the CUDA-graph decode step).
+Routing CudaBackend::new_routing(int64_t rows, int n_used) {
+    Routing r;
+    r.n_used = n_used;
+    r.rows = rows;
+    r.experts = alloc_ints(rows * n_used);
+    r.weights = alloc(rows, n_used);
+    return r;
+}
+
 Routing CudaBackend::route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) {
-    Tensor host = host_->alloc(logits.rows, logits.cols);
-    download(logits, host.data);
-    return host_->route_softmax_topk(host, n_used, norm, w_scale);
+    Routing r = new_routing(logits.rows, n_used);
+    cuda::route_topk(cuda::RouteScore::Softmax, logits.data, logits.rows, int(logits.cols), n_used, nullptr, nullptr,
+                     norm, w_scale, r.experts.data, r.weights.data, stream_);
+    return r;
 }
 
 void CudaBackend::moe_swiglu(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                              const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                              const WeightRef* down_scale, Tensor& out) {
-    const int64_t n_exp = gate.ne[2], n_ff = gate.ne[1], n_embd = x.cols;
-    check(cudaMemsetAsync(out.data, 0, sizeof(float) * size_t(out.size()), kStream), "moe_swiglu");
-    if (x.rows <= 0) return;
-    // (token, slot) pairs grouped by expert, as on the CPU: each selected
-    // expert's weights are read once per call, unselected ones never.
-    std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(n_exp));
-    for (int64_t t = 0; t < x.rows; ++t)
-        for (int j = 0; j < routing.n_used; ++j) {
-            const int32_t e = routing.experts[size_t(t * routing.n_used + j)];
-            if (e < 0 || e >= n_exp)
-                throw Error("routing chose expert " + std::to_string(e) + " of " + std::to_string(n_exp) + ".");
-            by_expert[size_t(e)].push_back(t * routing.n_used + j);
-        }
-    std::vector<int32_t> rows;  // token of each pair, expert by expert
-    std::vector<float> weights;
-    std::vector<int64_t> begin(size_t(n_exp) + 1, 0);
-    int64_t max_m = 0;
-    for (int64_t e = 0; e < n_exp; ++e) {
-        begin[size_t(e)] = int64_t(rows.size());
-        for (int64_t s : by_expert[size_t(e)]) {
-            rows.push_back(int32_t(s / routing.n_used));
-            weights.push_back(routing.weights[size_t(s)]);
-        }
-        max_m = std::max<int64_t>(max_m, int64_t(by_expert[size_t(e)].size()));
-    }
-    begin[size_t(n_exp)] = int64_t(rows.size());
-    auto d_rows = upload_array(rows.data(), rows.size());
-    auto d_weights = upload_array(weights.data(), weights.size());
-    auto expert_scale = [](const WeightRef* s, int64_t e) {
-        if (!s) return 1.0f;
-        const float* v = reinterpret_cast<const float*>(s->data);  // host copy, as the CPU reads it
-        return s->ne[0] > 1 ? v[e] : v[0];
-    };
-    Tensor xs_all = alloc(max_m, n_embd), g_all = alloc(max_m, n_ff), u_all = alloc(max_m, n_ff),
-           d_all = alloc(max_m, n_embd);
-    auto view = [](const Tensor& t, int64_t m) {
-        Tensor v = t;
-        v.rows = m;
-        return v;
-    };
-    for (int64_t e = 0; e < n_exp; ++e) {
-        const int64_t m = begin[size_t(e) + 1] - begin[size_t(e)];
-        if (m == 0) continue;
-        Tensor xs = view(xs_all, m), g = view(g_all, m), u = view(u_all, m), d = view(d_all, m);
-        const int32_t* er = static_cast<const int32_t*>(d_rows.get()) + begin[size_t(e)];
-        cuda::gather_rows(x.data, n_embd, er, m, xs.data, kStream);
-        matmul(gate, xs, g, e);
-        matmul(up, xs, u, e);
-        if (gate_scale) scale(g, expert_scale(gate_scale, e));
-        if (up_scale) scale(u, expert_scale(up_scale, e));
-        swiglu(g, u, g);
-        matmul(down, g, d, e);
-        cuda::scatter_add_rows(d.data, n_embd, er, static_cast<const float*>(d_weights.get()) + begin[size_t(e)],
-                               expert_scale(down_scale, e), m, out.data, kStream);
-    }
+    moe_ffn(x, routing, gate, up, down, gate_scale, up_scale, down_scale, 0.0f, out);
 }
 
 }  // namespace ds4

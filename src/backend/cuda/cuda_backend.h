@@ -1,6 +1,7 @@
 // The CUDA backend: weights resident in device memory (one allocation per
 // model-map region), activations in device memory between ops, every op a
-// kernel on the legacy default stream (so host copies order themselves).
+// kernel on one stream of the backend's own. Decode steps can be recorded
+// as a CUDA graph and replayed (begin_capture / end_capture / replay).
 // Semantics are the CPU backend's, op for op; tests/cuda compares the two.
 #pragma once
 
@@ -39,13 +40,22 @@ public:
     Tensor alloc(int64_t rows, int64_t cols) override;
     void upload(Tensor& t, const float* host) override;
     void download(const Tensor& t, float* host) override;
+    IntArray alloc_ints(int64_t n) override;
+    void upload_ints(IntArray& a, const int32_t* host) override;
+    void download_ints(const IntArray& a, int32_t* host) override;
 
-    void get_rows(const WeightRef& table, const int32_t* ids, int64_t n, Tensor& out) override;
+    bool can_capture() const override { return true; }
+    void begin_capture() override;
+    std::shared_ptr<void> end_capture() override;
+    void replay(const std::shared_ptr<void>& recording) override;
+
+    void get_rows(const WeightRef& table, const IntArray& ids, Tensor& out) override;
     void matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix = 0) override;
     void rms_norm(const Tensor& x, const WeightRef* weight, float eps, int64_t group, Tensor& y) override;
-    void rope(Tensor& x, int head_dim, const int32_t* positions, const RopeParams& p) override;
-    void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, int64_t pos0) override;
-    void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+    void rope(Tensor& x, int head_dim, const IntArray& positions, const RopeParams& p) override;
+    void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v,
+                  const IntArray& positions) override;
+    void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const IntArray& positions,
                    const AttentionParams& p, Tensor& out) override;
     void add(const Tensor& a, const Tensor& b, Tensor& out) override;
     void scale(Tensor& x, float s) override;
@@ -57,8 +67,8 @@ public:
                     const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                     const WeightRef* down_scale, Tensor& out) override;
 
-    // DeepSeek V4 ops: not on CUDA yet (cuda_backend_deepseek4.cpp throws).
-    void rope_partial(Tensor& x, int head_dim, int offset, const int32_t* positions, const RopeParams& p,
+    // DeepSeek V4 ops (cuda_backend_deepseek4.cpp; routing and MoE in cuda_moe.cpp).
+    void rope_partial(Tensor& x, int head_dim, int offset, const IntArray& positions, const RopeParams& p,
                       bool inverse) override;
     void hc_mixes(const Tensor& mixes, const WeightRef& scale, const WeightRef& base, const HcParams& p, Tensor& pre,
                   Tensor* post, Tensor* comb) override;
@@ -81,6 +91,8 @@ public:
                                const Tensor* comp, const RowLists* comp_rows, const WeightRef& sinks,
                                const AttentionParams& p, Tensor& out) override;
 
+    cudaStream_t stream() const { return stream_; }
+
 private:
     struct ResidentRegion {
         const uint8_t* host = nullptr;
@@ -96,13 +108,27 @@ private:
     // biases, scales); F32 weights are used in place.
     const float* weight_vector(const WeightRef& w, int64_t n, std::shared_ptr<void>& keep);
     float* dequant_buffer(size_t floats);
+    // Device memory of `bytes` for a tensor or scratch: stream-ordered from
+    // the pool, or from the recording's arena while capturing.
+    std::shared_ptr<void> device_alloc(size_t bytes, bool zero);
+    Routing new_routing(int64_t rows, int n_used);
+    // The routed-expert FFN shared by moe_swiglu and moe_swiglu_clamp: on
+    // the device for decode-sized batches, else grouped by expert on the host.
+    void moe_ffn(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
+                 const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
+                 const WeightRef* down_scale, float limit, Tensor& out);
+    void moe_ffn_grouped(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
+                         const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
+                         const WeightRef* down_scale, float limit, Tensor& out);
 
+    struct Arena;
     int device_ = 0;
+    cudaStream_t stream_ = nullptr;
+    std::shared_ptr<Arena> capturing_;     // the open recording's memory, while capturing
     cublasHandle_t cublas_ = nullptr;
     std::vector<ResidentRegion> regions_;  // sorted by host address
     float* dequant_ = nullptr;             // weight rows decoded for cuBLAS (prefill)
     size_t dequant_floats_ = 0;
-    std::unique_ptr<Backend> host_;        // the CPU reference, for routing decisions
 };
 
 // The CUDA backend on `device`; throws ds4::Error with one sentence when the

@@ -34,10 +34,43 @@ void rope(float* x, int64_t rows, int64_t cols, int head_dim, const int32_t* pos
           cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------
-// Causal GQA attention: query row t (position pos0 + t) against cache rows
-// [0, pos0 + t]. Rows are contiguous: q [T x n_head*dk], caches [ctx x n_kv*d].
+// Key splits for n_tok query rows of n_head heads against a cache of
+// cache_rows rows (depends on shapes only, so recorded steps stay valid).
+int attention_splits(int64_t n_tok, int n_head, int64_t cache_rows);
+// Causal GQA attention: query row t against cache rows [0, positions[t]].
+// Rows are contiguous: q [T x n_head*dk], caches [ctx x n_kv*d]. With
+// n_split > 1, part_o holds T*n_head*n_split*dv floats and part_ml twice
+// T*n_head*n_split.
 void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k, const float* v_cache,
-               int64_t ld_v, int64_t pos0, const AttentionParams& p, float* out, cudaStream_t stream);
+               int64_t ld_v, const int32_t* positions, const AttentionParams& p, int n_split, float* part_o,
+               float* part_ml, float* out, cudaStream_t stream);
+// k_cache row positions[t] = k row t (likewise v), t < n_tok.
+void kv_store(const float* k, int64_t k_cols, const float* v, int64_t v_cols, const int32_t* positions, int64_t n_tok,
+              int64_t cache_rows, float* k_cache, float* v_cache, cudaStream_t stream);
+
+// ---- moe_decode.cu --------------------------------------------------------------
+void init_moe_decode_tables();
+enum class RouteScore { Softmax, SqrtSoftplus };
+// Per token: scores of n_exp logits, top-n_used of score (+ bias) unless
+// `forced` names the experts ([n_tok x n_used]); weights as the CPU backend.
+void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, int n_used, const float* bias,
+                const int32_t* forced, bool norm, float w_scale, int32_t* experts, float* weights,
+                cudaStream_t stream);
+// Whether expert_matvec handles rows of k elements of this type.
+bool expert_matvec_supported(GgmlType type, int64_t k);
+// y[p][r] = W_{experts[p]}[r] . x[p / x_div] for pairs p < n_pairs, rows r < n_rows
+// (W_e at w + e * matrix_bytes).
+void expert_matvec(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows,
+                   const int32_t* experts, int64_t n_pairs, int x_div, const float* x, int64_t ld_x, float* y,
+                   int64_t ld_y, cudaStream_t stream);
+// h[p] = SwiGLU (clamped when limit > 1e-6) of g[p] * gate_scale[e], u[p] * up_scale[e]
+// (scales optional, and then `experts` may be null; n_* == 1: one scale for every expert).
+void expert_swiglu(const float* g, const float* u, const int32_t* experts, int64_t n_pairs, int64_t n_ff,
+                   const float* gate_scale, int64_t n_gs, const float* up_scale, int64_t n_us, float limit, float* h,
+                   cudaStream_t stream);
+// out[t] = sum over slots j (in order) of d[t*n_used + j] * weights[..] * down_scale[e].
+void expert_combine(const float* d, const int32_t* experts, const float* weights, const float* down_scale,
+                    int64_t n_ds, int64_t n_tok, int n_used, int64_t n_embd, float* out, cudaStream_t stream);
 
 // ---- elementwise.cu -----------------------------------------------------------
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
@@ -48,6 +81,8 @@ void add_row(float* x, int64_t rows, int64_t cols, const float* b, cudaStream_t 
 void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
 // dst[i] = src[rows[i]] (rows of `cols` floats), i < n.
 void gather_rows(const float* src, int64_t cols, const int32_t* rows, int64_t n, float* dst, cudaStream_t stream);
+// dst[rows[i]] = src[i] (rows of `cols` floats), i < n.
+void scatter_rows(const float* src, int64_t cols, const int32_t* rows, int64_t n, float* dst, cudaStream_t stream);
 // dst[rows[i]] += (weights[i] * s) * src[i], i < n; rows distinct within a call.
 void scatter_add_rows(const float* src, int64_t cols, const int32_t* rows, const float* weights, float s, int64_t n,
                       float* dst, cudaStream_t stream);

@@ -33,6 +33,9 @@ __global__ void swiglu_kernel(const float* g, const float* u, float* out, int64_
 __global__ void gather_rows_kernel(const float* src, int64_t cols, const int32_t* rows, float* dst, int64_t n) {
     DS4_FOR_EACH(i, n) dst[i] = src[int64_t(rows[i / cols]) * cols + i % cols];
 }
+__global__ void scatter_rows_kernel(const float* src, int64_t cols, const int32_t* rows, float* dst, int64_t n) {
+    DS4_FOR_EACH(i, n) dst[int64_t(rows[i / cols]) * cols + i % cols] = src[i];
+}
 __global__ void scatter_add_rows_kernel(const float* src, int64_t cols, const int32_t* rows, const float* w, float s,
                                         float* dst, int64_t n) {
     DS4_FOR_EACH(i, n) {
@@ -76,6 +79,11 @@ void gather_rows(const float* src, int64_t cols, const int32_t* rows, int64_t n,
     if (n <= 0 || cols <= 0) return;
     gather_rows_kernel<<<grid_for(n * cols), kThreads, 0, stream>>>(src, cols, rows, dst, n * cols);
     check_launch("gather_rows_kernel");
+}
+void scatter_rows(const float* src, int64_t cols, const int32_t* rows, int64_t n, float* dst, cudaStream_t stream) {
+    if (n <= 0 || cols <= 0) return;
+    scatter_rows_kernel<<<grid_for(n * cols), kThreads, 0, stream>>>(src, cols, rows, dst, n * cols);
+    check_launch("scatter_rows_kernel");
 }
 void scatter_add_rows(const float* src, int64_t cols, const int32_t* rows, const float* weights, float s, int64_t n,
                       float* dst, cudaStream_t stream) {

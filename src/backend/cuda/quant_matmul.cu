@@ -1,176 +1,11 @@
-// Everything that reads ggml blocks on the device: per-element decoders for
-// each type (the same expressions as quant/scalar_*.cpp), a matrix-vector
-// kernel that decodes on the fly (decode, few tokens) and a row decoder that
-// feeds cuBLAS (prefill) and get_rows. Decoders live in this one file because
-// the IQ2_XXS codebook is a device symbol, visible only inside its own file.
-#include <cuda_fp16.h>
-
-#include <string>
-
-#include "backend/cuda/cuda_check.h"
+// Dense weight products on the device: a matrix-vector kernel that decodes
+// on the fly (decode, few tokens) and a row decoder that feeds cuBLAS
+// (prefill) and get_rows. The block decoders are in quant_decode.cuh.
 #include "backend/cuda/cuda_ops.h"
-#include "quant/iq2_xxs_grid.h"
+#include "backend/cuda/quant_decode.cuh"
 
 namespace ds4::cuda {
 namespace {
-
-__device__ uint64_t g_iq2xxs_grid[256];
-__device__ const int8_t g_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                              1,    13,   25,  38,  53,  69,  89,  113};
-
-// Blocks carry no alignment promise: read multi-byte fields byte by byte.
-__device__ __forceinline__ uint16_t u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
-__device__ __forceinline__ uint32_t u32(const uint8_t* p) {
-    return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
-}
-__device__ __forceinline__ float half_at(const uint8_t* p) { return __half2float(__ushort_as_half(u16(p))); }
-
-// Q4_K / Q5_K 6-bit scale and min of sub-block j (quant/block_layouts.h).
-__device__ __forceinline__ void k_scale_min(int j, const uint8_t* q, int& sc, int& m) {
-    if (j < 4) {
-        sc = q[j] & 63;
-        m = q[j + 4] & 63;
-    } else {
-        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
-// Element i of a row of type T.
-template <GgmlType T>
-__device__ __forceinline__ float decode(const uint8_t* row, int64_t i);
-
-template <>
-__device__ __forceinline__ float decode<GgmlType::F32>(const uint8_t* row, int64_t i) {
-    return reinterpret_cast<const float*>(row)[i];
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::F16>(const uint8_t* row, int64_t i) {
-    return __half2float(reinterpret_cast<const __half*>(row)[i]);
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::BF16>(const uint8_t* row, int64_t i) {
-    return __uint_as_float(uint32_t(reinterpret_cast<const uint16_t*>(row)[i]) << 16);
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::Q8_0>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 5) * 34;
-    return float(int8_t(b[2 + (i & 31)])) * half_at(b);
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::Q4_0>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 5) * 18;
-    const int j = int(i & 31);
-    const int q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
-    return float(q - 8) * half_at(b);
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::Q4_1>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 5) * 20;
-    const int j = int(i & 31);
-    const int q = j < 16 ? (b[4 + j] & 0xF) : (b[4 + j - 16] >> 4);
-    return __fadd_rn(__fmul_rn(float(q), half_at(b)), half_at(b + 2));
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::Q5_0>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 5) * 22;
-    const int j = int(i & 31);
-    const int lo = j < 16 ? (b[6 + j] & 0xF) : (b[6 + j - 16] >> 4);
-    const int hi = int((u32(b + 2) >> j) & 1) << 4;
-    return float((lo | hi) - 16) * half_at(b);
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::Q5_1>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 5) * 24;
-    const int j = int(i & 31);
-    const int lo = j < 16 ? (b[8 + j] & 0xF) : (b[8 + j - 16] >> 4);
-    const int hi = int((u32(b + 4) >> j) & 1) << 4;
-    return __fadd_rn(__fmul_rn(float(lo | hi), half_at(b)), half_at(b + 2));
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::IQ4_NL>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 5) * 18;
-    const int j = int(i & 31);
-    const int q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
-    return half_at(b) * float(g_iq4nl_values[q]);
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::Q2_K>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 8) * 84;  // scales[16] qs[64] d dmin
-    const int j = int(i & 255), half = j >> 7, r = j & 127, plane = r >> 5, part = (r >> 4) & 1, l = r & 15;
-    const int sc = b[half * 8 + plane * 2 + part];
-    const int q = (b[16 + half * 32 + part * 16 + l] >> (2 * plane)) & 3;
-    const float dl = __fmul_rn(half_at(b + 80), float(sc & 0xF));
-    const float ml = __fmul_rn(half_at(b + 82), float(sc >> 4));
-    return __fsub_rn(__fmul_rn(dl, float(q)), ml);
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::Q3_K>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 8) * 110;  // hmask[32] qs[64] scales[12] d
-    const int j = int(i & 255), half = j >> 7, r = j & 127, plane = r >> 5, part = (r >> 4) & 1;
-    const int l = 16 * part + (r & 15);
-    const int is = half * 8 + plane * 2 + part;
-    const uint8_t* s = b + 96;
-    const int lo = is < 8 ? (s[is] & 0xF) : (s[is - 8] >> 4);
-    const int hi = (s[8 + is % 4] >> (2 * (is / 4))) & 3;
-    const int sc = (lo | (hi << 4)) - 32;
-    const int v = ((b[32 + 32 * half + l] >> (2 * plane)) & 3) - ((b[l] & (1 << (4 * half + plane))) ? 0 : 4);
-    return __fmul_rn(__fmul_rn(half_at(b + 108), float(sc)), float(v));
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::Q4_K>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 8) * 144;  // d dmin scales[12] qs[128]
-    const int j = int(i & 255), pair = j >> 6, hi = (j >> 5) & 1, l = j & 31;
-    int sc, m;
-    k_scale_min(2 * pair + hi, b + 4, sc, m);
-    const uint8_t q = b[16 + 32 * pair + l];
-    const int nib = hi ? (q >> 4) : (q & 0xF);
-    return __fsub_rn(__fmul_rn(__fmul_rn(half_at(b), float(sc)), float(nib)),
-                     __fmul_rn(half_at(b + 2), float(m)));
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::Q5_K>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 8) * 176;  // d dmin scales[12] qh[32] qs[128]
-    const int j = int(i & 255), pair = j >> 6, hi = (j >> 5) & 1, l = j & 31, sub = 2 * pair + hi;
-    int sc, m;
-    k_scale_min(sub, b + 4, sc, m);
-    const uint8_t q = b[48 + 32 * pair + l];
-    const int v = (hi ? (q >> 4) : (q & 0xF)) + ((b[16 + l] & (1 << sub)) ? 16 : 0);
-    return __fsub_rn(__fmul_rn(__fmul_rn(half_at(b), float(sc)), float(v)), __fmul_rn(half_at(b + 2), float(m)));
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::Q6_K>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 8) * 210;  // ql[128] qh[64] scales[16] d
-    const int j = int(i & 255), half = j >> 7, r = j & 127, quad = r >> 5, l = r & 31;
-    const uint8_t* ql = b + 64 * half;
-    const uint8_t qh = b[128 + 32 * half + l];
-    const int low = (quad & 1) ? ql[l + 32] : ql[l];
-    const int q = ((quad & 2) ? (low >> 4) : (low & 0xF)) | (((qh >> (2 * quad)) & 3) << 4);
-    const int sc = int8_t(b[192 + 8 * half + l / 16 + 2 * quad]);
-    return __fmul_rn(__fmul_rn(half_at(b + 208), float(sc)), float(q - 32));
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::IQ2_XXS>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 8) * 66;  // d qs[64]
-    const int j = int(i & 255), g = j >> 5, l = (j >> 3) & 3, e = j & 7;
-    const uint8_t* q = b + 2 + 8 * g;
-    const uint32_t codes = u32(q + 4);
-    const float db = __fmul_rn(__fmul_rn(half_at(b), __fadd_rn(0.5f, float(codes >> 28))), 0.25f);
-    const uint32_t c7 = (codes >> (7 * l)) & 127u;
-    const uint32_t signs = c7 | ((__popc(c7) & 1u) << 7);
-    const float v = __fmul_rn(db, float((g_iq2xxs_grid[q[l]] >> (8 * e)) & 0xFF));
-    return (signs >> e) & 1 ? -v : v;
-}
-template <>
-__device__ __forceinline__ float decode<GgmlType::IQ4_XS>(const uint8_t* row, int64_t i) {
-    const uint8_t* b = row + (i >> 8) * 136;  // d scales_h scales_l[4] qs[128]
-    const int j = int(i & 255), ib = j >> 5, r = j & 31;
-    const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF;
-    const int hi = (u16(b + 2) >> (2 * ib)) & 3;
-    const float dl = __fmul_rn(half_at(b), float((lo | (hi << 4)) - 32));
-    const uint8_t q = b[8 + 16 * ib + (r & 15)];
-    return __fmul_rn(dl, float(g_iq4nl_values[r < 16 ? (q & 0xF) : (q >> 4)]));
-}
 
 constexpr int kWarpsPerBlock = 4;
 
@@ -201,72 +36,23 @@ __global__ void matvec_kernel(const uint8_t* w, size_t row_bytes, int64_t k, int
 }
 
 // Elements per block and bytes per block of each type (quant/block_layouts.h).
-template <GgmlType T> struct Layout;
-#define DS4_LAYOUT(T, QK, BYTES) \
-    template <> struct Layout<GgmlType::T> { static constexpr int qk = QK, bytes = BYTES; };
-DS4_LAYOUT(F32, 1, 4) DS4_LAYOUT(F16, 1, 2) DS4_LAYOUT(BF16, 1, 2) DS4_LAYOUT(Q8_0, 32, 34)
-DS4_LAYOUT(Q4_0, 32, 18) DS4_LAYOUT(Q4_1, 32, 20) DS4_LAYOUT(Q5_0, 32, 22) DS4_LAYOUT(Q5_1, 32, 24)
-DS4_LAYOUT(IQ4_NL, 32, 18) DS4_LAYOUT(Q2_K, 256, 84) DS4_LAYOUT(Q3_K, 256, 110) DS4_LAYOUT(Q4_K, 256, 144)
-DS4_LAYOUT(Q5_K, 256, 176) DS4_LAYOUT(Q6_K, 256, 210) DS4_LAYOUT(IQ2_XXS, 256, 66) DS4_LAYOUT(IQ4_XS, 256, 136)
-#undef DS4_LAYOUT
 
-constexpr int kChunk = 32;          // elements a lane decodes in one go
-constexpr int kChunksInFlight = 2;  // chunks per lane whose loads are issued together
-
-// v2 decode matvec (rows of k % 32 == 0): one warp per row as in v1, but each
-// lane owns whole 32-element chunks (a q8_0/q4_0 block, or 1/8 of a K-quant
-// super-block) and decodes them with a fully unrolled loop, so the block's
-// scale is read once and all of the chunk's byte loads of kChunksInFlight
-// chunks are in flight together. v1 issued one dependent load per element per
-// lane and was memory-latency bound (~1.7% of HBM bandwidth end to end).
+// v2 decode matvec (rows of k % 32 == 0): one warp per row as in v1, each
+// lane decoding whole 32-element chunks (lane_dot). v1 issued one dependent
+// load per element per lane and was memory-latency bound (~1.7% of HBM
+// bandwidth end to end).
 template <GgmlType T, int NT>
 __global__ void matvec_chunk_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
                                     const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
                                     int64_t ld_y) {
-    using L = Layout<T>;
-    constexpr int kChunksPerBlock = L::qk >= kChunk ? L::qk / kChunk : 1;
     const int lane = threadIdx.x & 31;
     const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
     if (r >= n_rows) return;
-    const uint8_t* row = w + size_t(r) * row_bytes;
-    const int n_chunks = int(k / kChunk);
     float acc[NT];
-#pragma unroll
-    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    for (int c0 = lane; c0 < n_chunks; c0 += 32 * kChunksInFlight) {
-#pragma unroll
-        for (int u = 0; u < kChunksInFlight; ++u) {
-            const int c = c0 + 32 * u;
-            if (c < n_chunks) {
-                const uint8_t* blk;
-                int off;  // first element of the chunk inside its block (a multiple of 32)
-                if constexpr (L::qk >= kChunk) {
-                    blk = row + size_t(c / kChunksPerBlock) * L::bytes;
-                    off = (c % kChunksPerBlock) << 5;
-                } else {
-                    blk = row + size_t(c) * kChunk * L::bytes;
-                    off = 0;
-                }
-                const float* xc = x + int64_t(c) * kChunk;
-                float part[NT];
-#pragma unroll
-                for (int t = 0; t < NT; ++t) part[t] = 0.0f;
-#pragma unroll
-                for (int j = 0; j < kChunk; ++j) {
-                    const float wv = decode<T>(blk, off + j);
-#pragma unroll
-                    for (int t = 0; t < NT; ++t)
-                        if (t < n_tok) part[t] += wv * __ldg(xc + t * ld_x + j);
-                }
-#pragma unroll
-                for (int t = 0; t < NT; ++t) acc[t] += part[t];
-            }
-        }
-    }
+    lane_dot<T, NT>(w + size_t(r) * row_bytes, k, x, ld_x, n_tok, lane, acc);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-        float s = acc[t];
-        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        const float s = warp_sum(acc[t]);
         if (lane == 0 && t < n_tok) y[t * ld_y + r] = s;
     }
 }
@@ -282,24 +68,12 @@ __global__ void dequantize_kernel(const uint8_t* w, size_t row_bytes, int64_t k,
 }
 
 // Calls f(std::integral_constant<GgmlType, T>) for the runtime type.
-template <class F>
-void dispatch_type(GgmlType type, F&& f) {
-    switch (type) {
-#define DS4_CASE(T) \
-    case GgmlType::T: f(std::integral_constant<GgmlType, GgmlType::T>{}); return;
-        DS4_CASE(F32) DS4_CASE(F16) DS4_CASE(BF16) DS4_CASE(Q8_0) DS4_CASE(Q4_0) DS4_CASE(Q4_1) DS4_CASE(Q5_0)
-        DS4_CASE(Q5_1) DS4_CASE(IQ4_NL) DS4_CASE(Q2_K) DS4_CASE(Q3_K) DS4_CASE(Q4_K) DS4_CASE(Q5_K) DS4_CASE(Q6_K)
-        DS4_CASE(IQ2_XXS) DS4_CASE(IQ4_XS)
-#undef DS4_CASE
-        default:
-            throw Error("tensor type " + std::string(ggml_type_name(type)) + " has no CUDA kernel yet.");
-    }
-}
 
 }  // namespace
 
 void init_quant_tables() {
-    check(cudaMemcpyToSymbol(g_iq2xxs_grid, kIq2xxsGrid, sizeof kIq2xxsGrid), "copying the IQ2_XXS codebook");
+    upload_decode_tables();
+    init_moe_decode_tables();
 }
 
 bool quant_type_supported(GgmlType type) {

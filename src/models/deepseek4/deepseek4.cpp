@@ -4,6 +4,7 @@
 // MTP layers are not run.
 #include "models/deepseek4/deepseek4.h"
 
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,14 +20,17 @@ namespace {
 
 class DeepSeek4 final : public Model {
 public:
-    DeepSeek4(const GgufFile& file, ModelMap& map) {
+    DeepSeek4(const GgufFile& file, ModelMap& map, const LoadOptions& opts) {
         hp_ = read_dsv4_hparams(file);
-        w_ = bind_dsv4_weights(file, map, hp_);
+        std::tie(first_, last_) = layer_range(opts, hp_.n_layer, file.path());
+        w_ = bind_dsv4_weights(file, map, hp_, first_, last_);
         info_.arch = "deepseek4";
         info_.name = file.get_string("general.name").value_or("");
         info_.n_vocab = hp_.n_vocab;
         info_.n_embd = hp_.n_embd;
         info_.n_layer = hp_.n_layer;
+        info_.layer_begin = first_;
+        info_.layer_end = last_;
         info_.n_ctx_train = hp_.n_ctx_train;
     }
 
@@ -35,7 +39,7 @@ public:
     std::unique_ptr<ModelState> new_state(Backend& be, int64_t n_ctx) const override {
         auto st = std::make_unique<Dsv4State>();
         st->ctx = n_ctx;
-        for (int l = 0; l < hp_.n_layer; ++l) {
+        for (int l = first_; l < last_; ++l) {
             Dsv4LayerState ls;
             ls.window = be.alloc(hp_.n_swa, hp_.head_dim);
             st->size += sizeof(float) * static_cast<uint64_t>(ls.window.size());
@@ -48,49 +52,46 @@ public:
         return st;
     }
 
-    Tensor forward(Backend& be, ModelState& state_base, const int32_t* tokens, int64_t n, int64_t pos0,
-                   bool all_logits) const override {
+    // Not replayable: the compressors and the indexer decide on the host,
+    // from the position, which rows they pool and select.
+    Tensor forward(Backend& be, ModelState& state_base, const StepInputs& in, bool all_logits) const override {
+        const int64_t n = in.n, pos0 = in.pos0;
         auto& state = static_cast<Dsv4State&>(state_base);
         if (pos0 + n > state.ctx)
             throw Error("the context of " + std::to_string(state.ctx) + " tokens is full (position " +
                         std::to_string(pos0 + n) + " requested); raise --ctx.");
         const int64_t E = hp_.n_embd, hc = hp_.n_hc;
-        std::vector<int32_t> pos(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(pos0 + i);
 
+        // Every residual stream starts as the token's embedding.
         Tensor emb = be.alloc(n, E);
-        be.get_rows(w_.tok_embd, tokens, n, emb);
-        std::vector<float> host(static_cast<size_t>(n * E)), streams_host(static_cast<size_t>(n * hc * E));
-        be.download(emb, host.data());
-        for (int64_t t = 0; t < n; ++t)
-            for (int64_t h = 0; h < hc; ++h)
-                std::copy(host.begin() + t * E, host.begin() + (t + 1) * E, streams_host.begin() + (t * hc + h) * E);
+        be.get_rows(w_.tok_embd, in.token_ids, emb);
         Tensor x = be.alloc(n, hc * E), y = be.alloc(n, hc * E);
-        be.upload(x, streams_host.data());
+        std::vector<int32_t> src(static_cast<size_t>(n * hc)), dst(static_cast<size_t>(n * hc));
+        for (int64_t i = 0; i < n * hc; ++i) {
+            src[i] = static_cast<int32_t>(i / hc);
+            dst[i] = static_cast<int32_t>(i);
+        }
+        Tensor streams = x.reshaped(n * hc, E);
+        be.copy_rows(emb, src.data(), streams, dst.data(), n * hc);
 
-        for (int l = 0; l < hp_.n_layer; ++l) {
-            const Dsv4LayerWeights& L = w_.layers[static_cast<size_t>(l)];
+        for (int l = first_; l < last_; ++l) {
+            const Dsv4LayerWeights& L = w_.layers[static_cast<size_t>(l - first_)];
             HcSite site;
             Tensor cur = hc_pre(be, hp_, L.hc_attn, x, site);
             be.rms_norm(cur, &L.attn_norm, hp_.rms_eps, E, cur);
             const Tensor attn =
-                dsv4_attention(be, hp_, L, state.layers[static_cast<size_t>(l)], l, cur, pos0, pos.data());
+                dsv4_attention(be, hp_, L, state.layers[static_cast<size_t>(l - first_)], l, cur, pos0, in.positions);
             hc_post(be, attn, x, site, y);
             std::swap(x, y);
 
             cur = hc_pre(be, hp_, L.hc_ffn, x, site);
             be.rms_norm(cur, &L.ffn_norm, hp_.rms_eps, E, cur);
-            const Tensor ffn = dsv4_ffn(be, hp_, L, l, cur, tokens);
+            const Tensor ffn = dsv4_ffn(be, hp_, L, l, cur, in.tokens);
             hc_post(be, ffn, x, site, y);
             std::swap(x, y);
         }
 
-        Tensor last = x;
-        if (!all_logits && n > 1) {
-            last = be.alloc(1, hc * E);
-            be.download(x, streams_host.data());
-            be.upload(last, streams_host.data() + (n - 1) * hc * E);
-        }
+        const Tensor last = all_logits ? x : x.row_view(n - 1, 1);
         Tensor h = hc_head(be, hp_, w_.hc_head, last);
         be.rms_norm(h, &w_.output_norm, hp_.rms_eps, E, h);
         Tensor logits = be.alloc(last.rows, hp_.n_vocab);
@@ -100,14 +101,15 @@ public:
 
 private:
     Dsv4Hparams hp_;
+    int first_ = 0, last_ = 0;
     Dsv4Weights w_;
     ModelInfo info_;
 };
 
 }  // namespace
 
-std::unique_ptr<Model> load_deepseek4(const GgufFile& file, ModelMap& map) {
-    return std::make_unique<DeepSeek4>(file, map);
+std::unique_ptr<Model> load_deepseek4(const GgufFile& file, ModelMap& map, const LoadOptions& opts) {
+    return std::make_unique<DeepSeek4>(file, map, opts);
 }
 
 }  // namespace ds4

@@ -7,6 +7,6 @@
 
 namespace ds4 {
 
-std::unique_ptr<Model> load_deepseek4(const GgufFile& file, ModelMap& map);
+std::unique_ptr<Model> load_deepseek4(const GgufFile& file, ModelMap& map, const LoadOptions& opts);
 
 }  // namespace ds4

@@ -10,7 +10,7 @@
 namespace ds4 {
 
 Tensor dsv4_attention(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, Dsv4LayerState& st, int layer,
-                      const Tensor& cur, int64_t pos0, const int32_t* positions) {
+                      const Tensor& cur, int64_t pos0, const IntArray& positions) {
     const int64_t n = cur.rows, D = hp.head_dim, H = hp.n_head;
     const int ratio = hp.compress_ratios[static_cast<size_t>(layer)];
     const RopeParams& rope = ratio != 0 ? hp.rope_compress : hp.rope_window;

@@ -13,6 +13,6 @@
 namespace ds4 {
 
 Tensor dsv4_attention(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, Dsv4LayerState& st, int layer,
-                      const Tensor& cur, int64_t pos0, const int32_t* positions);
+                      const Tensor& cur, int64_t pos0, const IntArray& positions);
 
 }  // namespace ds4

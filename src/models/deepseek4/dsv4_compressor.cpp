@@ -30,7 +30,7 @@ void compressor_update(Backend& be, const Dsv4CompressorWeights& w, Dsv4Compress
     be.matmul(w.wgate, cur, score);
     std::vector<int32_t> in_block(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) in_block[i] = static_cast<int32_t>((pos0 + i) % r);
-    be.get_rows(w.ape, in_block.data(), n, ape);
+    be.get_rows(w.ape, be.ints(in_block.data(), n), ape);
     be.add(score, ape, score);
 
     // Source ids index [ring rows | chunk rows]; -1 before position 0.
@@ -55,7 +55,8 @@ void compressor_update(Backend& be, const Dsv4CompressorWeights& w, Dsv4Compress
         be.compress_pool(st.ring_kv, st.ring_score, kv, score, sources.data(), static_cast<int>(coff * r), st.overlap,
                          pooled);
         be.rms_norm(pooled, &w.norm, rms_eps, dim, pooled);
-        be.rope_partial(pooled, static_cast<int>(dim), static_cast<int>(dim) - rope.n_rot, block_pos.data(), rope, false);
+        be.rope_partial(pooled, static_cast<int>(dim), static_cast<int>(dim) - rope.n_rot, be.ints(block_pos.data(), nb), rope,
+                        false);
         std::vector<int32_t> src(static_cast<size_t>(nb));
         for (int64_t i = 0; i < nb; ++i) src[i] = static_cast<int32_t>(i);
         be.copy_rows(pooled, src.data(), st.cache, block_rows.data(), nb);

@@ -8,7 +8,7 @@
 namespace ds4 {
 
 RowLists indexer_select(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, Dsv4CompressorState& st,
-                        const Tensor& qr, const Tensor& cur, int64_t pos0, const int32_t* positions) {
+                        const Tensor& qr, const Tensor& cur, int64_t pos0, const IntArray& positions) {
     const int64_t n = cur.rows, Di = hp.indexer_head_dim, H = hp.indexer_n_head;
     compressor_update(be, L.indexer_compressor, st, cur, pos0, Di, hp.rope_compress, hp.rms_eps);
 

@@ -13,6 +13,6 @@ namespace ds4 {
 // qr: the normalised query low-rank rows; cur: the attention input rows.
 // Updates the indexer's own compressed keys, then selects blocks.
 RowLists indexer_select(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, Dsv4CompressorState& st,
-                        const Tensor& qr, const Tensor& cur, int64_t pos0, const int32_t* positions);
+                        const Tensor& qr, const Tensor& cur, int64_t pos0, const IntArray& positions);
 
 }  // namespace ds4

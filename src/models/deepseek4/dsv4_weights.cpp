@@ -5,7 +5,7 @@
 
 namespace ds4 {
 
-Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp) {
+Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp, int first, int last) {
     WeightBinder wb(f, map);
     Dsv4Weights w;
     const GgufTensorInfo& emb = f.require_tensor("token_embd.weight");
@@ -21,7 +21,7 @@ Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp)
 
     const int64_t group_in = int64_t(hp.n_head) * D / hp.o_groups;
     const int64_t Di = hp.indexer_head_dim;
-    for (int l = 0; l < hp.n_layer; ++l) {
+    for (int l = first; l < last; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         Dsv4LayerWeights L;
         auto hcw = [&](const std::string& site) {

@@ -49,6 +49,7 @@ struct Dsv4Weights {
 };
 
 // Binds every trunk tensor; throws ds4::Error naming the file and tensor.
-Dsv4Weights bind_dsv4_weights(const GgufFile& file, ModelMap& map, Dsv4Hparams& hp);
+// Binds the non-layer tensors and those of blocks [first, last) (layers[0] is block `first`).
+Dsv4Weights bind_dsv4_weights(const GgufFile& file, ModelMap& map, Dsv4Hparams& hp, int first, int last);
 
 }  // namespace ds4

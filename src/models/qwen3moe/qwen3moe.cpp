@@ -51,14 +51,14 @@ public:
 
 class Qwen3Moe final : public Model {
 public:
-    Qwen3Moe(const GgufFile& file, ModelMap& map) { load(file, map); }
+    Qwen3Moe(const GgufFile& file, ModelMap& map, const LoadOptions& opts) { load(file, map, opts); }
 
     const ModelInfo& info() const override { return info_; }
 
     std::unique_ptr<ModelState> new_state(Backend& backend, int64_t n_ctx) const override {
         auto st = std::make_unique<Qwen3MoeState>();
         st->ctx = n_ctx;
-        for (int l = 0; l < hp_.n_layer; ++l) {
+        for (size_t l = 0; l < layers_.size(); ++l) {
             st->k.push_back(backend.alloc(n_ctx, int64_t(hp_.n_head_kv) * hp_.head_dim_k));
             st->v.push_back(backend.alloc(n_ctx, int64_t(hp_.n_head_kv) * hp_.head_dim_v));
             st->size += sizeof(float) * (st->k.back().size() + st->v.back().size());
@@ -66,16 +66,19 @@ public:
         return st;
     }
 
-    Tensor forward(Backend& be, ModelState& state_base, const int32_t* tokens, int64_t n, int64_t pos0,
-                   bool all_logits) const override {
+    bool replayable_decode() const override { return true; }
+
+    Tensor forward(Backend& be, ModelState& state_base, const StepInputs& in, bool all_logits) const override {
         auto& state = static_cast<Qwen3MoeState&>(state_base);
+        const int64_t n = in.n;
+        if (in.pos0 + n > state.ctx)
+            throw Error("the context of " + std::to_string(state.ctx) + " tokens is full (position " +
+                        std::to_string(in.pos0 + n) + " requested); raise --ctx.");
         const int64_t E = hp_.n_embd;
         const int64_t q_dim = int64_t(hp_.n_head) * hp_.head_dim_k;
         const int64_t k_dim = int64_t(hp_.n_head_kv) * hp_.head_dim_k;
         const int64_t v_dim = int64_t(hp_.n_head_kv) * hp_.head_dim_v;
         const int64_t o_dim = int64_t(hp_.n_head) * hp_.head_dim_v;
-        std::vector<int32_t> pos(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(pos0 + i);
 
         AttentionParams ap;
         ap.n_head = hp_.n_head;
@@ -87,20 +90,20 @@ public:
         Tensor x = be.alloc(n, E), h = be.alloc(n, E);
         Tensor q = be.alloc(n, q_dim), k = be.alloc(n, k_dim), v = be.alloc(n, v_dim);
         Tensor attn = be.alloc(n, o_dim), proj = be.alloc(n, E), router = be.alloc(n, hp_.n_expert);
-        be.get_rows(tok_embd_, tokens, n, x);
+        be.get_rows(tok_embd_, in.token_ids, x);
 
-        for (int l = 0; l < hp_.n_layer; ++l) {
-            const Layer& L = layers_[static_cast<size_t>(l)];
+        for (size_t l = 0; l < layers_.size(); ++l) {
+            const Layer& L = layers_[l];
             be.rms_norm(x, &L.attn_norm, hp_.rms_eps, E, h);
             project(be, L.q, h, q);
             project(be, L.k, h, k);
             project(be, L.v, h, v);
             be.rms_norm(q, &L.q_norm, hp_.rms_eps, hp_.head_dim_k, q);
             be.rms_norm(k, &L.k_norm, hp_.rms_eps, hp_.head_dim_k, k);
-            be.rope(q, hp_.head_dim_k, pos.data(), hp_.rope);
-            be.rope(k, hp_.head_dim_k, pos.data(), hp_.rope);
-            be.kv_store(state.k[static_cast<size_t>(l)], state.v[static_cast<size_t>(l)], k, v, pos0);
-            be.attention(q, state.k[static_cast<size_t>(l)], state.v[static_cast<size_t>(l)], pos0, ap, attn);
+            be.rope(q, hp_.head_dim_k, in.positions, hp_.rope);
+            be.rope(k, hp_.head_dim_k, in.positions, hp_.rope);
+            be.kv_store(state.k[l], state.v[l], k, v, in.positions);
+            be.attention(q, state.k[l], state.v[l], in.positions, ap, attn);
             project(be, L.o, attn, proj);
             be.add(x, proj, x);
 
@@ -112,13 +115,7 @@ public:
             be.add(x, proj, x);
         }
 
-        Tensor last = x;
-        if (!all_logits && n > 1) {
-            last = be.alloc(1, E);
-            std::vector<float> tmp(static_cast<size_t>(n * E));
-            be.download(x, tmp.data());
-            be.upload(last, tmp.data() + (n - 1) * E);
-        }
+        const Tensor last = all_logits ? x : x.row_view(n - 1, 1);
         Tensor normed = be.alloc(last.rows, E);
         be.rms_norm(last, &output_norm_, hp_.rms_eps, E, normed);
         Tensor logits = be.alloc(last.rows, hp_.n_vocab);
@@ -136,7 +133,7 @@ private:
         if (p.bias) be.add_row(out, p.bias);
     }
 
-    void load(const GgufFile& f, ModelMap& map) {
+    void load(const GgufFile& f, ModelMap& map, const LoadOptions& opts) {
         Hparams hp(f, "qwen3moe");
         hp_.n_embd = static_cast<int64_t>(hp.require_uint("embedding_length"));
         hp_.n_layer = static_cast<int>(hp.require_uint("block_count"));
@@ -174,7 +171,8 @@ private:
         const int64_t E = hp_.n_embd;
         const int64_t q_dim = int64_t(hp_.n_head) * hp_.head_dim_k;
         const int64_t kv_dim = int64_t(hp_.n_head_kv) * hp_.head_dim_k;
-        for (int l = 0; l < hp_.n_layer; ++l) {
+        const auto [first, last] = layer_range(opts, hp_.n_layer, f.path());
+        for (int l = first; l < last; ++l) {
             const std::string p = "blk." + std::to_string(l) + ".";
             if (f.find_tensor(p + "attn_qkv.weight"))
                 throw Error(f.path() + ": fused '" + p + "attn_qkv.weight' is not supported for qwen3moe; expected separate q/k/v.");
@@ -210,6 +208,8 @@ private:
         info_.n_vocab = hp_.n_vocab;
         info_.n_embd = hp_.n_embd;
         info_.n_layer = hp_.n_layer;
+        info_.layer_begin = first;
+        info_.layer_end = last;
         info_.n_ctx_train = hp_.n_ctx_train;
     }
 
@@ -221,8 +221,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Model> load_qwen3moe(const GgufFile& file, ModelMap& map) {
-    return std::make_unique<Qwen3Moe>(file, map);
+std::unique_ptr<Model> load_qwen3moe(const GgufFile& file, ModelMap& map, const LoadOptions& opts) {
+    return std::make_unique<Qwen3Moe>(file, map, opts);
 }
 
 }  // namespace ds4

@@ -9,6 +9,6 @@
 
 namespace ds4 {
 
-std::unique_ptr<Model> load_qwen3moe(const GgufFile& file, ModelMap& map);
+std::unique_ptr<Model> load_qwen3moe(const GgufFile& file, ModelMap& map, const LoadOptions& opts);
 
 }  // namespace ds4

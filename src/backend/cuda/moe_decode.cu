@@ -1,0 +1,245 @@
+// MoE on the device for decode-sized batches: routing (softmax or
+// sqrt-softplus scores, top-k) and the routed-expert FFN as five launches
+// per layer whatever the number of experts: gate and up products of each
+// (token, slot) pair's expert, SwiGLU, the down product, and the weighted
+// sum over slots. Only the chosen experts' rows are read, and nothing comes
+// back to the host, so a decode step can be recorded as a CUDA graph.
+#include <cfloat>
+#include <climits>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/quant_decode.cuh"
+
+namespace ds4::cuda {
+namespace {
+
+constexpr int kRouteThreads = 256;
+constexpr int kWarps = 4;
+
+// Block-wide argmax over (value desc, index asc); every thread gets the winner.
+__device__ void block_argmax(float v, int i, float* sv, int* si, float& best_v, int& best_i) {
+    for (int off = 16; off > 0; off >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, v, off);
+        const int oi = __shfl_xor_sync(0xffffffffu, i, off);
+        if (ov > v || (ov == v && oi < i)) {
+            v = ov;
+            i = oi;
+        }
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) {
+        sv[warp] = v;
+        si[warp] = i;
+    }
+    __syncthreads();
+    best_v = sv[0];
+    best_i = si[0];
+    for (int w = 1; w < int(blockDim.x >> 5); ++w)
+        if (sv[w] > best_v || (sv[w] == best_v && si[w] < best_i)) {
+            best_v = sv[w];
+            best_i = si[w];
+        }
+    __syncthreads();
+}
+
+// One block per token. score: the routing probabilities (kept for the
+// weights); sel: what top-k ranks (score + bias for DeepSeek V4). Mirrors
+// CpuBackend::route_softmax_topk / route_sqrt_softplus.
+template <bool kSoftmax>
+__global__ void route_kernel(const float* __restrict__ logits, int n_exp, int n_used, const float* __restrict__ bias,
+                             const int32_t* __restrict__ forced, bool norm, float w_scale, int32_t* experts,
+                             float* weights) {
+    extern __shared__ float sh[];
+    float* score = sh;         // n_exp
+    float* sel = sh + n_exp;   // n_exp
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    __shared__ double ssum[32];
+    __shared__ int chosen[64];
+    const int t = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int nw = int(blockDim.x >> 5);
+    const float* l = logits + int64_t(t) * n_exp;
+
+    if constexpr (kSoftmax) {
+        float mx = -FLT_MAX;
+        int dummy = 0;
+        for (int e = tid; e < n_exp; e += blockDim.x) mx = fmaxf(mx, l[e]);
+        float bv;
+        block_argmax(mx, 0, sv, si, bv, dummy);
+        mx = bv;
+        double part = 0.0;
+        for (int e = tid; e < n_exp; e += blockDim.x) {
+            const float p = expf(l[e] - mx);
+            score[e] = p;
+            part += p;
+        }
+        for (int off = 16; off > 0; off >>= 1) part += __shfl_xor_sync(0xffffffffu, part, off);
+        if (lane == 0) ssum[warp] = part;
+        __syncthreads();
+        double sum = 0.0;
+        for (int w = 0; w < nw; ++w) sum += ssum[w];
+        for (int e = tid; e < n_exp; e += blockDim.x) {
+            score[e] = float(score[e] / sum);
+            sel[e] = score[e];
+        }
+    } else {
+        for (int e = tid; e < n_exp; e += blockDim.x) {
+            const float sp = l[e] > 20.0f ? l[e] : logf(1.0f + expf(l[e]));
+            score[e] = sqrtf(sp);
+            sel[e] = bias ? score[e] + bias[e] : score[e];
+        }
+    }
+    __syncthreads();
+
+    if (forced) {
+        if (tid < n_used) chosen[tid] = forced[int64_t(t) * n_used + tid];
+        __syncthreads();
+    } else {
+        for (int j = 0; j < n_used; ++j) {
+            float v = -FLT_MAX;
+            int i = INT_MAX;
+            for (int e = tid; e < n_exp; e += blockDim.x)
+                if (sel[e] > v || (sel[e] == v && e < i)) {
+                    v = sel[e];
+                    i = e;
+                }
+            float bv;
+            int bi;
+            block_argmax(v, i, sv, si, bv, bi);
+            if (tid == 0) {
+                chosen[j] = bi;
+                sel[bi] = -INFINITY;  // taken
+            }
+            __syncthreads();
+        }
+    }
+    if (tid == 0) {
+        double wsum = 0.0;
+        for (int j = 0; j < n_used; ++j) wsum += score[chosen[j]];
+        for (int j = 0; j < n_used; ++j) {
+            const float s = score[chosen[j]];
+            float w;
+            if constexpr (kSoftmax) {
+                const double denom = norm ? fmax(wsum, 6.103515625e-5) : 1.0;
+                w = float(s / denom);
+            } else {
+                const float denom = norm ? fmaxf(float(wsum), 6.103515625e-5f) : 1.0f;
+                w = norm ? s / denom : s;
+            }
+            if (w_scale != 0.0f && w_scale != 1.0f) w *= w_scale;
+            experts[int64_t(t) * n_used + j] = chosen[j];
+            weights[int64_t(t) * n_used + j] = w;
+        }
+    }
+}
+
+// y[p][r] = W_{experts[p]}[r] . x[p / x_div]: one warp per (row, pair).
+template <GgmlType T>
+__global__ void expert_matvec_kernel(const uint8_t* __restrict__ w, size_t matrix_bytes, size_t row_bytes, int64_t k,
+                                     int64_t n_rows, const int32_t* __restrict__ experts, int x_div,
+                                     const float* __restrict__ x, int64_t ld_x, float* __restrict__ y, int64_t ld_y) {
+    const int lane = threadIdx.x & 31;
+    const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+    const int p = blockIdx.y;
+    if (r >= n_rows) return;
+    const int64_t e = experts[p];
+    float acc[1];
+    lane_dot<T, 1>(w + size_t(e) * matrix_bytes + size_t(r) * row_bytes, k, x + int64_t(p / x_div) * ld_x, ld_x, 1,
+                   lane, acc);
+    const float s = warp_sum(acc[0]);
+    if (lane == 0) y[int64_t(p) * ld_y + r] = s;
+}
+
+__device__ __forceinline__ float expert_factor(const float* s, int64_t n, int64_t e) {
+    return s ? s[n == 1 ? 0 : e] : 1.0f;
+}
+
+__global__ void expert_swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u,
+                                     const int32_t* __restrict__ experts, int64_t n_ff, const float* gs, int64_t n_gs,
+                                     const float* us, int64_t n_us, float limit, float* __restrict__ h) {
+    const int p = blockIdx.y;
+    const int64_t e = gs || us ? experts[p] : 0;
+    const bool clamp = limit > 1e-6f;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_ff; i += int64_t(gridDim.x) * blockDim.x) {
+        float gv = g[p * n_ff + i], uv = u[p * n_ff + i];
+        if (gs) gv *= expert_factor(gs, n_gs, e);
+        if (us) uv *= expert_factor(us, n_us, e);
+        if (clamp) {
+            gv = fminf(gv, limit);
+            uv = fminf(fmaxf(uv, -limit), limit);
+        }
+        h[p * n_ff + i] = gv / (1.0f + expf(-gv)) * uv;
+    }
+}
+
+// out[t][c] = sum over slots j, in slot order, of d[t*n_used+j][c] * (w * ds[e]).
+__global__ void expert_combine_kernel(const float* __restrict__ d, const int32_t* __restrict__ experts,
+                                      const float* __restrict__ weights, const float* ds, int64_t n_ds, int n_used,
+                                      int64_t n_embd, float* __restrict__ out) {
+    const int t = blockIdx.y;
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < n_embd; c += int64_t(gridDim.x) * blockDim.x) {
+        float acc = 0.0f;
+        for (int j = 0; j < n_used; ++j) {
+            const int64_t p = int64_t(t) * n_used + j;
+            acc += d[p * n_embd + c] * (weights[p] * expert_factor(ds, n_ds, experts[p]));
+        }
+        out[int64_t(t) * n_embd + c] = acc;
+    }
+}
+
+}  // namespace
+
+void init_moe_decode_tables() { upload_decode_tables(); }
+
+void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, int n_used, const float* bias,
+                const int32_t* forced, bool norm, float w_scale, int32_t* experts, float* weights,
+                cudaStream_t stream) {
+    if (n_tok <= 0) return;
+    if (n_used <= 0 || n_used > n_exp || n_used > 64)
+        throw Error("CUDA routing supports 1 to 64 of the experts per token, not " + std::to_string(n_used) + " of " +
+                    std::to_string(n_exp) + ".");
+    const size_t shmem = sizeof(float) * 2 * size_t(n_exp);
+    if (kind == RouteScore::Softmax)
+        route_kernel<true><<<unsigned(n_tok), kRouteThreads, shmem, stream>>>(logits, n_exp, n_used, bias, forced, norm,
+                                                                              w_scale, experts, weights);
+    else
+        route_kernel<false><<<unsigned(n_tok), kRouteThreads, shmem, stream>>>(logits, n_exp, n_used, bias, forced,
+                                                                               norm, w_scale, experts, weights);
+    check_launch("route_kernel");
+}
+
+bool expert_matvec_supported(GgmlType type, int64_t k) {
+    return quant_type_supported(type) && k % kChunk == 0 && k / kChunk <= INT32_MAX;
+}
+
+void expert_matvec(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows,
+                   const int32_t* experts, int64_t n_pairs, int x_div, const float* x, int64_t ld_x, float* y,
+                   int64_t ld_y, cudaStream_t stream) {
+    if (n_pairs <= 0 || n_rows <= 0) return;
+    if (n_pairs > 65535) throw Error("CUDA expert_matvec takes at most 65535 (token, expert) pairs.");
+    const dim3 grid(blocks_for(n_rows, kWarps), unsigned(n_pairs));
+    dispatch_type(type, [&](auto t) {
+        expert_matvec_kernel<decltype(t)::value><<<grid, 32 * kWarps, 0, stream>>>(
+            w, matrix_bytes, row_bytes, k, n_rows, experts, x_div, x, ld_x, y, ld_y);
+    });
+    check_launch("expert_matvec_kernel");
+}
+
+void expert_swiglu(const float* g, const float* u, const int32_t* experts, int64_t n_pairs, int64_t n_ff,
+                   const float* gate_scale, int64_t n_gs, const float* up_scale, int64_t n_us, float limit, float* h,
+                   cudaStream_t stream) {
+    if (n_pairs <= 0 || n_ff <= 0) return;
+    const dim3 grid(std::min<unsigned>(blocks_for(n_ff, 256), 64u), unsigned(n_pairs));
+    expert_swiglu_kernel<<<grid, 256, 0, stream>>>(g, u, experts, n_ff, gate_scale, n_gs, up_scale, n_us, limit, h);
+    check_launch("expert_swiglu_kernel");
+}
+
+void expert_combine(const float* d, const int32_t* experts, const float* weights, const float* down_scale,
+                    int64_t n_ds, int64_t n_tok, int n_used, int64_t n_embd, float* out, cudaStream_t stream) {
+    if (n_tok <= 0 || n_embd <= 0) return;
+    const dim3 grid(std::min<unsigned>(blocks_for(n_embd, 256), 64u), unsigned(n_tok));
+    expert_combine_kernel<<<grid, 256, 0, stream>>>(d, experts, weights, down_scale, n_ds, n_used, n_embd, out);
+    check_launch("expert_combine_kernel");
+}
+
+}  // namespace ds4::cuda
