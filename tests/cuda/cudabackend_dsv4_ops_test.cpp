@@ -1,0 +1,404 @@
+// DeepSeek V4's ops on CUDA against the CPU backend (the reference), on
+// fresh random inputs at the shapes of the tiny synthetic model and of
+// DeepSeek V4 Flash (head 512, window 128, 64 heads, indexer 64 x 128 with
+// top-k 512, 4 hyper-connection streams), with the edge cases the forward
+// pass meets: no compressed rows yet, a window not yet full, a chunk longer
+// than the window, fewer visible blocks than top-k, chunks of many rows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "common/error.h"
+#include "cuda_test_support.h"
+#include "quant/quant.h"
+
+namespace ds4 {
+namespace {
+
+using cudatest::random_floats;
+using cudatest::rel_l2;
+
+class CudaDsv4Ops : public ::testing::Test {
+protected:
+    void SetUp() override {
+        DS4_REQUIRE_CUDA_DEVICE();
+        seed_ = cudatest::fresh_seed();
+        rng_.seed(seed_);
+        trace_.emplace(__FILE__, __LINE__, "seed " + std::to_string(seed_));
+        cpu_ = make_cpu_backend(2);
+        gpu_ = std::make_unique<CudaBackend>(0);
+    }
+
+    // `matrices` random matrices [rows x k] of type t, resident on the GPU;
+    // the CPU reads the same host bytes.
+    WeightRef weight(GgmlType t, int64_t k, int64_t rows, int64_t matrices = 1) {
+        WeightRef w;
+        w.type = t;
+        w.ne[0] = k;
+        w.ne[1] = rows;
+        w.ne[2] = matrices;
+        w.row_bytes = ggml_row_bytes(t, k);
+        w.matrix_bytes = w.row_bytes * size_t(rows);
+        w.name = std::string(ggml_type_name(t)) + " test weight";
+        auto& buf = buffers_.emplace_back(w.matrix_bytes * size_t(matrices));
+        const float sigma = 1.0f / std::sqrt(float(k));
+        for (int64_t r = 0; r < rows * matrices; ++r) {
+            const auto f = random_floats(rng_, size_t(k), -sigma, sigma);
+            quantize_row(t, f.data(), buf.data() + size_t(r) * w.row_bytes, k);
+        }
+        w.data = buf.data();
+        gpu_->attach_host_region(buf.data(), buf.size());
+        return w;
+    }
+
+    WeightRef f32_vector(const std::vector<float>& v) {
+        WeightRef w;
+        w.type = GgmlType::F32;
+        w.ne[0] = int64_t(v.size());
+        w.row_bytes = w.matrix_bytes = sizeof(float) * v.size();
+        w.name = "test vector";
+        auto& buf = buffers_.emplace_back(w.row_bytes);
+        std::memcpy(buf.data(), v.data(), w.row_bytes);
+        w.data = buf.data();
+        gpu_->attach_host_region(buf.data(), buf.size());
+        return w;
+    }
+
+    std::pair<Tensor, Tensor> same(const std::vector<float>& v, int64_t rows, int64_t cols) {
+        Tensor c = cpu_->alloc(rows, cols), g = gpu_->alloc(rows, cols);
+        cpu_->upload(c, v.data());
+        gpu_->upload(g, v.data());
+        return {c, g};
+    }
+    std::pair<Tensor, Tensor> pair(int64_t rows, int64_t cols, float lo = -1.0f, float hi = 1.0f) {
+        return same(random_floats(rng_, size_t(rows * cols), lo, hi), rows, cols);
+    }
+    std::pair<Tensor, Tensor> zeros(int64_t rows, int64_t cols) {
+        return {cpu_->alloc(rows, cols), gpu_->alloc(rows, cols)};
+    }
+    std::pair<IntArray, IntArray> ints(const std::vector<int32_t>& v) {
+        return {cpu_->ints(v.data(), int64_t(v.size())), gpu_->ints(v.data(), int64_t(v.size()))};
+    }
+
+    std::vector<float> host(const Tensor& g) {
+        std::vector<float> v(size_t(g.size()));
+        gpu_->download(g, v.data());
+        return v;
+    }
+
+    ::testing::AssertionResult close(const Tensor& cpu, const Tensor& gpu, double tol, const std::string& what) {
+        const auto g = host(gpu);
+        for (int64_t r = 0; r < cpu.rows; ++r) {
+            const double e = rel_l2(g.data() + r * cpu.cols, cpu.data + r * cpu.cols, size_t(cpu.cols));
+            if (!(e <= tol))
+                return ::testing::AssertionFailure() << what << ": row " << r << " relative error " << e << " > " << tol
+                                                     << " (cpu[0]=" << cpu.data[r * cpu.cols]
+                                                     << ", cuda[0]=" << g[size_t(r * cpu.cols)] << ")";
+        }
+        return ::testing::AssertionSuccess();
+    }
+
+    uint64_t seed_ = 0;
+    std::mt19937_64 rng_;
+    std::optional<::testing::ScopedTrace> trace_;
+    std::unique_ptr<Backend> cpu_;
+    std::unique_ptr<CudaBackend> gpu_;
+    std::vector<std::vector<uint8_t>> buffers_;
+};
+
+// DeepSeek V4's two RoPE settings: window layers (plain, base 10000) and
+// compressed layers (base 160000, YaRN factor 16 over 65536 positions).
+RopeParams dsv4_rope(int n_rot, bool yarn, bool neox) {
+    RopeParams p;
+    p.n_rot = n_rot;
+    p.neox = neox;
+    p.freq_base = yarn ? 160000.0f : 10000.0f;
+    if (yarn) {
+        p.freq_scale = 1.0f / 16.0f;
+        p.ext_factor = 1.0f;
+        p.n_ctx_orig = 65536;
+    }
+    return p;
+}
+
+TEST_F(CudaDsv4Ops, RopePartialOnTheHeadTailForwardAndInverse) {
+    struct Shape {
+        int heads, head_dim, n_rot;
+    };
+    // tiny attention, Flash attention (64 x 512, 64 rotated), Flash indexer (64 x 128).
+    for (const Shape s : {Shape{8, 64, 32}, Shape{64, 512, 64}, Shape{64, 128, 64}})
+        for (bool yarn : {false, true})
+            for (bool neox : {false, true})
+                for (bool inverse : {false, true}) {
+                    const RopeParams p = dsv4_rope(s.n_rot, yarn, neox);
+                    std::uniform_int_distribution<int32_t> pos(0, 70000);
+                    std::vector<int32_t> positions(7);
+                    for (auto& q : positions) q = pos(rng_);
+                    positions[0] = 0;
+                    const auto [pc, pg] = ints(positions);
+                    auto [xc, xg] = pair(7, int64_t(s.heads) * s.head_dim, -2.0f, 2.0f);
+                    const int offset = s.head_dim - s.n_rot;
+                    cpu_->rope_partial(xc, s.head_dim, offset, pc, p, inverse);
+                    gpu_->rope_partial(xg, s.head_dim, offset, pg, p, inverse);
+                    EXPECT_TRUE(close(xc, xg, 2e-5,
+                                      "rope_partial head " + std::to_string(s.head_dim) + " yarn=" +
+                                          std::to_string(yarn) + " neox=" + std::to_string(neox) +
+                                          " inverse=" + std::to_string(inverse)));
+                }
+    // Forward then inverse gives the input back (up to rounding).
+    const RopeParams p = dsv4_rope(64, true, false);
+    const auto [pc, pg] = ints({5, 123, 4096});
+    auto [xc, xg] = pair(3, 4 * 512);
+    gpu_->rope_partial(xg, 512, 448, pg, p, false);
+    gpu_->rope_partial(xg, 512, 448, pg, p, true);
+    EXPECT_TRUE(close(xc, xg, 1e-6, "rope_partial round trip"));
+    EXPECT_THROW(gpu_->rope_partial(xg, 512, 460, pg, p, false), Error);
+}
+
+TEST_F(CudaDsv4Ops, HcMixesWithSinkhornAndPreOnly) {
+    const int hc = 4;
+    const int mix = (2 + hc) * hc;
+    for (int iters : {20, 1})
+        for (int64_t rows : {1, 7, 33}) {
+            const HcParams hp{hc, 1e-6f, iters};
+            const WeightRef scale = f32_vector(random_floats(rng_, 3, 0.1f, 2.0f));
+            const WeightRef base = f32_vector(random_floats(rng_, mix, -1.0f, 1.0f));
+            auto [mc, mg] = pair(rows, mix, -3.0f, 3.0f);
+            auto [prc, prg] = zeros(rows, hc);
+            auto [poc, pog] = zeros(rows, hc);
+            auto [cc, cg] = zeros(rows, hc * hc);
+            cpu_->hc_mixes(mc, scale, base, hp, prc, &poc, &cc);
+            gpu_->hc_mixes(mg, scale, base, hp, prg, &pog, &cg);
+            const std::string what = " rows " + std::to_string(rows) + " iters " + std::to_string(iters);
+            EXPECT_TRUE(close(prc, prg, 1e-6, "hc pre" + what));
+            EXPECT_TRUE(close(poc, pog, 1e-6, "hc post" + what));
+            EXPECT_TRUE(close(cc, cg, 1e-5, "hc comb" + what));
+        }
+    // The output head: pre weights only, one scale, hc base values.
+    const WeightRef scale = f32_vector(random_floats(rng_, 1, 0.1f, 2.0f));
+    const WeightRef base = f32_vector(random_floats(rng_, hc, -1.0f, 1.0f));
+    auto [mc, mg] = pair(5, hc, -3.0f, 3.0f);
+    auto [prc, prg] = zeros(5, hc);
+    cpu_->hc_mixes(mc, scale, base, HcParams{hc, 1e-6f, 20}, prc, nullptr, nullptr);
+    gpu_->hc_mixes(mg, scale, base, HcParams{hc, 1e-6f, 20}, prg, nullptr, nullptr);
+    EXPECT_TRUE(close(prc, prg, 1e-6, "hc head pre"));
+}
+
+TEST_F(CudaDsv4Ops, HcCollapseAndExpand) {
+    const int hc = 4;
+    for (int64_t E : {256, 4096})
+        for (int64_t rows : {1, 6}) {
+            auto [xc, xg] = pair(rows, hc * E, -2.0f, 2.0f);
+            auto [pc, pg] = pair(rows, hc, 0.0f, 1.0f);
+            auto [oc, og] = zeros(rows, E);
+            cpu_->hc_collapse(xc, pc, oc);
+            gpu_->hc_collapse(xg, pg, og);
+            const std::string what = " E " + std::to_string(E) + " rows " + std::to_string(rows);
+            EXPECT_TRUE(close(oc, og, 1e-7, "hc_collapse" + what));
+
+            auto [yc, yg] = pair(rows, E, -2.0f, 2.0f);
+            auto [postc, postg] = pair(rows, hc, 0.0f, 2.0f);
+            auto [combc, combg] = pair(rows, hc * hc, 0.0f, 1.0f);
+            auto [ec, eg] = zeros(rows, hc * E);
+            cpu_->hc_expand(yc, xc, postc, combc, ec);
+            gpu_->hc_expand(yg, xg, postg, combg, eg);
+            EXPECT_TRUE(close(ec, eg, 1e-7, "hc_expand" + what));
+        }
+}
+
+TEST_F(CudaDsv4Ops, GroupedProjectionForFewAndManyTokens) {
+    struct Shape {
+        GgmlType type;
+        int64_t k, r, G;
+    };
+    // tiny wo_a: 4 groups of 128 -> 32 in each type; Flash wo_a: 8 groups of 4096 -> 1024, Q8_0 as published.
+    for (const Shape s : {Shape{GgmlType::F32, 128, 32, 4}, Shape{GgmlType::F16, 128, 32, 4},
+                          Shape{GgmlType::Q8_0, 128, 32, 4}, Shape{GgmlType::Q8_0, 4096, 1024, 8}}) {
+        const WeightRef w = weight(s.type, s.k, s.r, s.G);
+        for (int64_t T : {1, 3, 8, 9, 40}) {
+            auto [xc, xg] = pair(T, s.G * s.k);
+            auto [yc, yg] = zeros(T, s.G * s.r);
+            cpu_->matmul_grouped(w, xc, yc);
+            gpu_->matmul_grouped(w, xg, yg);
+            EXPECT_TRUE(close(yc, yg, 1e-5, std::string(ggml_type_name(s.type)) + " grouped k " +
+                                                std::to_string(s.k) + " T " + std::to_string(T)));
+        }
+    }
+    const WeightRef w = weight(GgmlType::F32, 128, 32, 4);
+    auto [xc, xg] = pair(2, 100);
+    auto [yc, yg] = zeros(2, 128);
+    EXPECT_THROW(gpu_->matmul_grouped(w, xg, yg), Error);
+}
+
+TEST_F(CudaDsv4Ops, ClampedSwiglu) {
+    for (float limit : {10.0f, 0.0f}) {
+        auto [gc, gg] = pair(9, 2048, -20.0f, 20.0f);
+        auto [uc, ug] = pair(9, 2048, -20.0f, 20.0f);
+        auto [oc, og] = zeros(9, 2048);
+        cpu_->swiglu_clamp(gc, uc, limit, oc);
+        gpu_->swiglu_clamp(gg, ug, limit, og);
+        EXPECT_TRUE(close(oc, og, 1e-6, "swiglu_clamp limit " + std::to_string(limit)));
+        cpu_->swiglu_clamp(gc, uc, limit, gc);  // in place, as the MoE does
+        gpu_->swiglu_clamp(gg, ug, limit, gg);
+        EXPECT_TRUE(close(gc, gg, 1e-6, "swiglu_clamp in place limit " + std::to_string(limit)));
+    }
+}
+
+TEST_F(CudaDsv4Ops, CompressorPoolingOverlappedAndPlain) {
+    struct Shape {
+        int ratio;
+        int64_t D;
+    };
+    // ratio 4 (overlapping, 8 sources) at tiny / Flash attention and indexer widths; ratio 128.
+    for (const Shape s : {Shape{4, 64}, Shape{4, 512}, Shape{4, 128}, Shape{128, 64}, Shape{128, 512}}) {
+        const bool overlap = s.ratio == 4;
+        const int64_t coff = overlap ? 2 : 1, ring = coff * s.ratio, width = coff * s.D;
+        const int per_block = int(coff * s.ratio);
+        for (int64_t n : {int64_t(1), int64_t(3 * s.ratio + 1)}) {
+            auto [skc, skg] = pair(ring, width, -2.0f, 2.0f);
+            auto [ssc, ssg] = pair(ring, width, -4.0f, 4.0f);
+            auto [kc, kg] = pair(n, width, -2.0f, 2.0f);
+            auto [scc, scg] = pair(n, width, -4.0f, 4.0f);
+            const int64_t nb = 1 + n / s.ratio;
+            std::uniform_int_distribution<int32_t> id(-1, int32_t(ring + n - 1));
+            std::vector<int32_t> sources(size_t(nb * per_block));
+            for (auto& v : sources) v = id(rng_);
+            for (int64_t b = 0; b < nb; ++b) sources[size_t(b * per_block + per_block - 1)] = int32_t(ring);  // never empty
+            if (overlap) std::fill(sources.begin(), sources.begin() + per_block / 2, -1);  // block 0: no previous block
+            auto [oc, og] = zeros(nb, s.D);
+            cpu_->compress_pool(skc, ssc, kc, scc, sources.data(), per_block, overlap, oc);
+            gpu_->compress_pool(skg, ssg, kg, scg, sources.data(), per_block, overlap, og);
+            EXPECT_TRUE(close(oc, og, 1e-6, "compress_pool ratio " + std::to_string(s.ratio) + " D " +
+                                                std::to_string(s.D) + " chunk " + std::to_string(n)));
+            sources[0] = int32_t(ring + n);
+            EXPECT_THROW(gpu_->compress_pool(skg, ssg, kg, scg, sources.data(), per_block, overlap, og), Error);
+        }
+    }
+}
+
+TEST_F(CudaDsv4Ops, CopyRowsLaterPairsWin) {
+    for (int64_t n : {1, 40, 300}) {
+        auto [sc, sg] = pair(n + 5, 512);
+        auto [dc, dg] = pair(64, 512);
+        std::uniform_int_distribution<int32_t> src(0, int32_t(n + 4)), dst(0, 63);
+        std::vector<int32_t> s(static_cast<size_t>(n)), d(static_cast<size_t>(n));
+        for (auto& v : s) v = src(rng_);
+        for (auto& v : d) v = dst(rng_);  // 40 and 300 rows into 64: repeated destinations
+        cpu_->copy_rows(sc, s.data(), dc, d.data(), n);
+        gpu_->copy_rows(sg, s.data(), dg, d.data(), n);
+        EXPECT_TRUE(close(dc, dg, 0.0, "copy_rows n " + std::to_string(n)));
+    }
+    auto [sc, sg] = pair(4, 64);
+    auto [dc, dg] = pair(4, 64);
+    const int32_t s[2] = {0, 1}, d[2] = {3, 4};
+    EXPECT_THROW(gpu_->copy_rows(sg, s, dg, d, 2), Error);
+}
+
+TEST_F(CudaDsv4Ops, IndexerTopkChoosesTheCpuRows) {
+    struct Shape {
+        int heads, dim;
+        int64_t top_k, n_keys;
+    };
+    for (const Shape s : {Shape{8, 64, 16, 60}, Shape{64, 128, 512, 2100}}) {
+        // Duplicate and zero keys make exact ties, which both must break by lower row.
+        std::vector<float> keys = random_floats(rng_, size_t(s.n_keys * s.dim));
+        std::uniform_int_distribution<int64_t> row(0, s.n_keys - 1);
+        for (int i = 0; i < int(s.n_keys / 6); ++i) {
+            const int64_t a = row(rng_), b = row(rng_);
+            std::copy_n(keys.begin() + a * s.dim, s.dim, keys.begin() + b * s.dim);
+        }
+        for (int i = 0; i < 3; ++i) std::fill_n(keys.begin() + row(rng_) * s.dim, s.dim, 0.0f);
+        auto [kc, kg] = same(keys, s.n_keys, s.dim);
+        for (int64_t T : {1, 7}) {
+            auto [qc, qg] = pair(T, int64_t(s.heads) * s.dim);
+            auto [wc, wg] = pair(T, s.heads, -0.5f, 1.0f);
+            std::vector<int32_t> nv(static_cast<size_t>(T));
+            std::uniform_int_distribution<int32_t> vis(int32_t(s.top_k + 1), int32_t(s.n_keys));
+            for (auto& v : nv) v = vis(rng_);
+            nv[0] = int32_t(s.n_keys);
+            if (T > 1) {
+                nv[1] = int32_t(s.top_k);      // exactly top-k: all rows, unscored
+                nv[2] = int32_t(s.top_k / 2);  // fewer
+                nv[3] = 0;                     // nothing visible yet
+            }
+            const RowLists rc = cpu_->indexer_topk(qc, wc, kc, nv.data(), s.top_k);
+            const RowLists rg = gpu_->indexer_topk(qg, wg, kg, nv.data(), s.top_k);
+            EXPECT_EQ(rg.offsets, rc.offsets) << "indexer heads " << s.heads << " T " << T;
+            EXPECT_EQ(rg.rows, rc.rows) << "indexer heads " << s.heads << " T " << T;
+        }
+        // Every visible row within top-k: no device work, all rows listed.
+        auto [qc, qg] = pair(1, int64_t(s.heads) * s.dim);
+        auto [wc, wg] = pair(1, s.heads);
+        const int32_t few = int32_t(std::min<int64_t>(s.top_k, s.n_keys));
+        EXPECT_EQ(gpu_->indexer_topk(qg, wg, kg, &few, s.top_k).rows,
+                  cpu_->indexer_topk(qc, wc, kc, &few, s.top_k).rows);
+        const int32_t too_many = int32_t(s.n_keys + 1);
+        EXPECT_THROW(gpu_->indexer_topk(qg, wg, kg, &too_many, s.top_k), Error);
+    }
+}
+
+TEST_F(CudaDsv4Ops, WindowAttentionWithCompressedRowsAndSinks) {
+    struct Shape {
+        int heads, dim;
+        int64_t n_swa;
+    };
+    struct Step {
+        int64_t pos0, T;
+        bool comp;
+        const char* what;
+    };
+    for (const Shape s : {Shape{8, 64, 32}, Shape{64, 512, 128}}) {
+        const AttentionParams ap{s.heads, 1, s.dim, s.dim, 1.0f / std::sqrt(float(s.dim))};
+        const WeightRef sinks = f32_vector(random_floats(rng_, size_t(s.heads), -2.0f, 2.0f));
+        const int64_t n_comp = 40;
+        auto [cc, cg] = pair(n_comp, s.dim, -2.0f, 2.0f);
+        auto [wc, wg] = pair(s.n_swa, s.dim, -2.0f, 2.0f);
+        const Step steps[] = {
+            {0, 5, false, "prefill, window not full"},
+            {3, 1, true, "decode, no compressed rows yet"},
+            {s.n_swa + 77, 1, true, "decode, full window + compressed rows"},
+            {s.n_swa + 5, 7, true, "chunk of 7 rows"},
+            {50, s.n_swa + 9, true, "chunk longer than the window"},
+        };
+        for (const Step& st : steps) {
+            auto [qc, qg] = pair(st.T, int64_t(s.heads) * s.dim, -2.0f, 2.0f);
+            auto [kc, kg] = pair(st.T, s.dim, -2.0f, 2.0f);
+            RowLists comp_rows;
+            comp_rows.offsets.push_back(0);
+            std::uniform_int_distribution<int> len(0, 20);
+            std::uniform_int_distribution<int32_t> row(0, int32_t(n_comp - 1));
+            for (int64_t t = 0; t < st.T; ++t) {
+                const int n = std::string(st.what).find("no compressed") != std::string::npos ? 0 : len(rng_);
+                for (int i = 0; i < n; ++i) comp_rows.rows.push_back(row(rng_));
+                comp_rows.offsets.push_back(int32_t(comp_rows.rows.size()));
+            }
+            auto [oc, og] = zeros(st.T, int64_t(s.heads) * s.dim);
+            cpu_->attention_window_sink(qc, kc, wc, st.pos0, s.n_swa, st.comp ? &cc : nullptr,
+                                        st.comp ? &comp_rows : nullptr, sinks, ap, oc);
+            gpu_->attention_window_sink(qg, kg, wg, st.pos0, s.n_swa, st.comp ? &cg : nullptr,
+                                        st.comp ? &comp_rows : nullptr, sinks, ap, og);
+            EXPECT_TRUE(close(oc, og, 1e-5, std::string(st.what) + ", head " + std::to_string(s.dim)));
+        }
+        // A compressed row outside the cache is refused, not read.
+        auto [qc, qg] = pair(1, int64_t(s.heads) * s.dim);
+        auto [kc, kg] = pair(1, s.dim);
+        auto [oc, og] = zeros(1, int64_t(s.heads) * s.dim);
+        RowLists bad;
+        bad.offsets = {0, 1};
+        bad.rows = {int32_t(n_comp)};
+        EXPECT_THROW(gpu_->attention_window_sink(qg, kg, wg, 9, s.n_swa, &cg, &bad, sinks, ap, og), Error);
+    }
+}
+
+}  // namespace
+}  // namespace ds4
