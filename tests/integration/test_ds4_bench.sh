@@ -75,7 +75,8 @@ expect_usage -m "$m" --gen-tokens 0 --step-incr 1
 expect_usage -m "$m" --prefill-chunk -1 --step-incr 1
 expect_usage -m "$m" --seed -1 --step-incr 1
 expect_usage -m "$m" --synthetic deepseek4-flash-q2 --step-incr 1
-expect_usage -m "$m" --layers 0:2 --step-incr 1
+expect_usage -m "$m" --layers 0:9 --step-incr 1
+expect_usage -m "$m" --layers 2:2 --step-incr 1
 expect_usage -m "$m" --step-incr 1 --csv "$tmp/no/such/dir/out.csv"
 expect_usage -m "$m" --step-incr 1 --bogus
 expect_usage -m "$m" --step-incr 1 stray
@@ -89,5 +90,5 @@ set -e
 [[ $rc -eq 1 ]] || fail "non-GGUF model: expected exit 1, got $rc: $(cat "$tmp/err")"
 [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "non-GGUF model: expected one line: $(cat "$tmp/err")"
 
-"$bin/ds4-bench" --help | grep -q "not yet" || fail "--help does not mark --synthetic/--layers as not yet"
+"$bin/ds4-bench" --help | grep -q -- "--synthetic PRESET" || fail "--help does not describe --synthetic"
 echo "ok (seeds $seed/$bench_seed)"
