@@ -145,6 +145,7 @@ build_llama() {
     # on by default (GGML_CUDA_FA), CUDA graphs are on by default for llama.cpp builds.
     cmake -S "$src" -B "$build_dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
+        -DLLAMA_BUILD_COMMIT="$(cat "$repo/.gpu/llama-src.commit" 2>/dev/null || echo unknown)" \
         -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DGGML_NATIVE=ON -DGGML_CUDA_NCCL=OFF \
         -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \

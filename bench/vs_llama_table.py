@@ -107,7 +107,9 @@ def fmt_tps(v):
 
 
 def fmt_pct(v):
-    return "—" if v is None else f"{100.0 * v:.1f} %"
+    if v is None:
+        return "—"
+    return f"{100.0 * v:.1f} %" if v >= 0.01 else f"{100.0 * v:.3f} %"  # tiny test models stay readable
 
 
 def case_rows(name, llama, ds4, wbpt, bw_bytes_per_s):
