@@ -21,6 +21,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "runtime/session.h"
 #include "common/error.h"
 #include "cuda_test_support.h"
 #include "gguf/gguf_file.h"
@@ -107,16 +108,11 @@ protected:
         return v;
     }
 
-    // Runs `tokens` in chunks of `chunk` and returns all positions' logits.
-    std::vector<float> run_prompt(Backend& be, const Model& m, ModelState& st, const std::vector<int32_t>& tokens,
-                                  int64_t chunk) {
-        std::vector<float> all;
-        for (int64_t p = 0; p < int64_t(tokens.size()); p += chunk) {
-            const int64_t n = std::min<int64_t>(chunk, int64_t(tokens.size()) - p);
-            const auto l = logits(be, m.forward(be, st, tokens.data() + p, n, p, true));
-            all.insert(all.end(), l.begin(), l.end());
-        }
-        return all;
+    // Runs `tokens` in prefill chunks of `chunk` and returns all positions' logits.
+    std::vector<float> run_prompt(Backend& be, const Model& m, const std::vector<int32_t>& tokens, int64_t chunk,
+                                  int64_t ctx) {
+        Session s(m, be, SessionOptions{ctx, chunk});
+        return s.eval(tokens, true);
     }
 
     ::testing::AssertionResult per_position(const std::vector<float>& gpu, const std::vector<float>& cpu,
@@ -157,35 +153,37 @@ TEST_P(CudaModel, LogitsAndGreedyTokensMatchCpu) {
 
     // Prefill (all at once; cuBLAS path), chunked prefill (chunks of 7 and 3:
     // decode-sized matvec and attention against earlier chunks).
-    auto cs = m.new_state(*cpu, ctx);
-    const auto ref = run_prompt(*cpu, m, *cs, prompt, int64_t(prompt.size()));
-    for (int64_t chunk : {int64_t(prompt.size()), int64_t(7), int64_t(3)}) {
-        auto gs = m.new_state(gpu, ctx);
-        EXPECT_TRUE(per_position(run_prompt(gpu, m, *gs, prompt, chunk), ref, n_vocab,
+    const auto ref = run_prompt(*cpu, m, prompt, int64_t(prompt.size()), ctx);
+    for (int64_t chunk : {int64_t(prompt.size()), int64_t(7), int64_t(3)})
+        EXPECT_TRUE(per_position(run_prompt(gpu, m, prompt, chunk, ctx), ref, n_vocab,
                                  GetParam() + " prefill chunk " + std::to_string(chunk)));
-    }
 
-    // Greedy decode, 64 steps, each backend feeding its own argmax; the
-    // logits of every step must match too.
-    auto cpu_state = m.new_state(*cpu, ctx);
-    auto gpu_state = m.new_state(gpu, ctx);
-    auto lc = logits(*cpu, m.forward(*cpu, *cpu_state, prompt.data(), int64_t(prompt.size()), 0, false));
-    auto lg = logits(gpu, m.forward(gpu, *gpu_state, prompt.data(), int64_t(prompt.size()), 0, false));
-    std::vector<int32_t> tc, tg;
-    std::vector<float> dc, dg;
-    for (int step = 0; step < 64; ++step) {
-        dc.insert(dc.end(), lc.begin(), lc.end());
-        dg.insert(dg.end(), lg.begin(), lg.end());
-        const int32_t nc = int32_t(std::max_element(lc.begin(), lc.end()) - lc.begin());
-        const int32_t ng = int32_t(std::max_element(lg.begin(), lg.end()) - lg.begin());
-        tc.push_back(nc);
-        tg.push_back(ng);
-        const int64_t pos = int64_t(prompt.size()) + step;
-        lc = logits(*cpu, m.forward(*cpu, *cpu_state, &nc, 1, pos, false));
-        lg = logits(gpu, m.forward(gpu, *gpu_state, &ng, 1, pos, false));
+    // Greedy decode, 64 steps, each session feeding its own argmax; the
+    // logits of every step must match too. On the GPU once with the decode
+    // step recorded as a CUDA graph and replayed, once op by op.
+    for (bool replay : {true, false}) {
+        Session sc(m, *cpu, SessionOptions{ctx, 512});
+        SessionOptions go{ctx, 512};
+        go.replay_decode = replay;
+        Session sg(m, gpu, go);
+        auto lc = sc.eval(prompt, false);
+        auto lg = sg.eval(prompt, false);
+        std::vector<int32_t> tc, tg;
+        std::vector<float> dc, dg;
+        for (int step = 0; step < 64; ++step) {
+            dc.insert(dc.end(), lc.begin(), lc.end());
+            dg.insert(dg.end(), lg.begin(), lg.end());
+            const int32_t nc = int32_t(std::max_element(lc.begin(), lc.end()) - lc.begin());
+            const int32_t ng = int32_t(std::max_element(lg.begin(), lg.end()) - lg.begin());
+            tc.push_back(nc);
+            tg.push_back(ng);
+            lc = sc.eval(std::vector<int32_t>{nc}, false);
+            lg = sg.eval(std::vector<int32_t>{ng}, false);
+        }
+        const std::string how = replay ? " decode (recorded step replayed)" : " decode (op by op)";
+        EXPECT_TRUE(per_position(dg, dc, n_vocab, GetParam() + how));
+        EXPECT_EQ(tg, tc) << "greedy tokens over 64 steps differ," << how;
     }
-    EXPECT_TRUE(per_position(dg, dc, n_vocab, GetParam() + " decode"));
-    EXPECT_EQ(tg, tc) << "greedy tokens over 64 steps differ";
 }
 
 INSTANTIATE_TEST_SUITE_P(SyntheticQwen3Moe, CudaModel, ::testing::Values("f32", "q8_0", "q4_k_m"),

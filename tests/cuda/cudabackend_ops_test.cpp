@@ -102,6 +102,23 @@ protected:
     }
     std::pair<Tensor, Tensor> zeros(int64_t rows, int64_t cols) { return {cpu_->alloc(rows, cols), gpu_->alloc(rows, cols)}; }
 
+    static std::vector<int32_t> host_ints(Backend& be, const IntArray& a) {
+        std::vector<int32_t> v(size_t(a.n));
+        be.download_ints(a, v.data());
+        return v;
+    }
+
+    // A CPU routing decision, copied to the GPU, so both run the same experts.
+    Routing to_gpu(const Routing& r) {
+        Routing g;
+        g.n_used = r.n_used;
+        g.rows = r.rows;
+        g.experts = gpu_->ints(r.experts.data, r.experts.n);
+        g.weights = gpu_->alloc(r.weights.rows, r.weights.cols);
+        gpu_->upload(g.weights, r.weights.data);
+        return g;
+    }
+
     std::vector<float> host(const Tensor& g) {
         std::vector<float> v(size_t(g.size()));
         gpu_->download(g, v.data());
@@ -155,12 +172,10 @@ TEST_P(CudaTypedOps, GetRowsMatchesCpu) {
     std::vector<int32_t> ids(13);
     for (auto& i : ids) i = id(rng_);
     auto [c, g] = zeros(13, 256);
-    cpu_->get_rows(table, ids.data(), 13, c);
-    gpu_->get_rows(table, ids.data(), 13, g);
+    cpu_->get_rows(table, cpu_->ints(ids.data(), 13), c);
+    gpu_->get_rows(table, gpu_->ints(ids.data(), 13), g);
     // Decoding is exact arithmetic on both sides but for fused multiply-adds.
     EXPECT_TRUE(close(c, g, 1e-6, std::string(ggml_type_name(t)) + " get_rows"));
-    ids[3] = 50;
-    EXPECT_THROW(gpu_->get_rows(table, ids.data(), 13, g), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, CudaTypedOps,
@@ -215,35 +230,83 @@ TEST_F(CudaOps, RopeNeoxGptjAndYarn) {
                 std::vector<int32_t> positions(9);
                 for (auto& q : positions) q = pos(rng_);
                 auto [xc, xg] = pair(9, 4 * 128);
-                cpu_->rope(xc, 128, positions.data(), p);
-                gpu_->rope(xg, 128, positions.data(), p);
+                cpu_->rope(xc, 128, cpu_->ints(positions.data(), 9), p);
+                gpu_->rope(xg, 128, gpu_->ints(positions.data(), 9), p);
                 EXPECT_TRUE(close(xc, xg, 2e-5, std::string("rope neox=") + (neox ? "1" : "0") +
                                                     " n_rot=" + std::to_string(n_rot) + " yarn=" + (yarn ? "1" : "0")));
             }
 }
 
+// Short caches (one key split) and long ones, where decode-sized batches
+// split the keys across blocks and merge the partial softmaxes.
 TEST_F(CudaOps, KvStoreAndCausalGqaAttention) {
-    for (int dk : {64, 128}) {
-        AttentionParams p{8, 2, dk, dk, 1.0f / std::sqrt(float(dk))};
-        const int64_t ctx = 48, kvd = 2 * dk;
-        auto [kc_c, kc_g] = zeros(ctx, kvd);
-        auto [vc_c, vc_g] = zeros(ctx, kvd);
-        int64_t pos = 0;
-        for (int64_t T : {13, 1, 7, 1}) {  // prefill, decode, a chunk, decode
-            auto [kc, kg] = pair(T, kvd, -2.0f, 2.0f);
-            auto [vc, vg] = pair(T, kvd);
-            auto [qc, qg] = pair(T, 8 * dk, -2.0f, 2.0f);
-            cpu_->kv_store(kc_c, vc_c, kc, vc, pos);
-            gpu_->kv_store(kc_g, vc_g, kg, vg, pos);
-            auto [oc, og] = zeros(T, 8 * dk);
-            cpu_->attention(qc, kc_c, vc_c, pos, p, oc);
-            gpu_->attention(qg, kc_g, vc_g, pos, p, og);
-            EXPECT_TRUE(close(oc, og, 1e-5, "attention dk=" + std::to_string(dk) + " pos0=" + std::to_string(pos) +
-                                                " T=" + std::to_string(T)));
-            pos += T;
+    for (int dk : {64, 128})
+        for (int64_t ctx : {48, 1500}) {
+            AttentionParams p{8, 2, dk, dk, 1.0f / std::sqrt(float(dk))};
+            const int64_t kvd = 2 * dk;
+            auto [kc_c, kc_g] = zeros(ctx, kvd);
+            auto [vc_c, vc_g] = zeros(ctx, kvd);
+            int64_t pos = 0;
+            const std::vector<int64_t> steps = ctx < 100 ? std::vector<int64_t>{13, 1, 7, 1}
+                                                         : std::vector<int64_t>{1100, 1, 7, 1, 300, 1};
+            for (int64_t T : steps) {  // prefill, decode, a chunk, decode (, a long chunk, decode)
+                auto [kc, kg] = pair(T, kvd, -2.0f, 2.0f);
+                auto [vc, vg] = pair(T, kvd);
+                auto [qc, qg] = pair(T, 8 * dk, -2.0f, 2.0f);
+                std::vector<int32_t> positions(static_cast<size_t>(T));
+                for (int64_t i = 0; i < T; ++i) positions[size_t(i)] = int32_t(pos + i);
+                const IntArray pc = cpu_->ints(positions.data(), T), pg = gpu_->ints(positions.data(), T);
+                cpu_->kv_store(kc_c, vc_c, kc, vc, pc);
+                gpu_->kv_store(kc_g, vc_g, kg, vg, pg);
+                auto [oc, og] = zeros(T, 8 * dk);
+                cpu_->attention(qc, kc_c, vc_c, pc, p, oc);
+                gpu_->attention(qg, kc_g, vc_g, pg, p, og);
+                EXPECT_TRUE(close(oc, og, 1e-5, "attention dk=" + std::to_string(dk) + " ctx=" + std::to_string(ctx) +
+                                                    " pos0=" + std::to_string(pos) + " T=" + std::to_string(T)));
+                pos += T;
+            }
+            std::vector<float> kc_host(size_t(ctx * kvd)), kg_host(size_t(ctx * kvd));
+            cpu_->download(kc_c, kc_host.data());
+            gpu_->download(kc_g, kg_host.data());
+            EXPECT_EQ(kc_host, kg_host) << "key caches differ after the stores";
+            auto [kc, kg] = pair(ctx, kvd);
+            const int32_t one = 1;
+            EXPECT_THROW(gpu_->kv_store(kc_g, vc_g, kg, kg, gpu_->ints(&one, 1)), Error);  // rows vs positions
         }
-        auto [kc, kg] = pair(ctx, kvd);
-        EXPECT_THROW(gpu_->kv_store(kc_g, vc_g, kg, kg, 1), Error);
+}
+
+// A recorded step replays with the values its input arrays hold at replay
+// time: positions uploaded after recording move RoPE and attention.
+TEST_F(CudaOps, RecordedStepReadsInputsAtReplay) {
+    AttentionParams p{8, 2, 64, 64, 0.125f};
+    RopeParams rp;
+    rp.n_rot = 64;
+    const int64_t ctx = 600, kvd = 128;
+    auto [kc_c, kc_g] = pair(ctx, kvd, -2.0f, 2.0f);
+    auto [vc_c, vc_g] = pair(ctx, kvd);
+    auto [qc, qg] = pair(1, 8 * 64, -2.0f, 2.0f);
+    IntArray pos_g = gpu_->alloc_ints(1);
+    const int32_t zero = 0;
+    gpu_->upload_ints(pos_g, &zero);
+    gpu_->begin_capture();
+    Tensor q_rot = gpu_->alloc(1, 8 * 64), out = gpu_->alloc(1, 8 * 64);
+    // q_rot = rope(q) at the replay's position, then attention up to it.
+    gpu_->add(qg, qg, q_rot);
+    gpu_->scale(q_rot, 0.5f);
+    gpu_->rope(q_rot, 64, pos_g, rp);
+    gpu_->attention(q_rot, kc_g, vc_g, pos_g, p, out);
+    const std::shared_ptr<void> rec = gpu_->end_capture();
+    ASSERT_TRUE(rec);
+    for (int32_t pos : {5, 599, 77}) {
+        gpu_->upload_ints(pos_g, &pos);
+        gpu_->replay(rec);
+        Tensor qr = cpu_->alloc(1, 8 * 64), oc = cpu_->alloc(1, 8 * 64);
+        cpu_->add(qc, qc, qr);
+        cpu_->scale(qr, 0.5f);
+        const IntArray pc = cpu_->ints(&pos, 1);
+        cpu_->rope(qr, 64, pc, rp);
+        cpu_->attention(qr, kc_c, vc_c, pc, p, oc);
+        EXPECT_TRUE(close(oc, out, 1e-5, "replayed attention at position " + std::to_string(pos)));
     }
 }
 
@@ -282,8 +345,27 @@ TEST_F(CudaOps, RoutingIsIdentical) {
         auto [lc, lg] = pair(11, 64, -4.0f, 4.0f);
         const Routing rc = cpu_->route_softmax_topk(lc, 8, norm, norm ? 0.0f : 2.5f);
         const Routing rg = gpu_->route_softmax_topk(lg, 8, norm, norm ? 0.0f : 2.5f);
-        EXPECT_EQ(rc.experts, rg.experts);
-        EXPECT_EQ(rc.weights, rg.weights);
+        EXPECT_EQ(host_ints(*cpu_, rc.experts), host_ints(*gpu_, rg.experts));
+        EXPECT_TRUE(close(rc.weights, rg.weights, 1e-6, "routing weights"));
+    }
+}
+
+TEST_F(CudaOps, SqrtSoftplusRoutingWithBiasAndForcedExperts) {
+    const int64_t n_exp = 256;
+    const WeightRef bias = f32_vector(random_floats(rng_, n_exp, -0.1f, 0.1f));
+    for (bool norm : {true, false}) {
+        auto [lc, lg] = pair(9, n_exp, -4.0f, 4.0f);
+        const Routing rc = cpu_->route_sqrt_softplus(lc, &bias, nullptr, 6, norm, 1.5f);
+        const Routing rg = gpu_->route_sqrt_softplus(lg, &bias, nullptr, 6, norm, 1.5f);
+        EXPECT_EQ(host_ints(*cpu_, rc.experts), host_ints(*gpu_, rg.experts));
+        EXPECT_TRUE(close(rc.weights, rg.weights, 1e-6, "sqrt-softplus routing weights"));
+        std::vector<int32_t> forced(9 * 6);
+        std::uniform_int_distribution<int32_t> e(0, int32_t(n_exp - 1));
+        for (auto& f : forced) f = e(rng_);
+        const Routing fc = cpu_->route_sqrt_softplus(lc, nullptr, forced.data(), 6, norm, 1.0f);
+        const Routing fg = gpu_->route_sqrt_softplus(lg, nullptr, forced.data(), 6, norm, 1.0f);
+        EXPECT_EQ(host_ints(*gpu_, fg.experts), forced);
+        EXPECT_TRUE(close(fc.weights, fg.weights, 1e-6, "hash routing weights"));
     }
 }
 
@@ -293,14 +375,28 @@ TEST_F(CudaOps, MoeSwigluReadsSelectedExperts) {
         const WeightRef gate = weight(t, E, F, n_exp), up = weight(t, E, F, n_exp), down = weight(t, F, E, n_exp);
         const WeightRef gs = f32_vector(random_floats(rng_, n_exp, 0.5f, 2.0f));
         const WeightRef ds = f32_vector(random_floats(rng_, 1, 0.5f, 2.0f));
-        for (int64_t T : {1, 4, 40}) {  // decode, small batch, prefill (cuBLAS for busy experts)
+        const WeightRef ds_each = f32_vector(random_floats(rng_, n_exp, 0.5f, 2.0f));
+        // decode and small batches on the device (T * 3 pairs <= 64), prefill
+        // grouped by expert (cuBLAS for busy experts)
+        for (int64_t T : {1, 4, 21, 22, 40}) {
             auto [xc, xg] = pair(T, E);
             auto [lc, lg] = pair(T, n_exp, -3.0f, 3.0f);
             const Routing r = cpu_->route_softmax_topk(lc, 3, true, 0.0f);
+            const Routing rg = to_gpu(r);
             auto [oc, og] = zeros(T, E);
             cpu_->moe_swiglu(xc, r, gate, up, down, &gs, nullptr, &ds, oc);
-            gpu_->moe_swiglu(xg, r, gate, up, down, &gs, nullptr, &ds, og);
+            gpu_->moe_swiglu(xg, rg, gate, up, down, &gs, nullptr, &ds, og);
             EXPECT_TRUE(close(oc, og, 1e-5, std::string(ggml_type_name(t)) + " moe T=" + std::to_string(T)));
+            cpu_->moe_swiglu(xc, r, gate, up, down, nullptr, &gs, &ds_each, oc);
+            gpu_->moe_swiglu(xg, rg, gate, up, down, nullptr, &gs, &ds_each, og);
+            EXPECT_TRUE(close(oc, og, 1e-5, std::string(ggml_type_name(t)) + " moe, per-expert scales, T=" +
+                                                std::to_string(T)));
+            for (float limit : {0.0f, 0.05f}) {
+                cpu_->moe_swiglu_clamp(xc, r, gate, up, down, limit, oc);
+                gpu_->moe_swiglu_clamp(xg, rg, gate, up, down, limit, og);
+                EXPECT_TRUE(close(oc, og, 1e-5, std::string(ggml_type_name(t)) + " clamped moe limit " +
+                                                    std::to_string(limit) + " T=" + std::to_string(T)));
+            }
         }
     }
 }

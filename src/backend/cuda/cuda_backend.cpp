@@ -219,6 +219,9 @@ std::shared_ptr<void> CudaBackend::upload_array(const T* host, size_t n) {
     if (n) check(cudaMemcpyAsync(buf.get(), host, sizeof(T) * n, cudaMemcpyHostToDevice, stream_), "uploading indices");
     return buf;
 }
+// Used by the routing/MoE and DeepSeek V4 files too.
+template std::shared_ptr<void> CudaBackend::upload_array<int32_t>(const int32_t*, size_t);
+template std::shared_ptr<void> CudaBackend::upload_array<float>(const float*, size_t);
 
 // ---- recorded steps (CUDA graphs) --------------------------------------------
 
