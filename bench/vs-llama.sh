@@ -12,7 +12,7 @@
 #   --skip-llama       run only the ds4 half
 #   --build-only       build (or unpack) llama-bench, measure the bandwidth, and stop
 #   --bring-back       put llama-bench (xz, split under 16 MiB) under the output folder even when it was cached
-#   --reps N           llama-bench repetitions (default 3)
+#   --reps N           llama-bench repetitions (default 5, as llama-bench)
 #   --deadline S       seconds after which no new piece starts (default 570: the whole run fits 9.5 minutes)
 #   --work DIR         where the GGUF files go (default: /dev/shm when it has room, else /tmp); deleted after
 #   --keep             keep the GGUF files
@@ -36,7 +36,7 @@ elapsed() { echo $(( $(date +%s) - T0 )); }
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 
 models=qwen3,dsv4 qwen_type="" dsv4_layers="" ds4_bin="" skip_ds4=0 skip_llama=0 build_only=0 bring_back=0
-reps=3 deadline=570 work="" keep=0
+reps=5 deadline=570 work="" keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
