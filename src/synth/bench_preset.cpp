@@ -1,7 +1,5 @@
 #include "synth/bench_preset.h"
 
-#include <charconv>
-
 #include "common/error.h"
 
 namespace ds4 {
@@ -49,14 +47,6 @@ std::vector<SyntheticPreset> all_presets() {
     };
 }
 
-int parse_layer_number(const std::string& whole, const std::string& part) {
-    int v = 0;
-    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-    if (part.empty() || ec != std::errc() || end != part.data() + part.size() || v < 0)
-        throw UsageError("--layers must be A:B (blocks A to B-1, 0 <= A < B), got '" + whole + "'");
-    return v;
-}
-
 }  // namespace
 
 std::vector<std::string> synthetic_preset_names() {
@@ -74,26 +64,19 @@ SyntheticPreset synthetic_preset(const std::string& name) {
     throw UsageError("--synthetic must be one of " + known + "; got '" + name + "'");
 }
 
-LayerRange parse_layer_range(const std::string& text) {
-    const size_t colon = text.find(':');
-    if (colon == std::string::npos)
-        throw UsageError("--layers must be A:B (blocks A to B-1, 0 <= A < B), got '" + text + "'");
-    LayerRange r;
-    r.begin = parse_layer_number(text, text.substr(0, colon));
-    r.end = parse_layer_number(text, text.substr(colon + 1));
-    if (r.begin >= r.end)
-        throw UsageError("--layers " + text + " is empty: A:B runs blocks A to B-1, so A must be less than B");
-    return r;
+LayerRange layer_range_of(const LayersSpec& spec, int n_layer) {
+    // parse_layers_spec never yields these; a spec built by hand might.
+    if (spec.first < 0 || (!spec.through_output && spec.last < spec.first))
+        throw UsageError("--layers A:B needs 0 <= A <= B, got '" + spec.to_string() + "'");
+    layers_spec_check_against_model(spec, n_layer);
+    return LayerRange{spec.first, spec.end_exclusive(n_layer)};
 }
 
-LayerRange check_layer_range(const LayerRange& range, int n_layer) {
-    LayerRange r = range;
-    if (r.end < 0) r.end = n_layer;
-    if (r.begin < 0 || r.begin >= r.end || r.end > n_layer)
-        throw UsageError("--layers " + std::to_string(r.begin) + ":" + std::to_string(r.end) +
-                         " is outside the model's " + std::to_string(n_layer) + " layers (0:" +
-                         std::to_string(n_layer) + " is all of them)");
-    return r;
+LayersSpec all_layers_spec(int n_layer) {
+    LayersSpec spec;
+    spec.first = 0;
+    spec.last = n_layer - 1;
+    return spec;
 }
 
 SynthResult write_synthetic_model(const SyntheticPreset& preset, uint64_t seed, const LayerRange& range,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ds4-bench end to end on a tiny Qwen3-MoE and a tiny DeepSeek V4 (q2): the
 # CSV has a header and exactly one row per expected frontier (step-incr and
-# step-mul), every number is positive, --csv writes the same shape, and bad
+# step-mul), every number is positive, --csv writes the same shape, --layers
+# slices the file in ds4's spelling (A:B both inclusive, N:output), and bad
 # arguments are one line with exit 2 before any model is read.
 set -euo pipefail
 bin=${DS4_BIN:?}
@@ -45,6 +46,30 @@ done
 awk -F, 'NR > 1 { if (NR > 2 && !($4 > prev)) bad = 1; prev = $4 } END { exit bad }' "$tmp/q.csv" \
   || fail "qwen3moe kv_bytes do not grow with ctx: $(cat "$tmp/q.csv")"
 
+# --layers on a file (tiny qwen3moe has 4 blocks, tiny deepseek4 5): 2:2 is one block,
+# 1:output three; the output names the slice as given, and a slice reads
+# fewer weights per token than the whole model.
+weights() { sed -n 's/^weights per decoded token: \([0-9]*\) bytes.*/\1/p' "$1"; }
+for model in q:4 d:5; do
+  n_layer=${model#*:} model=${model%:*}
+  "$bin/ds4-bench" -m "$tmp/$model.gguf" -t 2 --ctx-start 4 --ctx-max 4 --step-incr 1 --gen-tokens 2 \
+    --seed "$bench_seed" >/dev/null 2>"$tmp/all.err" || fail "$model whole run exited $?: $(cat "$tmp/all.err")"
+  grep -q "^weights per decoded token: .*, layers 0:$(( n_layer - 1 )): " "$tmp/all.err" \
+    || fail "$model: whole model is not 0:$(( n_layer - 1 )): $(cat "$tmp/all.err")"
+  for spec in 2:2 1:output; do
+    "$bin/ds4-bench" -m "$tmp/$model.gguf" --layers "$spec" -t 2 --ctx-start 4 --ctx-max 4 --step-incr 1 --gen-tokens 2 \
+      --seed "$bench_seed" --json "$tmp/$model.json" >"$tmp/$model.slice.csv" 2>"$tmp/slice.err" \
+      || fail "$model --layers $spec exited $? (seeds $seed/$bench_seed): $(cat "$tmp/slice.err")"
+    check_csv "$tmp/$model.slice.csv" "4"
+    grep -q "^weights per decoded token: .*, layers $spec: " "$tmp/slice.err" || fail "$model --layers $spec: $(cat "$tmp/slice.err")"
+    node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+             if (j.layers !== process.argv[2] || j.n_layer !== +process.argv[3]) { console.error(JSON.stringify(j)); process.exit(1); }' \
+      "$tmp/$model.json" "$spec" "$n_layer" || fail "$model --layers $spec: --json layers is not '$spec'"
+    (( $(weights "$tmp/slice.err") < $(weights "$tmp/all.err") )) || fail "$model --layers $spec reads no fewer weights than the whole model"
+    rm -f "$tmp/$model.json"
+  done
+done
+
 # Bad arguments: one line, exit 2, and never the model map line (nothing loaded).
 expect_usage() {
   set +e
@@ -75,8 +100,12 @@ expect_usage -m "$m" --gen-tokens 0 --step-incr 1
 expect_usage -m "$m" --prefill-chunk -1 --step-incr 1
 expect_usage -m "$m" --seed -1 --step-incr 1
 expect_usage -m "$m" --synthetic deepseek4-flash-q2 --step-incr 1
-expect_usage -m "$m" --layers 0:9 --step-incr 1
-expect_usage -m "$m" --layers 2:2 --step-incr 1
+for spec in 0:9 0:4 4:output; do
+  expect_usage -m "$m" --layers "$spec" --step-incr 1
+  grep -q "4 layers" "$tmp/err" || fail "--layers $spec error does not name the layer count: $(cat "$tmp/err")"
+done
+expect_usage -m "$m" --layers 3:1 --step-incr 1
+expect_usage -m "$m" --layers 1:out --step-incr 1
 expect_usage -m "$m" --step-incr 1 --csv "$tmp/no/such/dir/out.csv"
 expect_usage -m "$m" --step-incr 1 --bogus
 expect_usage -m "$m" --step-incr 1 stray
@@ -91,4 +120,5 @@ set -e
 [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "non-GGUF model: expected one line: $(cat "$tmp/err")"
 
 "$bin/ds4-bench" --help | grep -q -- "--synthetic PRESET" || fail "--help does not describe --synthetic"
+"$bin/ds4-bench" --help | grep -q -- "N:output" || fail "--help does not describe --layers N:output"
 echo "ok (seeds $seed/$bench_seed)"

@@ -1,4 +1,5 @@
-// ds4-bench's synthetic models: preset names, --layers, the in-memory build
+// ds4-bench's synthetic models: preset names, --layers (ds4's parser, its
+// inclusive A:B and N:output made half-open), the in-memory build
 // (memfd) against the same synth written to a real file, layer-slice
 // generation, and the weights-per-decoded-token count against a formula
 // from the model's shape. Fresh seeds each run (printed on failure).
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "cli/layers_spec.h"
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
@@ -84,22 +86,65 @@ TEST(SynthPreset, UnknownNameIsOneLineListingTheValidOnes) {
     }
 }
 
-TEST(SynthLayers, ParsesHalfOpenRanges) {
-    const LayerRange r = ds4::parse_layer_range("3:10");
-    EXPECT_EQ(r.begin, 3);
-    EXPECT_EQ(r.end, 10);
-    EXPECT_EQ(ds4::parse_layer_range("0:1").end, 1);
-    for (const char* bad : {"", "3", "a:b", "4:2", "2:2", "-1:3", "1:2:3", " 1:2", "1:", ":2", "1:2x",
-                            "99999999999:99999999999", "+1:2", "1.5:3"})
-        EXPECT_FALSE(usage_message([&] { ds4::parse_layer_range(bad); }).empty()) << "'" << bad << "' was accepted";
+// ds4-bench's --layers goes through the ds4 program's parser; A:B is both
+// inclusive, so the blocks run are [A, B + 1), and N:output is [N, n_layer).
+ds4::LayerRange bench_range(const std::string& text, int n_layer) {
+    return ds4::layer_range_of(ds4::parse_layers_spec(text), n_layer);
 }
 
-TEST(SynthLayers, CheckNamesTheModelsLayerCount) {
-    EXPECT_EQ(ds4::check_layer_range({}, 43).end, 43);
-    EXPECT_EQ(ds4::check_layer_range({2, 43}, 43).end, 43);
-    const std::string msg = usage_message([] { ds4::check_layer_range({40, 44}, 43); });
-    EXPECT_NE(msg.find("43 layers"), std::string::npos) << msg;
-    EXPECT_FALSE(usage_message([] { ds4::check_layer_range({43, 44}, 43); }).empty());
+TEST(SynthLayers, ParsedSpecBecomesTheHalfOpenBlockRange) {
+    EXPECT_EQ(bench_range("2:2", 4).begin, 2);
+    EXPECT_EQ(bench_range("2:2", 4).end, 3);  // one block
+    EXPECT_EQ(bench_range("0:3", 4).begin, 0);
+    EXPECT_EQ(bench_range("0:3", 4).end, 4);  // the whole model
+    EXPECT_EQ(bench_range("1:output", 4).begin, 1);
+    EXPECT_EQ(bench_range("1:output", 4).end, 4);
+    EXPECT_EQ(bench_range("3:output", 4).begin, 3);
+    EXPECT_EQ(bench_range("3:output", 4).end, 4);
+    EXPECT_EQ(bench_range("30:output", 43).end, 43);
+    EXPECT_EQ(bench_range("0:29", 43).end, 30);
+
+    // Random slices of a random model, against the definition.
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    for (int i = 0; i < 200; ++i) {
+        const int n = 1 + static_cast<int>(rng() % 100);
+        const int a = static_cast<int>(rng() % static_cast<uint64_t>(n));
+        const int b = a + static_cast<int>(rng() % static_cast<uint64_t>(n - a));
+        const std::string text = std::to_string(a) + ":" + std::to_string(b);
+        const ds4::LayerRange r = bench_range(text, n);
+        EXPECT_EQ(r.begin, a) << text << " of " << n;
+        EXPECT_EQ(r.end, b + 1) << text << " of " << n;
+        const ds4::LayerRange tail = bench_range(std::to_string(a) + ":output", n);
+        EXPECT_EQ(tail.begin, a) << a << ":output of " << n;
+        EXPECT_EQ(tail.end, n) << a << ":output of " << n;
+        EXPECT_EQ(ds4::parse_layers_spec(text).to_string(), text);
+    }
+}
+
+TEST(SynthLayers, BadSlicesAreOneSentence) {
+    for (const char* bad : {"", "3", "a:b", "3:1", "-1:3", "1:2:3", " 1:2", "1:", ":2", "1:2x", "1:out",
+                            "99999999999:99999999999", "1.5:3", "output:3"}) {
+        const std::string msg = usage_message([&] { bench_range(bad, 4); });
+        ASSERT_FALSE(msg.empty()) << "'" << bad << "' was accepted";
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+    // Outside the model: the sentence names its layer count.
+    for (const char* outside : {"0:4", "0:9", "4:4", "4:output", "40:47"}) {
+        const std::string msg = usage_message([&] { bench_range(outside, 4); });
+        EXPECT_NE(msg.find("4 layers"), std::string::npos) << outside << ": " << msg;
+    }
+    // A spec made by hand, not by the parser, is refused as well.
+    ds4::LayersSpec backwards;
+    backwards.first = 3;
+    backwards.last = 1;
+    EXPECT_FALSE(usage_message([&] { ds4::layer_range_of(backwards, 4); }).empty());
+}
+
+TEST(SynthLayers, AllLayersIsSpelledInclusive) {
+    EXPECT_EQ(ds4::all_layers_spec(4).to_string(), "0:3");
+    EXPECT_EQ(bench_range(ds4::all_layers_spec(43).to_string(), 43).end, 43);
 }
 
 // Logits of every position of `tokens` from a model file (by path).
@@ -139,7 +184,7 @@ TEST_P(SynthInMemory, SameModelAsTheFile) {
     const uint64_t seed = fresh_seed();
     SCOPED_TRACE(std::string("preset ") + GetParam() + ", seed " + std::to_string(seed));
     const ds4::SyntheticPreset p = ds4::synthetic_preset(GetParam());
-    const LayerRange all = ds4::check_layer_range({}, p.n_layer);
+    const LayerRange all{0, p.n_layer};
     auto mem = ds4::MemoryModelFile::build(p, seed, all);
     EXPECT_EQ(mem->path().rfind("/proc/self/fd/", 0), 0u) << mem->path();
     struct stat st{};
@@ -167,14 +212,14 @@ TEST_P(SynthInMemory, SameModelAsTheFile) {
 
 INSTANTIATE_TEST_SUITE_P(TinyPresets, SynthInMemory, ::testing::Values("qwen3moe-tiny-f32", "deepseek4-tiny-f32"));
 
-// --layers A:B builds only blocks [A, B) plus the rest, same bytes as the
+// --layers 1:2 builds only blocks [1, 3) plus the rest, same bytes as the
 // full model's, block_count unchanged.
 TEST(SynthInMemorySlice, BuildsOnlyTheSliceWithTheFullModelsBytes) {
     const uint64_t seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
     const ds4::SyntheticPreset p = ds4::synthetic_preset("qwen3moe-tiny-f32");
     auto full = ds4::MemoryModelFile::build(p, seed, {0, p.n_layer});
-    auto part = ds4::MemoryModelFile::build(p, seed, {1, 3});
+    auto part = ds4::MemoryModelFile::build(p, seed, bench_range("1:2", p.n_layer));
     auto ff = ds4::GgufFile::open(full->path());
     auto pf = ds4::GgufFile::open(part->path());
     EXPECT_EQ(pf->require_uint("qwen3moe.block_count"), static_cast<uint64_t>(p.n_layer));
@@ -185,7 +230,7 @@ TEST(SynthInMemorySlice, BuildsOnlyTheSliceWithTheFullModelsBytes) {
         const int layer = ds4::tensor_layer(t.name);
         const ds4::GgufTensorInfo* pt = pf->find_tensor(t.name);
         if (layer >= 0 && (layer < 1 || layer >= 3)) {
-            EXPECT_EQ(pt, nullptr) << t.name << " is outside 1:3 but was built";
+            EXPECT_EQ(pt, nullptr) << t.name << " is outside 1:2 but was built";
             continue;
         }
         ASSERT_NE(pt, nullptr) << t.name << " is missing";
@@ -204,7 +249,7 @@ TEST(SynthDecodeTraffic, MatchesTheShapeFormula) {
     const uint64_t seed = fresh_seed();
     std::mt19937_64 rng(seed);
     const int a = static_cast<int>(rng() % 4), b = a + 1 + static_cast<int>(rng() % (4 - a));
-    SCOPED_TRACE("seed " + std::to_string(seed) + ", layers " + std::to_string(a) + ":" + std::to_string(b));
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", blocks [" + std::to_string(a) + ", " + std::to_string(b) + ")");
     auto mem = ds4::MemoryModelFile::build(ds4::synthetic_preset("qwen3moe-tiny-f32"), seed, {0, 4});
     auto f = ds4::GgufFile::open(mem->path());
     const ds4::DecodeWeightBytes d = ds4::decode_weight_bytes(*f, a, b);

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "bench_walk.h"
+#include "cli/layers_spec.h"
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
@@ -65,8 +66,11 @@ const char* const kHelp =
     "                         ARCH-SIZE-QUANT, e.g. qwen3-30b-a3b-q4_k_m,\n"
     "                         qwen3-235b-a22b-q8_0, deepseek4-flash-q2 (an unknown\n"
     "                         name lists them all)\n"
-    "  --layers A:B           run blocks A..B-1 plus the embedding and the output\n"
-    "                         head; with --synthetic only those blocks are built\n"
+    "  --layers A:B           run blocks A through B, both inclusive (as ds4's\n"
+    "                         --layers: 0:0 is one block), or N:output for block N\n"
+    "                         through the last; the embedding and the output head\n"
+    "                         always run. With --synthetic only those blocks are\n"
+    "                         built. Printed and in --json in the same spelling.\n"
     "  -h, --help             this text\n"
     "  --version              program version\n";
 
@@ -79,7 +83,7 @@ std::string one_line(std::string s) {
 struct BenchArgs {
     std::string model, backend = "cpu", csv, json, synthetic, layers;
     std::optional<ds4::SyntheticPreset> preset;
-    std::optional<ds4::LayerRange> layer_range;
+    std::optional<ds4::LayersSpec> layers_spec;
     int threads = 0;
     ds4::BenchWalkOptions walk;
     bool help = false, version = false;
@@ -137,9 +141,10 @@ BenchArgs parse_args(int argc, char** argv) {
         throw UsageError("-m/--model FILE or --synthetic PRESET is required (see --help).");
     if (!a.synthetic.empty()) a.preset = ds4::synthetic_preset(a.synthetic);
     if (!a.layers.empty()) {
-        a.layer_range = ds4::parse_layer_range(a.layers);
-        // A preset's layer count is known now; a file's once it is opened.
-        if (a.preset) a.layer_range = ds4::check_layer_range(*a.layer_range, a.preset->n_layer);
+        a.layers_spec = ds4::parse_layers_spec(a.layers);
+        // A preset's layer count is known now (so nothing is built for a bad
+        // slice); a file's once it is opened.
+        if (a.preset) ds4::layer_range_of(*a.layers_spec, a.preset->n_layer);
     }
     if (a.walk.ctx_max < a.walk.ctx_start)
         throw UsageError("--ctx-max (" + std::to_string(a.walk.ctx_max) + ") must be at least --ctx-start (" +
@@ -152,16 +157,16 @@ BenchArgs parse_args(int argc, char** argv) {
 
 constexpr double kGiB = double(uint64_t{1} << 30);
 
-// Binds the model's tensors; with --layers only those blocks (plus the
-// embedding and the head), through the loader's layer slice.
-std::unique_ptr<ds4::Model> load_layers(const ds4::GgufFile& file, ds4::ModelMap& map,
-                                        const std::optional<ds4::LayerRange>& range) {
-    ds4::LoadOptions options;
-    if (range) {
-        options.layer_begin = range->begin;
-        options.layer_end = range->end;
-    }
-    return ds4::load_model(file, map, options);
+// The blocks to run: the --layers slice (checked against the model's
+// n_layer, one sentence naming it), or all of them.
+ds4::LayerRange blocks_to_run(const std::optional<ds4::LayersSpec>& spec, int n_layer) {
+    return spec ? ds4::layer_range_of(*spec, n_layer) : ds4::LayerRange{0, n_layer};
+}
+
+// How output names the slice: as given to --layers, else every block, in
+// the ds4 spelling ("0:3", "1:output").
+std::string layers_spelling(const std::optional<ds4::LayersSpec>& spec, int n_layer) {
+    return (spec ? *spec : ds4::all_layers_spec(n_layer)).to_string();
 }
 
 int run_bench(const BenchArgs& a) {
@@ -194,28 +199,35 @@ int run_bench(const BenchArgs& a) {
     // opened by the same path-based loader as a file.
     std::unique_ptr<ds4::MemoryModelFile> memory_model;
     std::string path = a.model;
-    std::optional<ds4::LayerRange> range = a.layer_range;
     if (a.preset) {
-        const ds4::LayerRange build_range = range.value_or(ds4::check_layer_range({}, a.preset->n_layer));
+        const ds4::LayerRange build_range = blocks_to_run(a.layers_spec, a.preset->n_layer);
         const auto t0 = std::chrono::steady_clock::now();
         memory_model = ds4::MemoryModelFile::build(*a.preset, a.walk.seed, build_range);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::fprintf(stderr, "ds4-bench: synthetic %s, layers %d:%d of %d, %llu bytes (%.2f GiB) built in memory in %.2f s\n",
-                     a.preset->name.c_str(), build_range.begin, build_range.end, a.preset->n_layer,
+        std::fprintf(stderr, "ds4-bench: synthetic %s, layers %s of %d, %llu bytes (%.2f GiB) built in memory in %.2f s\n",
+                     a.preset->name.c_str(), layers_spelling(a.layers_spec, a.preset->n_layer).c_str(), a.preset->n_layer,
                      static_cast<unsigned long long>(memory_model->bytes()),
                      static_cast<double>(memory_model->bytes()) / double(uint64_t{1} << 30), secs);
         path = memory_model->path();
     }
     auto file = ds4::GgufFile::open(path);
     const int n_layer = static_cast<int>(file->get_uint(file->architecture() + ".block_count").value_or(0));
-    if (range) range = ds4::check_layer_range(*range, n_layer);
-    const ds4::LayerRange run = range.value_or(ds4::LayerRange{0, n_layer});
+    const ds4::LayerRange run = blocks_to_run(a.layers_spec, n_layer);
+    const std::string layers = layers_spelling(a.layers_spec, n_layer);
     ds4::MapSelection selection;
     selection.layer_begin = run.begin;
     selection.layer_end = run.end;
     auto map = ds4::ModelMap::build(*file, selection);
     std::fprintf(stderr, "%s\n", map->summary().c_str());
-    auto model = load_layers(*file, *map, range);
+    // The loader's slice, half-open as --layers' range; without --layers its
+    // default (every block), so a file without block_count fails in the
+    // loader with the loader's sentence.
+    ds4::LoadOptions load;
+    if (a.layers_spec) {
+        load.layer_begin = run.begin;
+        load.layer_end = run.end;
+    }
+    auto model = ds4::load_model(*file, *map, load);
     backend->attach_weights(*map);
 
     const std::vector<int64_t> frontiers = ds4::bench_frontiers(a.walk);
@@ -235,9 +247,9 @@ int run_bench(const BenchArgs& a) {
     std::fprintf(stderr, "ds4-bench: %zu rows written to %s\n", rows.size(), a.csv.empty() ? "stdout" : a.csv.c_str());
     const ds4::DecodeWeightBytes traffic = ds4::decode_weight_bytes(*file, run.begin, run.end);
     std::fprintf(stderr,
-                 "weights per decoded token: %.0f bytes (%.3f GiB), layers %d:%d: routed experts %.3f GiB (expected "
+                 "weights per decoded token: %.0f bytes (%.3f GiB), layers %s: routed experts %.3f GiB (expected "
                  "share), other layer weights %.3f GiB, output head %.3f GiB, embedding row %llu bytes\n",
-                 traffic.total, traffic.total / kGiB, run.begin, run.end, traffic.routed_experts / kGiB,
+                 traffic.total, traffic.total / kGiB, layers.c_str(), traffic.routed_experts / kGiB,
                  static_cast<double>(traffic.layers_other) / kGiB, static_cast<double>(traffic.output_head) / kGiB,
                  static_cast<unsigned long long>(traffic.embedding_row));
     if (csv_file && std::fclose(csv_file.release()) != 0) throw ds4::Error("could not finish writing '" + a.csv + "'.");
@@ -246,7 +258,7 @@ int run_bench(const BenchArgs& a) {
         j["model"] = a.preset ? a.preset->name : a.model;
         j["synthetic"] = a.preset.has_value();
         j["backend"] = a.backend;
-        j["layers"] = std::to_string(run.begin) + ":" + std::to_string(run.end);
+        j["layers"] = layers;
         j["n_layer"] = n_layer;
         j["weights_bytes_per_token"] = traffic.total;
         j["rows"] = nlohmann::json::array();
