@@ -88,7 +88,7 @@ protected:
             return q;
         }
         const fs::path m = dir_ / (kind + ".gguf");
-        const std::string cmd = (bin_dir() / "ds4-gguf").string() + " synth --arch qwen3moe --preset tiny --type " +
+        const std::string cmd = (bin_dir() / "ds4-gguf").string() + " synth --arch qwen3moe --no-tokenizer --preset tiny --type " +
                                 kind + " --seed " + std::to_string(s) + " --out " + m.string();
         if (run(cmd, &out) != 0) throw Error("ds4-gguf synth failed: " + out);
         return m;

@@ -379,6 +379,9 @@ TEST_F(CudaOps, MoeSwigluReadsSelectedExperts) {
         // decode and small batches on the device (T * 3 pairs <= 64), prefill
         // grouped by expert (cuBLAS for busy experts)
         for (int64_t T : {1, 4, 21, 22, 40}) {
+            // The grouped path sums busy experts in cuBLAS's order, and the
+            // slot sum can cancel: a looser bar there than for the matvecs.
+            const double tol = T * 3 <= 64 ? 1e-5 : 5e-5;
             auto [xc, xg] = pair(T, E);
             auto [lc, lg] = pair(T, n_exp, -3.0f, 3.0f);
             const Routing r = cpu_->route_softmax_topk(lc, 3, true, 0.0f);
@@ -386,15 +389,17 @@ TEST_F(CudaOps, MoeSwigluReadsSelectedExperts) {
             auto [oc, og] = zeros(T, E);
             cpu_->moe_swiglu(xc, r, gate, up, down, &gs, nullptr, &ds, oc);
             gpu_->moe_swiglu(xg, rg, gate, up, down, &gs, nullptr, &ds, og);
-            EXPECT_TRUE(close(oc, og, 1e-5, std::string(ggml_type_name(t)) + " moe T=" + std::to_string(T)));
+            EXPECT_TRUE(close(oc, og, tol, std::string(ggml_type_name(t)) + " moe T=" + std::to_string(T)));
             cpu_->moe_swiglu(xc, r, gate, up, down, nullptr, &gs, &ds_each, oc);
             gpu_->moe_swiglu(xg, rg, gate, up, down, nullptr, &gs, &ds_each, og);
-            EXPECT_TRUE(close(oc, og, 1e-5, std::string(ggml_type_name(t)) + " moe, per-expert scales, T=" +
+            EXPECT_TRUE(close(oc, og, tol, std::string(ggml_type_name(t)) + " moe, per-expert scales, T=" +
                                                 std::to_string(T)));
             for (float limit : {0.0f, 0.05f}) {
                 cpu_->moe_swiglu_clamp(xc, r, gate, up, down, limit, oc);
                 gpu_->moe_swiglu_clamp(xg, rg, gate, up, down, limit, og);
-                EXPECT_TRUE(close(oc, og, 1e-5, std::string(ggml_type_name(t)) + " clamped moe limit " +
+                // Clamping random experts' outputs leaves sums that cancel: relative
+                // errors of ~1e-7 in each product grow to ~1e-5 in the total.
+                EXPECT_TRUE(close(oc, og, limit > 0.0f ? 5e-5 : tol, std::string(ggml_type_name(t)) + " clamped moe limit " +
                                                     std::to_string(limit) + " T=" + std::to_string(T)));
             }
         }

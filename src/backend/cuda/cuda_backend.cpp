@@ -88,12 +88,15 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     check(cudaStreamCreate(&stream_), "cudaStreamCreate");
     check(cublasCreate(&cublas_), "cublasCreate");
     check(cublasSetStream(cublas_, stream_), "cublasSetStream");
-    // Plain FP32 GEMMs (no TF32): the results must match the CPU backend.
-    check(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    // Plain FP32 GEMMs: the default math mode never uses TF32 for FP32
+    // compute (results must match the CPU backend). The pedantic mode ran
+    // the 512-token projections at ~3.6 TFLOP/s on the H200 (bench/NOTES.md).
+    check(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     cuda::init_quant_tables();
 }
 
 CudaBackend::~CudaBackend() {
+    profile_.report(stderr);
     cudaDeviceSynchronize();
     if (cublas_) cublasDestroy(cublas_);
     for (auto& r : regions_) cudaFree(r.device);
@@ -222,6 +225,8 @@ std::shared_ptr<void> CudaBackend::upload_array(const T* host, size_t n) {
 // Used by the routing/MoE and DeepSeek V4 files too.
 template std::shared_ptr<void> CudaBackend::upload_array<int32_t>(const int32_t*, size_t);
 template std::shared_ptr<void> CudaBackend::upload_array<float>(const float*, size_t);
+template std::shared_ptr<void> CudaBackend::upload_array<const float*>(const float* const*, size_t);
+template std::shared_ptr<void> CudaBackend::upload_array<float*>(float* const*, size_t);
 
 // ---- recorded steps (CUDA graphs) --------------------------------------------
 
@@ -279,6 +284,7 @@ float* CudaBackend::dequant_buffer(size_t floats) {
 
 void CudaBackend::get_rows(const WeightRef& table, const IntArray& ids, Tensor& out) {
     if (ids.n <= 0) return;
+    const auto t = timed("get_rows");
     const uint8_t* dev = device_ptr(table.data, table.row_bytes * size_t(table.ne[1]), table.name);
     cuda::dequantize_rows(table.type, dev, table.row_bytes, table.ne[0], ids.n, ids.data, out.data, out.cols, stream_);
 }
@@ -293,6 +299,8 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     const uint64_t bytes = w.row_bytes * uint64_t(n_rows);
     const uint8_t* base = device_ptr(w.data + size_t(matrix) * w.matrix_bytes, bytes, w.name);
     if (T <= 0 || n_rows <= 0) return;
+    const auto t = timed(std::string(T <= cuda::kMatvecMaxTokens ? "matvec " : "gemm ") + std::string(ggml_type_name(w.type)),
+                         bytes);
     if (T <= cuda::kMatvecMaxTokens) {
         cuda::matvec(w.type, base, w.row_bytes, k, n_rows, x.data, x.cols, T, y.data, y.cols, stream_);
         return;
@@ -321,6 +329,7 @@ void CudaBackend::rms_norm(const Tensor& x, const WeightRef* weight, float eps, 
     if (group <= 0 || x.cols % group != 0)
         throw Error("CUDA rms_norm: group " + std::to_string(group) + " does not divide rows of " +
                     std::to_string(x.cols) + ".");
+    const auto t = timed("rms_norm");
     std::shared_ptr<void> keep;
     const float* wf = weight ? weight_vector(*weight, group, keep) : nullptr;
     cuda::rms_norm(x.data, wf, eps, x.rows * (x.cols / group), group, y.data, stream_);
@@ -328,6 +337,7 @@ void CudaBackend::rms_norm(const Tensor& x, const WeightRef* weight, float eps, 
 
 void CudaBackend::rope(Tensor& x, int head_dim, const IntArray& positions, const RopeParams& p) {
     if (x.rows <= 0) return;
+    const auto t = timed("rope");
     cuda::rope(x.data, x.rows, x.cols, head_dim, positions.data, p, stream_);
 }
 
@@ -335,6 +345,7 @@ void CudaBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, co
                            const IntArray& positions) {
     if (k.rows != v.rows || k.cols != k_cache.cols || v.cols != v_cache.cols || positions.n < k.rows)
         throw Error("CUDA kv_store: key/value rows do not match the cache or the positions.");
+    const auto t = timed("kv_store");
     cuda::kv_store(k.data, k.cols, v.data, v.cols, positions.data, k.rows, k_cache.rows, k_cache.data, v_cache.data,
                    stream_);
 }
@@ -342,6 +353,7 @@ void CudaBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, co
 void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const IntArray& positions,
                             const AttentionParams& p, Tensor& out) {
     if (q.rows <= 0) return;
+    const auto t = timed("attention");
     const int n_split = cuda::attention_splits(q.rows, p.n_head, k_cache.rows);
     std::shared_ptr<void> part_o, part_ml;
     if (n_split > 1) {
@@ -355,6 +367,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
     require_same_size(a, b, "add");
+    const auto t = timed("add");
     cuda::add(a.data, b.data, out.data, a.size(), stream_);
 }
 
@@ -389,6 +402,7 @@ Routing CudaBackend::new_routing(int64_t rows, int n_used) {
 
 Routing CudaBackend::route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) {
     Routing r = new_routing(logits.rows, n_used);
+    const auto t = timed("route softmax");
     cuda::route_topk(cuda::RouteScore::Softmax, logits.data, logits.rows, int(logits.cols), n_used, nullptr, nullptr,
                      norm, w_scale, r.experts.data, r.weights.data, stream_);
     return r;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/op_profile.h"
 
 namespace ds4 {
 
@@ -44,7 +45,8 @@ public:
     void upload_ints(IntArray& a, const int32_t* host) override;
     void download_ints(const IntArray& a, int32_t* host) override;
 
-    bool can_capture() const override { return true; }
+    // Not while profiling: the per-op events cannot see inside a recording.
+    bool can_capture() const override { return !profile_.enabled(); }
     void begin_capture() override;
     std::shared_ptr<void> end_capture() override;
     void replay(const std::shared_ptr<void>& recording) override;
@@ -117,11 +119,22 @@ private:
     void moe_ffn(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                  const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                  const WeightRef* down_scale, float limit, Tensor& out);
+    // The chosen experts of a prefill batch and their rows (sorted by expert).
+    struct ExpertRows {
+        std::vector<int32_t> experts;
+        std::vector<int64_t> start, count;
+    };
+    void grouped_expert_gemm(const WeightRef& w, const ExpertRows& rows, const Tensor& x, Tensor& y);
     void moe_ffn_grouped(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                          const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                          const WeightRef* down_scale, float limit, Tensor& out);
 
     struct Arena;
+    cuda::OpProfile::Scope timed(const std::string& op, uint64_t weight_bytes = 0) {
+        return profile_.op(op, weight_bytes, stream_);
+    }
+
+    cuda::OpProfile profile_;
     int device_ = 0;
     cudaStream_t stream_ = nullptr;
     std::shared_ptr<Arena> capturing_;     // the open recording's memory, while capturing

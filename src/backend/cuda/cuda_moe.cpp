@@ -4,6 +4,8 @@
 // prefill-sized ones group the (token, slot) pairs by expert on the host and
 // run each chosen expert's matrices once over its tokens.
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -19,6 +21,10 @@ namespace {
 // grid dimension, and beyond a few tokens reading each expert once per
 // batch (grouped path) beats reading it once per pair.
 constexpr int64_t kMaxDevicePairs = 64;
+
+// Expert matrices decoded to float at once for a grouped GEMM (1 GiB): all
+// 128 experts of one Qwen3-30B-A3B matrix kind fit; larger models batch.
+constexpr size_t kGroupedGemmFloats = size_t(1) << 28;
 
 }  // namespace
 
@@ -52,16 +58,91 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
     const int64_t pairs = x.rows * routing.n_used;
     if (x.rows <= 0) return;
     if (routing.rows != x.rows) throw Error("CUDA MoE: routing rows do not match the tokens.");
-    const bool on_device = pairs <= kMaxDevicePairs && cuda::expert_matvec_supported(gate.type, gate.ne[0]) &&
-                           cuda::expert_matvec_supported(up.type, up.ne[0]) &&
-                           cuda::expert_matvec_supported(down.type, down.ne[0]);
-    if (!on_device) {
-        moe_ffn_grouped(x, routing, gate, up, down, gate_scale, up_scale, down_scale, limit, out);
-        return;
-    }
     const uint8_t* g_w = device_ptr(gate.data, gate.matrix_bytes * size_t(n_exp), gate.name);
     const uint8_t* u_w = device_ptr(up.data, up.matrix_bytes * size_t(n_exp), up.name);
     const uint8_t* d_w = device_ptr(down.data, down.matrix_bytes * size_t(n_exp), down.name);
+    auto supported = [](const WeightRef& w, const uint8_t* dev) {
+        return cuda::expert_matvec_supported(w.type, w.ne[0], dev, w.row_bytes, w.matrix_bytes);
+    };
+    if (pairs > kMaxDevicePairs || !supported(gate, g_w) || !supported(up, u_w) || !supported(down, d_w)) {
+        moe_ffn_grouped(x, routing, gate, up, down, gate_scale, up_scale, down_scale, limit, out);
+        return;
+    }
+    std::shared_ptr<void> k_gs, k_us, k_ds;
+    auto scale_of = [&](const WeightRef* s, std::shared_ptr<void>& keep, int64_t& n) -> const float* {
+        n = s ? s->ne[0] : 0;
+        return s ? weight_vector(*s, n, keep) : nullptr;
+    };
+    int64_t n_gs = 0, n_us = 0, n_ds = 0;
+    const float* gs = scale_of(gate_scale, k_gs, n_gs);
+    const float* us = scale_of(up_scale, k_us, n_us);
+    const float* ds = scale_of(down_scale, k_ds, n_ds);
+    Tensor g = alloc(pairs, n_ff), u = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
+    std::optional<cuda::OpProfile::Scope> t;
+
+    // Decode: one (token, slot) pair per block row, choices read on the device.
+    const int32_t* experts = routing.experts.data;
+    t.emplace(timed("moe gate " + std::string(ggml_type_name(gate.type)), gate.matrix_bytes * uint64_t(pairs)));
+    cuda::expert_matvec(gate.type, g_w, gate.matrix_bytes, gate.row_bytes, gate.ne[0], n_ff, experts, pairs,
+                        routing.n_used, x.data, x.cols, g.data, n_ff, stream_);
+    t.reset();
+    t.emplace(timed("moe up " + std::string(ggml_type_name(up.type)), up.matrix_bytes * uint64_t(pairs)));
+    cuda::expert_matvec(up.type, u_w, up.matrix_bytes, up.row_bytes, up.ne[0], n_ff, experts, pairs,
+                        routing.n_used, x.data, x.cols, u.data, n_ff, stream_);
+    t.reset();
+    t.emplace(timed("moe swiglu"));
+    cuda::expert_swiglu(g.data, u.data, experts, pairs, n_ff, gs, n_gs, us, n_us, limit, g.data, stream_);
+    t.reset();
+    t.emplace(timed("moe down " + std::string(ggml_type_name(down.type)), down.matrix_bytes * uint64_t(pairs)));
+    cuda::expert_matvec(down.type, d_w, down.matrix_bytes, down.row_bytes, down.ne[0], n_embd, experts, pairs, 1,
+                        g.data, n_ff, d.data, n_embd, stream_);
+    t.reset();
+    t.emplace(timed("moe combine"));
+    cuda::expert_combine(d.data, experts, routing.weights.data, ds, n_ds, x.rows, routing.n_used, n_embd,
+                         out.data, stream_);
+}
+
+// Prefill-sized batches, and experts whose rows the device kernels cannot
+// read (rows not made of whole 32-element chunks, or misaligned for the wide
+// loads). The (token, slot) pairs are sorted by expert on the host (one
+// synchronisation per layer for the choices); each matrix kind is then one
+// grouped GEMM over all chosen experts (grouped_expert_gemm), and the
+// pairs' outputs are summed per token in slot order, as on the CPU.
+void CudaBackend::moe_ffn_grouped(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
+                                  const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
+                                  const WeightRef* down_scale, float limit, Tensor& out) {
+    const int64_t n_exp = gate.ne[2], n_ff = gate.ne[1], n_embd = x.cols;
+    const int n_used = routing.n_used;
+    const int64_t pairs = x.rows * n_used;
+    const auto t = timed("moe prefill (grouped gemm)");
+    std::vector<int32_t> experts(static_cast<size_t>(pairs));
+    download_ints(routing.experts, experts.data());
+    std::vector<std::vector<int32_t>> by_expert(static_cast<size_t>(n_exp));
+    for (int64_t p = 0; p < pairs; ++p) {
+        const int32_t e = experts[size_t(p)];
+        if (e < 0 || e >= n_exp)
+            throw Error("routing chose expert " + std::to_string(e) + " of " + std::to_string(n_exp) + ".");
+        by_expert[size_t(e)].push_back(int32_t(p));
+    }
+    ExpertRows rows;
+    std::vector<int32_t> token_of_row, pair_of_row, expert_of_row;
+    for (int64_t e = 0; e < n_exp; ++e) {
+        const auto& ps = by_expert[size_t(e)];
+        if (ps.empty()) continue;
+        rows.experts.push_back(int32_t(e));
+        rows.start.push_back(int64_t(token_of_row.size()));
+        rows.count.push_back(int64_t(ps.size()));
+        for (int32_t p : ps) {
+            token_of_row.push_back(p / n_used);
+            pair_of_row.push_back(p);
+            expert_of_row.push_back(int32_t(e));
+        }
+    }
+    auto ip = [](const std::shared_ptr<void>& p) { return static_cast<const int32_t*>(p.get()); };
+    auto d_tok = upload_array(token_of_row.data(), token_of_row.size());
+    auto d_pair = upload_array(pair_of_row.data(), pair_of_row.size());
+    auto d_exp = upload_array(expert_of_row.data(), expert_of_row.size());
+
     std::shared_ptr<void> k_gs, k_us, k_ds;
     auto scale_of = [&](const WeightRef* s, std::shared_ptr<void>& keep, int64_t& n) -> const float* {
         n = s ? s->ne[0] : 0;
@@ -72,80 +153,62 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
     const float* us = scale_of(up_scale, k_us, n_us);
     const float* ds = scale_of(down_scale, k_ds, n_ds);
 
-    Tensor g = alloc(pairs, n_ff), u = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
-    const int32_t* experts = routing.experts.data;
-    cuda::expert_matvec(gate.type, g_w, gate.matrix_bytes, gate.row_bytes, gate.ne[0], n_ff, experts, pairs,
-                        routing.n_used, x.data, x.cols, g.data, n_ff, stream_);
-    cuda::expert_matvec(up.type, u_w, up.matrix_bytes, up.row_bytes, up.ne[0], n_ff, experts, pairs, routing.n_used,
-                        x.data, x.cols, u.data, n_ff, stream_);
-    cuda::expert_swiglu(g.data, u.data, experts, pairs, n_ff, gs, n_gs, us, n_us, limit, g.data, stream_);
-    cuda::expert_matvec(down.type, d_w, down.matrix_bytes, down.row_bytes, down.ne[0], n_embd, experts, pairs, 1,
-                        g.data, n_ff, d.data, n_embd, stream_);
-    cuda::expert_combine(d.data, experts, routing.weights.data, ds, n_ds, x.rows, routing.n_used, n_embd, out.data,
-                         stream_);
+    Tensor xs = alloc(pairs, n_embd), g = alloc(pairs, n_ff), u = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
+    Tensor slot_out = alloc(pairs, n_embd);
+    cuda::gather_rows(x.data, n_embd, ip(d_tok), pairs, xs.data, stream_);
+    grouped_expert_gemm(gate, rows, xs, g);
+    grouped_expert_gemm(up, rows, xs, u);
+    cuda::expert_swiglu(g.data, u.data, ip(d_exp), pairs, n_ff, gs, n_gs, us, n_us, limit, g.data, stream_);
+    grouped_expert_gemm(down, rows, g, d);
+    cuda::scatter_rows(d.data, n_embd, ip(d_pair), pairs, slot_out.data, stream_);  // slot_out[pair] = its output
+    cuda::expert_combine(slot_out.data, routing.experts.data, routing.weights.data, ds, n_ds, x.rows, n_used, n_embd,
+                         out.data, stream_);
 }
 
-void CudaBackend::moe_ffn_grouped(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
-                                  const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
-                                  const WeightRef* down_scale, float limit, Tensor& out) {
-    const int64_t n_exp = gate.ne[2], n_ff = gate.ne[1], n_embd = x.cols;
-    const int n_used = routing.n_used;
-    const int64_t pairs = x.rows * n_used;
-    // The grouping needs the choices on the host: one synchronisation per
-    // layer, acceptable for prefill (never recorded).
-    std::vector<int32_t> experts(static_cast<size_t>(pairs));
-    download_ints(routing.experts, experts.data());
-    std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(n_exp));
-    for (int64_t s = 0; s < pairs; ++s) {
-        const int32_t e = experts[size_t(s)];
-        if (e < 0 || e >= n_exp)
-            throw Error("routing chose expert " + std::to_string(e) + " of " + std::to_string(n_exp) + ".");
-        by_expert[size_t(e)].push_back(s);
-    }
-    // Pair order expert by expert; each pair's output goes to its own row of
-    // slot_out, summed per token in slot order afterwards (as on the CPU).
-    std::vector<int32_t> rows, slots;
-    std::vector<int64_t> begin(size_t(n_exp) + 1, 0);
-    int64_t max_m = 0;
-    for (int64_t e = 0; e < n_exp; ++e) {
-        begin[size_t(e)] = int64_t(rows.size());
-        for (int64_t s : by_expert[size_t(e)]) {
-            rows.push_back(int32_t(s / n_used));
-            slots.push_back(int32_t(s));
+// y rows [start_i, start_i + count_i) = x rows of the same range times expert
+// experts_i's matrix of w, for every listed expert: the experts' matrices
+// are decoded to float in batches that fit the dequant buffer, and each
+// batch is one cuBLAS grouped GEMM (plain FP32, like the dense products).
+void CudaBackend::grouped_expert_gemm(const WeightRef& w, const ExpertRows& rows, const Tensor& x, Tensor& y) {
+    const int64_t k = w.ne[0], n_out = w.ne[1];
+    if (x.cols != k) throw Error("CUDA MoE: '" + w.name + "' has rows of " + std::to_string(k) + " values, the input " +
+                                 std::to_string(x.cols) + ".");
+    const uint8_t* base = device_ptr(w.data, w.matrix_bytes * size_t(w.ne[2]), w.name);
+    const int64_t per_expert = n_out * k;
+    const int64_t batch = std::max<int64_t>(1, int64_t(kGroupedGemmFloats) / per_expert);
+    const int64_t n_sel = int64_t(rows.experts.size());
+    for (int64_t b0 = 0; b0 < n_sel; b0 += batch) {
+        const int64_t nb = std::min(batch, n_sel - b0);
+        float* wf = dequant_buffer(size_t(nb * per_expert));
+        auto d_sel = upload_array(rows.experts.data() + b0, size_t(nb));
+        cuda::dequantize_matrices(w.type, base, w.matrix_bytes, w.row_bytes, k, n_out,
+                                  static_cast<const int32_t*>(d_sel.get()), nb, wf, stream_);
+        const size_t n = static_cast<size_t>(nb);
+        std::vector<const float*> a(n), b(n);
+        std::vector<float*> c(n);
+        std::vector<int> m_arr(n, int(n_out)), n_arr(n), k_arr(n, int(k));
+        std::vector<int> lda(n, int(k)), ldb(n, int(x.cols)), ldc(n, int(y.cols));
+        std::vector<cublasOperation_t> ta(n, CUBLAS_OP_T), tb(n, CUBLAS_OP_N);
+        std::vector<float> alpha(n, 1.0f), beta(n, 0.0f);
+        std::vector<int> group_size(n, 1);
+        for (int64_t i = 0; i < nb; ++i) {
+            const size_t s = size_t(b0 + i);
+            a[size_t(i)] = wf + i * per_expert;
+            b[size_t(i)] = x.data + rows.start[s] * x.cols;
+            c[size_t(i)] = y.data + rows.start[s] * y.cols;
+            n_arr[size_t(i)] = int(rows.count[s]);
         }
-        max_m = std::max<int64_t>(max_m, int64_t(by_expert[size_t(e)].size()));
+        // y^T (n_out x count, column-major, ld y.cols) = W_e (row-major) * x^T, as in matmul.
+        auto d_a = upload_array(a.data(), a.size());
+        auto d_b = upload_array(b.data(), b.size());
+        auto d_c = upload_array(c.data(), c.size());
+        cuda::check(cublasSgemmGroupedBatched(cublas_, ta.data(), tb.data(), m_arr.data(), n_arr.data(), k_arr.data(),
+                                              alpha.data(), static_cast<const float* const*>(d_a.get()), lda.data(),
+                                              static_cast<const float* const*>(d_b.get()), ldb.data(), beta.data(),
+                                              static_cast<float* const*>(d_c.get()), ldc.data(), int(nb),
+                                              group_size.data()),
+                    "cublasSgemmGroupedBatched");
     }
-    begin[size_t(n_exp)] = int64_t(rows.size());
-    auto d_rows = upload_array(rows.data(), rows.size());
-    auto d_slots = upload_array(slots.data(), slots.size());
-    auto expert_scale = [](const WeightRef* s, int64_t e) {
-        if (!s) return 1.0f;
-        const float* v = reinterpret_cast<const float*>(s->data);  // host copy, as the CPU reads it
-        return s->ne[0] > 1 ? v[e] : v[0];
-    };
-    Tensor xs_all = alloc(max_m, n_embd), g_all = alloc(max_m, n_ff), u_all = alloc(max_m, n_ff),
-           d_all = alloc(max_m, n_embd), slot_out = alloc(pairs, n_embd);
-    for (int64_t e = 0; e < n_exp; ++e) {
-        const int64_t m = begin[size_t(e) + 1] - begin[size_t(e)];
-        if (m == 0) continue;
-        Tensor xs = xs_all.row_view(0, m), g = g_all.row_view(0, m), u = u_all.row_view(0, m),
-               d = d_all.row_view(0, m);
-        const int32_t* er = static_cast<const int32_t*>(d_rows.get()) + begin[size_t(e)];
-        const int32_t* es = static_cast<const int32_t*>(d_slots.get()) + begin[size_t(e)];
-        cuda::gather_rows(x.data, n_embd, er, m, xs.data, stream_);
-        matmul(gate, xs, g, e);
-        matmul(up, xs, u, e);
-        if (gate_scale) scale(g, expert_scale(gate_scale, e));
-        if (up_scale) scale(u, expert_scale(up_scale, e));
-        cuda::expert_swiglu(g.data, u.data, nullptr, m, n_ff, nullptr, 0, nullptr, 0, limit, g.data, stream_);
-        matmul(down, g, d, e);
-        cuda::scatter_rows(d.data, n_embd, es, m, slot_out.data, stream_);  // slot_out[slot] = expert output
-    }
-    // Weights and down scales per slot, summed per token in slot order.
-    std::shared_ptr<void> keep_ds;
-    const float* ds = down_scale ? weight_vector(*down_scale, down_scale->ne[0], keep_ds) : nullptr;
-    cuda::expert_combine(slot_out.data, routing.experts.data, routing.weights.data, ds, down_scale ? down_scale->ne[0] : 0,
-                         x.rows, n_used, n_embd, out.data, stream_);
 }
 
 }  // namespace ds4

@@ -22,6 +22,10 @@ constexpr int64_t kMatvecMaxTokens = 8;
 // with `ids`, row r is table row ids[r] instead.
 void dequantize_rows(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows,
                      const int32_t* ids, float* dst, int64_t ld_dst, cudaStream_t stream);
+// dst row (i * n_rows + r) = decoded row r of matrix matrices[i] (matrix m at
+// w + m * matrix_bytes), for i < n_matrices, r < n_rows.
+void dequantize_matrices(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k,
+                         int64_t n_rows, const int32_t* matrices, int64_t n_matrices, float* dst, cudaStream_t stream);
 // y[t][r] = sum_i W[r][i] x[t][i] for t < n_tok (<= kMatvecMaxTokens), decoding W on the fly.
 void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
             int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream);
@@ -56,8 +60,9 @@ enum class RouteScore { Softmax, SqrtSoftplus };
 void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, int n_used, const float* bias,
                 const int32_t* forced, bool norm, float w_scale, int32_t* experts, float* weights,
                 cudaStream_t stream);
-// Whether expert_matvec handles rows of k elements of this type.
-bool expert_matvec_supported(GgmlType type, int64_t k);
+// Whether expert_matvec handles this expert weight
+// (rows of k elements of this type at w, row and matrix strides).
+bool expert_matvec_supported(GgmlType type, int64_t k, const void* w, size_t row_bytes, size_t matrix_bytes);
 // y[p][r] = W_{experts[p]}[r] . x[p / x_div] for pairs p < n_pairs, rows r < n_rows
 // (W_e at w + e * matrix_bytes).
 void expert_matvec(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows,
@@ -68,9 +73,10 @@ void expert_matvec(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t 
 void expert_swiglu(const float* g, const float* u, const int32_t* experts, int64_t n_pairs, int64_t n_ff,
                    const float* gate_scale, int64_t n_gs, const float* up_scale, int64_t n_us, float limit, float* h,
                    cudaStream_t stream);
-// out[t] = sum over slots j (in order) of d[t*n_used + j] * weights[..] * down_scale[e].
-void expert_combine(const float* d, const int32_t* experts, const float* weights, const float* down_scale,
-                    int64_t n_ds, int64_t n_tok, int n_used, int64_t n_embd, float* out, cudaStream_t stream);
+// out[t] = sum over slots j (in order) of d[p] * weights[p] * down_scale[e], p = t*n_used + j.
+void expert_combine(const float* d, const int32_t* experts, const float* weights,
+                    const float* down_scale, int64_t n_ds, int64_t n_tok, int n_used, int64_t n_embd, float* out,
+                    cudaStream_t stream);
 
 // ---- elementwise.cu -----------------------------------------------------------
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);

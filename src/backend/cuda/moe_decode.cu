@@ -13,7 +13,9 @@
 namespace ds4::cuda {
 namespace {
 
-constexpr int kRouteThreads = 256;
+// One warp per token: top-k is n_used rounds of an argmax, and with one warp
+// a round is shuffles only (8 warps spent ~11 us a layer in barriers).
+constexpr int kRouteThreads = 32;
 constexpr int kWarps = 4;
 
 // Block-wide argmax over (value desc, index asc); every thread gets the winner.
@@ -134,20 +136,28 @@ __global__ void route_kernel(const float* __restrict__ logits, int n_exp, int n_
 }
 
 // y[p][r] = W_{experts[p]}[r] . x[p / x_div]: one warp per (row, pair).
-template <GgmlType T>
+template <GgmlType T, bool kWarpDot>
 __global__ void expert_matvec_kernel(const uint8_t* __restrict__ w, size_t matrix_bytes, size_t row_bytes, int64_t k,
                                      int64_t n_rows, const int32_t* __restrict__ experts, int x_div,
                                      const float* __restrict__ x, int64_t ld_x, float* __restrict__ y, int64_t ld_y) {
-    const int lane = threadIdx.x & 31;
-    const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
     const int p = blockIdx.y;
-    if (r >= n_rows) return;
     const int64_t e = experts[p];
     float acc[1];
-    lane_dot<T, 1>(w + size_t(e) * matrix_bytes + size_t(r) * row_bytes, k, x + int64_t(p / x_div) * ld_x, ld_x, 1,
-                   lane, acc);
-    const float s = warp_sum(acc[0]);
-    if (lane == 0) y[int64_t(p) * ld_y + r] = s;
+    if constexpr (kWarpDot) {
+        // One row per block (block_row_dot).
+        const int64_t r = blockIdx.x;
+        block_row_dot<T, 1>(w + size_t(e) * matrix_bytes + size_t(r) * row_bytes, k, x + int64_t(p / x_div) * ld_x,
+                            ld_x, 1, acc);
+        if (threadIdx.x == 0) y[int64_t(p) * ld_y + r] = acc[0];
+    } else {
+        const int lane = threadIdx.x & 31;
+        const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+        if (r >= n_rows) return;
+        lane_dot<T, 1>(w + size_t(e) * matrix_bytes + size_t(r) * row_bytes, k, x + int64_t(p / x_div) * ld_x, ld_x, 1,
+                       lane, acc);
+        const float s = warp_sum(acc[0]);
+        if (lane == 0) y[int64_t(p) * ld_y + r] = s;
+    }
 }
 
 __device__ __forceinline__ float expert_factor(const float* s, int64_t n, int64_t e) {
@@ -172,10 +182,10 @@ __global__ void expert_swiglu_kernel(const float* __restrict__ g, const float* _
     }
 }
 
-// out[t][c] = sum over slots j, in slot order, of d[t*n_used+j][c] * (w * ds[e]).
-__global__ void expert_combine_kernel(const float* __restrict__ d, const int32_t* __restrict__ experts,
-                                      const float* __restrict__ weights, const float* ds, int64_t n_ds, int n_used,
-                                      int64_t n_embd, float* __restrict__ out) {
+// out[t][c] = sum over slots j, in slot order, of d[p][c] * (w * ds[e]), p = t*n_used+j.
+__global__ void expert_combine_kernel(const float* __restrict__ d, const int32_t* __restrict__ experts, const float* __restrict__ weights,
+                                      const float* ds, int64_t n_ds, int n_used, int64_t n_embd,
+                                      float* __restrict__ out) {
     const int t = blockIdx.y;
     for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < n_embd; c += int64_t(gridDim.x) * blockDim.x) {
         float acc = 0.0f;
@@ -208,8 +218,9 @@ void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, 
     check_launch("route_kernel");
 }
 
-bool expert_matvec_supported(GgmlType type, int64_t k) {
-    return quant_type_supported(type) && k % kChunk == 0 && k / kChunk <= INT32_MAX;
+bool expert_matvec_supported(GgmlType type, int64_t k, const void* w, size_t row_bytes, size_t matrix_bytes) {
+    return quant_type_supported(type) && k % kChunk == 0 && k / kChunk <= INT32_MAX &&
+           chunk_loads_aligned(type, w, row_bytes) && chunk_loads_aligned(type, w, matrix_bytes);
 }
 
 void expert_matvec(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows,
@@ -219,8 +230,18 @@ void expert_matvec(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t 
     if (n_pairs > 65535) throw Error("CUDA expert_matvec takes at most 65535 (token, expert) pairs.");
     const dim3 grid(blocks_for(n_rows, kWarps), unsigned(n_pairs));
     dispatch_type(type, [&](auto t) {
-        expert_matvec_kernel<decltype(t)::value><<<grid, 32 * kWarps, 0, stream>>>(
-            w, matrix_bytes, row_bytes, k, n_rows, experts, x_div, x, ld_x, y, ld_y);
+        constexpr GgmlType T = decltype(t)::value;
+        // Every pair's activation row starts at x + i * ld_x: aligned when x is and ld_x % 4 == 0.
+        if constexpr (kHasWarpDot<T>) {
+            if (warp_dot_usable(T, k, w, row_bytes, x, ld_x) && matrix_bytes % 4 == 0) {
+                const dim3 row_grid{unsigned(n_rows), unsigned(n_pairs)};
+                expert_matvec_kernel<T, true><<<row_grid, 32 * kRowWarps, 0, stream>>>(w, matrix_bytes, row_bytes, k, n_rows,
+                                                                             experts, x_div, x, ld_x, y, ld_y);
+                return;
+            }
+        }
+        expert_matvec_kernel<T, false><<<grid, 32 * kWarps, 0, stream>>>(w, matrix_bytes, row_bytes, k, n_rows,
+                                                                      experts, x_div, x, ld_x, y, ld_y);
     });
     check_launch("expert_matvec_kernel");
 }
@@ -234,11 +255,14 @@ void expert_swiglu(const float* g, const float* u, const int32_t* experts, int64
     check_launch("expert_swiglu_kernel");
 }
 
-void expert_combine(const float* d, const int32_t* experts, const float* weights, const float* down_scale,
-                    int64_t n_ds, int64_t n_tok, int n_used, int64_t n_embd, float* out, cudaStream_t stream) {
+void expert_combine(const float* d, const int32_t* experts, const float* weights,
+                    const float* down_scale, int64_t n_ds, int64_t n_tok, int n_used, int64_t n_embd, float* out,
+                    cudaStream_t stream) {
     if (n_tok <= 0 || n_embd <= 0) return;
+    if (n_tok > 65535) throw Error("CUDA expert_combine takes at most 65535 tokens at once.");
     const dim3 grid(std::min<unsigned>(blocks_for(n_embd, 256), 64u), unsigned(n_tok));
-    expert_combine_kernel<<<grid, 256, 0, stream>>>(d, experts, weights, down_scale, n_ds, n_used, n_embd, out);
+    expert_combine_kernel<<<grid, 256, 0, stream>>>(d, experts, weights, down_scale, n_ds, n_used, n_embd,
+                                                    out);
     check_launch("expert_combine_kernel");
 }
 

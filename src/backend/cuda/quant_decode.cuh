@@ -12,6 +12,7 @@
 
 #include <cuda_fp16.h>
 
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -41,6 +42,18 @@ __device__ __forceinline__ void k_scale_min(int j, const uint8_t* q, int& sc, in
     } else {
         sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
         m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// k_scale_min over a byte accessor (scales already in registers).
+template <class Byte>
+__device__ __forceinline__ void k_scale_min_of(int j, Byte q, int& sc, int& m) {
+    if (j < 4) {
+        sc = q(j) & 63;
+        m = q(j + 4) & 63;
+    } else {
+        sc = (q(j + 4) & 0xF) | ((q(j - 4) >> 6) << 4);
+        m = (q(j + 4) >> 4) | ((q(j) >> 6) << 4);
     }
 }
 
@@ -192,12 +205,118 @@ DS4_LAYOUT(Q5_K, 256, 176) DS4_LAYOUT(Q6_K, 256, 210) DS4_LAYOUT(IQ2_XXS, 256, 6
 constexpr int kChunk = 32;          // elements a lane decodes in one go
 constexpr int kChunksInFlight = 2;  // chunks per lane whose loads are issued together
 
+// Dot products of one 32-element chunk (elements off .. off + 31 of the
+// block at blk) with NT activation rows (xc: the chunk's first element of
+// row 0, rows ld_x apart), added to part[t]. The generic form decodes
+// element by element; the types the benchmarked models are made of have
+// specialised forms that read the chunk's bytes with few wide loads and
+// factor the block scales out of the sums (same values, sums rounded in a
+// different order).
+template <GgmlType T, int NT>
+__device__ __forceinline__ void chunk_dot(const uint8_t* __restrict__ blk, int off, const float* __restrict__ xc,
+                                          int64_t ld_x, int n_tok, float (&part)[NT]) {
+    if constexpr (T == GgmlType::Q8_0) {
+        // 34-byte blocks: 2-byte aligned, so the 32 quants come as 16 u16 loads.
+        const float d = half_at(blk);
+        const uint16_t* q = reinterpret_cast<const uint16_t*>(blk + 2);
+        float acc[NT];
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 16; ++w) {
+            const uint32_t v = q[w];
+            const float q0 = float(int8_t(v & 0xFF)), q1 = float(int8_t(v >> 8));
+#pragma unroll
+            for (int t = 0; t < NT; ++t)
+                if (t < n_tok) acc[t] += q0 * __ldg(xc + t * ld_x + 2 * w) + q1 * __ldg(xc + t * ld_x + 2 * w + 1);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; ++t) part[t] += d * acc[t];
+    } else if constexpr (T == GgmlType::Q4_K) {
+        // Sub-block j = off / 32: 6-bit scale/min, nibbles of qs[32 (j/2) ..] (low for even j).
+        // Rows are 4-byte aligned here (checked by the caller), so 8 u32 loads.
+        const int j = off >> 5;
+        int sc, m;
+        k_scale_min(j, blk + 4, sc, m);
+        const float a = __fmul_rn(half_at(blk), float(sc)), b = __fmul_rn(half_at(blk + 2), float(m));
+        const uint32_t* q = reinterpret_cast<const uint32_t*>(blk + 16 + 32 * (j >> 1));
+        const int shift = (j & 1) * 4;
+        float acc[NT], sx[NT];
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[t] = sx[t] = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 8; ++w) {
+            const uint32_t v = q[w] >> shift;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float qv = float((v >> (8 * e)) & 0xF);
+#pragma unroll
+                for (int t = 0; t < NT; ++t)
+                    if (t < n_tok) {
+                        const float xv = __ldg(xc + t * ld_x + 4 * w + e);
+                        acc[t] += qv * xv;
+                        sx[t] += xv;
+                    }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NT; ++t) part[t] += a * acc[t] - b * sx[t];
+    } else if constexpr (T == GgmlType::Q6_K) {
+        // Chunk c = off / 32 of a 210-byte block (2-byte aligned): half h, quarter qd;
+        // low 4 bits from ql (high nibble for quarters 2, 3), high 2 bits from qh.
+        const int c = off >> 5, h = c >> 2, qd = c & 3;
+        const uint16_t* ql = reinterpret_cast<const uint16_t*>(blk + 64 * h + ((qd & 1) ? 32 : 0));
+        const uint16_t* qh = reinterpret_cast<const uint16_t*>(blk + 128 + 32 * h);
+        const int nshift = (qd & 2) ? 4 : 0, hshift = 2 * qd;
+        const float d = half_at(blk + 208);
+        const float s0 = __fmul_rn(d, float(int8_t(blk[192 + 8 * h + 2 * qd]))),
+                    s1 = __fmul_rn(d, float(int8_t(blk[192 + 8 * h + 2 * qd + 1])));
+        float acc0[NT], acc1[NT];
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 16; ++w) {
+            const uint32_t lo = ql[w], hi = qh[w];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int l = 2 * w + e;
+                const int q = int(((lo >> (8 * e + nshift)) & 0xF) | (((hi >> (8 * e + hshift)) & 3) << 4)) - 32;
+                const float qv = float(q);
+#pragma unroll
+                for (int t = 0; t < NT; ++t)
+                    if (t < n_tok) {
+                        const float xv = __ldg(xc + t * ld_x + l);
+                        if (l < 16) acc0[t] += qv * xv;
+                        else acc1[t] += qv * xv;
+                    }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NT; ++t) part[t] += s0 * acc0[t] + s1 * acc1[t];
+    } else {
+#pragma unroll
+        for (int jj = 0; jj < kChunk; ++jj) {
+            const float wv = decode<T>(blk, off + jj);
+#pragma unroll
+            for (int t = 0; t < NT; ++t)
+                if (t < n_tok) part[t] += wv * __ldg(xc + t * ld_x + jj);
+        }
+    }
+}
+
+// Whether chunk_dot's wide loads may read rows of this type at w (every row
+// start is w + r * row_bytes).
+inline bool chunk_loads_aligned(GgmlType type, const void* w, size_t row_bytes) {
+    const auto a = reinterpret_cast<uintptr_t>(w);
+    if (type == GgmlType::Q4_K) return a % 4 == 0 && row_bytes % 4 == 0;
+    if (type == GgmlType::Q8_0 || type == GgmlType::Q6_K) return a % 2 == 0 && row_bytes % 2 == 0;
+    return true;
+}
+
 // One lane's share of the dot products of a row (k % 32 == 0 elements) with
 // NT activation rows x[t] (t < n_tok, row stride ld_x): the lane owns whole
-// 32-element chunks (a q8_0/q4_0 block, or 1/8 of a K-quant super-block) and
-// decodes each with a fully unrolled loop, so a block's scale is read once
-// and the byte loads of kChunksInFlight chunks are in flight together. Sum
-// the lanes with warp_sum.
+// 32-element chunks (a q8_0/q4_0 block, or 1/8 of a K-quant super-block),
+// kChunksInFlight of them issued together. Sum the lanes with warp_sum.
 template <GgmlType T, int NT>
 __device__ __forceinline__ void lane_dot(const uint8_t* __restrict__ row, int64_t k, const float* __restrict__ x,
                                          int64_t ld_x, int n_tok, int lane, float (&acc)[NT]) {
@@ -220,17 +339,10 @@ __device__ __forceinline__ void lane_dot(const uint8_t* __restrict__ row, int64_
                     blk = row + size_t(c) * kChunk * L::bytes;
                     off = 0;
                 }
-                const float* xc = x + int64_t(c) * kChunk;
                 float part[NT];
 #pragma unroll
                 for (int t = 0; t < NT; ++t) part[t] = 0.0f;
-#pragma unroll
-                for (int j = 0; j < kChunk; ++j) {
-                    const float wv = decode<T>(blk, off + j);
-#pragma unroll
-                    for (int t = 0; t < NT; ++t)
-                        if (t < n_tok) part[t] += wv * __ldg(xc + t * ld_x + j);
-                }
+                chunk_dot<T, NT>(blk, off, x + int64_t(c) * kChunk, ld_x, n_tok, part);
 #pragma unroll
                 for (int t = 0; t < NT; ++t) acc[t] += part[t];
             }
@@ -238,9 +350,187 @@ __device__ __forceinline__ void lane_dot(const uint8_t* __restrict__ row, int64_
     }
 }
 
+// Coalesced warp-cooperative row dot for the hot types: in each step the
+// 32 lanes read consecutive bytes of the same blocks (one 128-byte line of
+// quants per warp load) and consecutive activations, each lane 8 elements.
+// lane_dot's one-chunk-per-lane layout makes every warp load touch 32 lines
+// and ran at ~100 GB/s; this is the layout llama.cpp's mmvq uses too.
+// Needs the activations 16-byte aligned (float4 loads; checked by callers).
+template <GgmlType T>
+constexpr bool kHasWarpDot =
+    T == GgmlType::Q4_K || T == GgmlType::Q6_K || T == GgmlType::Q8_0 || T == GgmlType::F32;
+
+template <int NT>
+__device__ __forceinline__ void load4(const float* __restrict__ x, int64_t ld_x, int n_tok, float4 (&v)[NT]) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+        v[t] = t < n_tok ? __ldg(reinterpret_cast<const float4*>(x + t * ld_x)) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+template <GgmlType T, int NT>
+__device__ __forceinline__ void warp_row_dot(const uint8_t* __restrict__ row, int64_t k, const float* __restrict__ x,
+                                             int64_t ld_x, int n_tok, int lane, float (&acc)[NT], int part = 0,
+                                             int n_parts = 1) {
+    // With n_parts warps on one row, this warp takes steps part, part + n_parts, ...
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    if constexpr (T == GgmlType::Q4_K) {
+        const int p = lane >> 3, i = lane & 7;  // sub-block pair p, bytes 4i..4i+3 of its 32
+        const int64_t nb = k / 256;
+#pragma unroll 2
+        for (int64_t b = part; b < nb; b += n_parts) {
+            const uint8_t* blk = row + b * 144;
+            const uint32_t q = *reinterpret_cast<const uint32_t*>(blk + 16 + 32 * p + 4 * i);
+            // d, dmin and the 12 scale bytes as four aligned words.
+            const uint32_t hw = *reinterpret_cast<const uint32_t*>(blk);
+            const uint32_t w0 = *reinterpret_cast<const uint32_t*>(blk + 4),
+                           w1 = *reinterpret_cast<const uint32_t*>(blk + 8),
+                           w2 = *reinterpret_cast<const uint32_t*>(blk + 12);
+            auto byte = [&](int n) { return int(((n < 4 ? w0 : n < 8 ? w1 : w2) >> (8 * (n & 3))) & 0xFF); };
+            int sc0, m0, sc1, m1;
+            k_scale_min_of(2 * p, byte, sc0, m0);
+            k_scale_min_of(2 * p + 1, byte, sc1, m1);
+            const float d = __half2float(__ushort_as_half(uint16_t(hw & 0xFFFF))),
+                        dmin = __half2float(__ushort_as_half(uint16_t(hw >> 16)));
+            const float a0 = __fmul_rn(d, float(sc0)), b0 = __fmul_rn(dmin, float(m0));
+            const float a1 = __fmul_rn(d, float(sc1)), b1 = __fmul_rn(dmin, float(m1));
+            const float* xb = x + b * 256 + 64 * p + 4 * i;
+            float4 x0[NT], x1[NT];
+            load4<NT>(xb, ld_x, n_tok, x0);
+            load4<NT>(xb + 32, ld_x, n_tok, x1);
+            const float q00 = float(q & 0xF), q01 = float((q >> 8) & 0xF), q02 = float((q >> 16) & 0xF),
+                        q03 = float((q >> 24) & 0xF);
+            const float q10 = float((q >> 4) & 0xF), q11 = float((q >> 12) & 0xF), q12 = float((q >> 20) & 0xF),
+                        q13 = float((q >> 28) & 0xF);
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                const float s0 = q00 * x0[t].x + q01 * x0[t].y + q02 * x0[t].z + q03 * x0[t].w;
+                const float s1 = q10 * x1[t].x + q11 * x1[t].y + q12 * x1[t].z + q13 * x1[t].w;
+                const float sx0 = x0[t].x + x0[t].y + x0[t].z + x0[t].w;
+                const float sx1 = x1[t].x + x1[t].y + x1[t].z + x1[t].w;
+                acc[t] += (a0 * s0 - b0 * sx0) + (a1 * s1 - b1 * sx1);
+            }
+        }
+    } else if constexpr (T == GgmlType::Q6_K) {
+        const int h = lane >> 4, m = lane & 15;  // half h, element pair 2m, 2m+1 of each quarter
+        const int64_t nb = k / 256;
+#pragma unroll 2
+        for (int64_t b = part; b < nb; b += n_parts) {
+            const uint8_t* blk = row + b * 210;
+            const uint32_t la = *reinterpret_cast<const uint16_t*>(blk + 64 * h + 2 * m);
+            const uint32_t lb = *reinterpret_cast<const uint16_t*>(blk + 64 * h + 32 + 2 * m);
+            const uint32_t hv = *reinterpret_cast<const uint16_t*>(blk + 128 + 32 * h + 2 * m);
+            const float d = half_at(blk + 208);
+            const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * h + (m >> 3));
+            float qv[4][2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const uint32_t a = (la >> (8 * e)) & 0xFF, bb = (lb >> (8 * e)) & 0xFF, hb = (hv >> (8 * e)) & 0xFF;
+                qv[0][e] = float(int((a & 0xF) | ((hb & 3) << 4)) - 32);
+                qv[1][e] = float(int((bb & 0xF) | (((hb >> 2) & 3) << 4)) - 32);
+                qv[2][e] = float(int((a >> 4) | (((hb >> 4) & 3) << 4)) - 32);
+                qv[3][e] = float(int((bb >> 4) | (((hb >> 6) & 3) << 4)) - 32);
+            }
+            const float* xb = x + b * 256 + 128 * h + 2 * m;
+#pragma unroll
+            for (int qd = 0; qd < 4; ++qd) {
+                const float s = __fmul_rn(d, float(sc[2 * qd]));
+#pragma unroll
+                for (int t = 0; t < NT; ++t)
+                    if (t < n_tok) {
+                        const float2 xv = __ldg(reinterpret_cast<const float2*>(xb + t * ld_x + 32 * qd));
+                        acc[t] += s * (qv[qd][0] * xv.x + qv[qd][1] * xv.y);
+                    }
+            }
+        }
+    } else if constexpr (T == GgmlType::F32) {
+        // 256 floats per warp step, 8 per lane (two float4 of weights and of x).
+        const float* wr = reinterpret_cast<const float*>(row);
+#pragma unroll 2
+        for (int64_t e0 = 256 * int64_t(part) + 8 * lane; e0 < k; e0 += 256 * int64_t(n_parts)) {
+            const float4 w0 = __ldg(reinterpret_cast<const float4*>(wr + e0));
+            const float4 w1 = __ldg(reinterpret_cast<const float4*>(wr + e0 + 4));
+            float4 x0[NT], x1[NT];
+            load4<NT>(x + e0, ld_x, n_tok, x0);
+            load4<NT>(x + e0 + 4, ld_x, n_tok, x1);
+#pragma unroll
+            for (int t = 0; t < NT; ++t)
+                acc[t] += w0.x * x0[t].x + w0.y * x0[t].y + w0.z * x0[t].z + w0.w * x0[t].w + w1.x * x1[t].x +
+                          w1.y * x1[t].y + w1.z * x1[t].z + w1.w * x1[t].w;
+        }
+    } else if constexpr (T == GgmlType::Q8_0) {
+        const int bi = lane >> 2, quarter = lane & 3;  // block bi of 8 per step, elements 8 quarter .. + 7
+        const int64_t nb = k / 32;
+#pragma unroll 2
+        for (int64_t b0 = 8 * int64_t(part); b0 < nb; b0 += 8 * int64_t(n_parts)) {
+            const int64_t b = b0 + bi;
+            if (b < nb) {
+                const uint8_t* blk = row + b * 34;
+                const uint16_t* q = reinterpret_cast<const uint16_t*>(blk + 2 + 8 * quarter);
+                const uint32_t w0 = q[0], w1 = q[1], w2 = q[2], w3 = q[3];
+                const float d = half_at(blk);
+                const float* xb = x + b * 32 + 8 * quarter;
+                float4 x0[NT], x1[NT];
+                load4<NT>(xb, ld_x, n_tok, x0);
+                load4<NT>(xb + 4, ld_x, n_tok, x1);
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    const float s = float(int8_t(w0 & 0xFF)) * x0[t].x + float(int8_t(w0 >> 8)) * x0[t].y +
+                                    float(int8_t(w1 & 0xFF)) * x0[t].z + float(int8_t(w1 >> 8)) * x0[t].w +
+                                    float(int8_t(w2 & 0xFF)) * x1[t].x + float(int8_t(w2 >> 8)) * x1[t].y +
+                                    float(int8_t(w3 & 0xFF)) * x1[t].z + float(int8_t(w3 >> 8)) * x1[t].w;
+                    acc[t] += d * s;
+                }
+            }
+        }
+    }
+}
+
+// Whether warp_row_dot may run: its type, k in whole blocks, quant loads
+// aligned (rows at w + r * row_bytes) and float4 activations.
+inline bool warp_dot_usable(GgmlType type, int64_t k, const void* w, size_t row_bytes, const float* x, int64_t ld_x) {
+    const auto a = reinterpret_cast<uintptr_t>(w);
+    const bool x_ok = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0;
+    switch (type) {
+        case GgmlType::Q4_K: return x_ok && k % 256 == 0 && a % 4 == 0 && row_bytes % 4 == 0;
+        case GgmlType::Q6_K: return x_ok && k % 256 == 0 && a % 2 == 0 && row_bytes % 2 == 0;
+        case GgmlType::Q8_0: return x_ok && k % 32 == 0 && a % 2 == 0 && row_bytes % 2 == 0;
+        case GgmlType::F32: return x_ok && k % 8 == 0 && a % 16 == 0 && row_bytes % 16 == 0;
+        default: return false;
+    }
+}
+
 __device__ __forceinline__ float warp_sum(float s) {
     for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
     return s;
+}
+
+// One weight row per block of kRowWarps warps, each warp a share of the
+// row's blocks (warp_row_dot parts), summed through shared memory: short
+// rows and small matrices (k/v projections, expert rows) get 4x the loads in
+// flight of one warp per row. Thread 0 gets the sums in acc.
+constexpr int kRowWarps = 4;
+template <GgmlType T, int NT>
+__device__ __forceinline__ void block_row_dot(const uint8_t* __restrict__ row, int64_t k, const float* __restrict__ x,
+                                              int64_t ld_x, int n_tok, float (&acc)[NT]) {
+    __shared__ float partial[kRowWarps][NT];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    warp_row_dot<T, NT>(row, k, x, ld_x, n_tok, lane, acc, warp, kRowWarps);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        const float s = warp_sum(acc[t]);
+        if (lane == 0) partial[warp][t] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            float s = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kRowWarps; ++w) s += partial[w][t];
+            acc[t] = s;
+        }
+    }
 }
 
 template <class F>

@@ -57,6 +57,33 @@ __global__ void matvec_chunk_kernel(const uint8_t* __restrict__ w, size_t row_by
     }
 }
 
+// Decode matvec for the types with a coalesced warp dot: one row per block
+// of kRowWarps warps (block_row_dot).
+template <GgmlType T, int NT>
+__global__ void matvec_warp_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
+                                   const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
+                                   int64_t ld_y) {
+    const int64_t r = blockIdx.x;
+    float acc[NT];
+    block_row_dot<T, NT>(w + size_t(r) * row_bytes, k, x, ld_x, n_tok, acc);
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+            if (t < n_tok) y[t * ld_y + r] = acc[t];
+    }
+}
+
+// dst row (i * n_rows + r) = row r of matrix matrices[i] (grid y: rows, z: matrices).
+template <GgmlType T>
+__global__ void dequantize_matrices_kernel(const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k,
+                                           int64_t n_rows, const int32_t* matrices, float* dst) {
+    const int64_t r = blockIdx.y, i = blockIdx.z;
+    const uint8_t* row = w + size_t(matrices[i]) * matrix_bytes + size_t(r) * row_bytes;
+    float* out = dst + (i * n_rows + r) * k;
+    for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < k; j += int64_t(gridDim.x) * blockDim.x)
+        out[j] = decode<T>(row, j);
+}
+
 template <GgmlType T>
 __global__ void dequantize_kernel(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const int32_t* ids,
                                   float* dst, int64_t ld_dst) {
@@ -100,6 +127,19 @@ void dequantize_rows(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t 
     });
 }
 
+void dequantize_matrices(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k,
+                         int64_t n_rows, const int32_t* matrices, int64_t n_matrices, float* dst, cudaStream_t stream) {
+    if (n_matrices <= 0 || n_rows <= 0 || k <= 0) return;
+    if (n_rows > 65535 || n_matrices > 65535)
+        throw Error("CUDA dequantize_matrices: at most 65535 rows and 65535 matrices per call.");
+    dispatch_type(type, [&](auto t) {
+        const dim3 grid(std::min<unsigned>(blocks_for(k, 256), 16u), unsigned(n_rows), unsigned(n_matrices));
+        dequantize_matrices_kernel<decltype(t)::value><<<grid, 256, 0, stream>>>(w, matrix_bytes, row_bytes, k, n_rows,
+                                                                                  matrices, dst);
+    });
+    check_launch("dequantize_matrices_kernel");
+}
+
 void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
             int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream) {
     if (n_tok <= 0 || n_rows <= 0) return;
@@ -108,7 +148,21 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
     dispatch_type(type, [&](auto t) {
         constexpr GgmlType T = decltype(t)::value;
         const int nt = int(n_tok);
-        if (k % kChunk == 0 && k / kChunk <= INT32_MAX) {
+        if constexpr (kHasWarpDot<T>) {
+            if (warp_dot_usable(T, k, w, row_bytes, x, ld_x)) {
+#define DS4_WARP(NT)                                                                                            \
+    matvec_warp_kernel<T, NT><<<unsigned(n_rows), 32 * kRowWarps, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x, nt, \
+                                                                             y, ld_y)
+                if (nt == 1) DS4_WARP(1);
+                else if (nt == 2) DS4_WARP(2);
+                else if (nt <= 4) DS4_WARP(4);
+                else DS4_WARP(8);
+#undef DS4_WARP
+                check_launch("matvec_warp_kernel");
+                return;
+            }
+        }
+        if (k % kChunk == 0 && k / kChunk <= INT32_MAX && chunk_loads_aligned(type, w, row_bytes)) {
             if (nt == 1)
                 matvec_chunk_kernel<T, 1><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x,
                                                                                    nt, y, ld_y);
