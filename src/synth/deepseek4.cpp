@@ -285,6 +285,22 @@ Deepseek4Shape deepseek4_preset(const std::string& name) {
     throw UsageError("--preset for deepseek4 must be tiny, flash or pro, got '" + name + "'");
 }
 
+Deepseek4Shape truncate_deepseek4_shape(const Deepseek4Shape& shape, int n_layer) {
+    if (n_layer < 1 || n_layer > static_cast<int>(shape.n_layer))
+        throw UsageError("--n-layer must be between 1 and " + std::to_string(shape.n_layer) + " (the blocks of deepseek4 " +
+                         shape.preset + "), got " + std::to_string(n_layer));
+    Deepseek4Shape t = shape;
+    t.n_layer = static_cast<uint32_t>(n_layer);
+    // The first n_layer entries keep each block's kind; the entries past the
+    // preset's blocks (the MTP block's trailing one) stay after them, so the
+    // array is as much longer than block_count as the published file's.
+    std::vector<int32_t> ratios(shape.compress_ratios.begin(), shape.compress_ratios.begin() + n_layer);
+    ratios.insert(ratios.end(), shape.compress_ratios.begin() + shape.n_layer, shape.compress_ratios.end());
+    t.compress_ratios = std::move(ratios);
+    t.n_hash_layers = std::min(shape.n_hash_layers, t.n_layer);
+    return t;
+}
+
 Deepseek4Quant parse_deepseek4_quant(const std::string& flag, const std::string& text) {
     if (text == "f32") return Deepseek4Quant::F32;
     if (text == "q2") return Deepseek4Quant::Q2;
@@ -293,7 +309,8 @@ Deepseek4Quant parse_deepseek4_quant(const std::string& flag, const std::string&
 }
 
 SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
-    const Deepseek4Shape s = deepseek4_preset(opts.preset);
+    const Deepseek4Shape s = opts.n_layer != 0 ? truncate_deepseek4_shape(deepseek4_preset(opts.preset), opts.n_layer)
+                                              : deepseek4_preset(opts.preset);
 
     const uint32_t L = s.n_layer;
     const int layer_end = opts.layer_end < 0 ? static_cast<int>(L) : opts.layer_end;
@@ -373,6 +390,7 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
     // Not read by any loader; records how to make the same file again.
     w.set("ds4.synth.preset", GgufValue::string(s.preset));
     w.set("ds4.synth.seed", GgufValue::u64(opts.seed));
+    if (opts.n_layer != 0) w.set("ds4.synth.n_layer", GgufValue::u32(L));
     if (opts.layer_begin != 0 || layer_end != static_cast<int>(L))
         w.set("ds4.synth.layers", GgufValue::string(std::to_string(opts.layer_begin) + ":" + std::to_string(layer_end)));
     if (opts.tokenizer) {

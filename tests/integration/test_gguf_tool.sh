@@ -136,9 +136,38 @@ expect 2 "synth bad type" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "
 expect 2 "synth bad seed" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --seed -5
 expect 2 "synth --seed without value" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --seed
 expect 2 "synth unknown flag" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --layers 3
+# --n-layer: 1 <= N <= the preset's layers (qwen3moe tiny 4, deepseek4 tiny 5, flash 43, pro 61).
+expect 2 "synth --n-layer 0" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --n-layer 0
+expect 2 "synth --n-layer 0 deepseek4" -- "$TOOL" synth --arch deepseek4 --preset tiny --out "$WORK/x.gguf" --n-layer 0
+expect 2 "synth --n-layer past qwen3moe tiny" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" \
+    --n-layer $((5 + RANDOM % 100))
+expect 2 "synth --n-layer past deepseek4 tiny" -- "$TOOL" synth --arch deepseek4 --preset tiny --out "$WORK/x.gguf" \
+    --n-layer $((6 + RANDOM % 100))
+expect 2 "synth --n-layer 44 flash" -- "$TOOL" synth --arch deepseek4 --preset flash --quant q2 --out "$WORK/x.gguf" --n-layer 44
+expect 2 "synth --n-layer 62 pro" -- "$TOOL" synth --arch deepseek4 --preset pro --out "$WORK/x.gguf" --n-layer 62
+expect 2 "synth --n-layer -1" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --n-layer -1
+expect 2 "synth --n-layer 99999999999" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --n-layer 99999999999
+for bad in abc 2.5 2x '' ' 2' 0x2; do
+    expect 2 "synth --n-layer '$bad'" -- "$TOOL" synth --arch deepseek4 --preset tiny --out "$WORK/x.gguf" --n-layer "$bad"
+    grep -q -- '--n-layer' "$WORK/err" || fail "--n-layer '$bad': the message does not name the flag: $(cat "$WORK/err")"
+done
+expect 2 "synth --n-layer without value" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --n-layer
 [ -e "$WORK/x.gguf" ] && fail "a refused synth command wrote its output"
 expect 0 "help" -- "$TOOL" --help
 grep -q "synth" "$WORK/out" || fail "--help does not describe synth"
+# bench/vs-llama.sh finds the truncation option this way.
+[ "$(grep -o -- '--n-layers\?\b' "$WORK/out" | head -1)" = "--n-layer" ] || fail "--help does not offer --n-layer"
+
+# A truncated qwen3moe tiny: block_count N, blocks 0..N-1 only.
+n=$((1 + RANDOM % 3))
+T="$WORK/trunc.gguf"
+expect 0 "synth --n-layer $n" -- "$TOOL" synth --arch qwen3moe --preset tiny --no-tokenizer --n-layer "$n" --out "$T" --seed "$SEED"
+expect 0 "inspect --n-layer $n" -- "$TOOL" inspect "$T"
+grep -Eq "^  qwen3moe\.block_count +u32 +$n\$" "$WORK/out" || fail "--n-layer $n: block_count is not $n"
+grep -Eq "^  blk\.$((n - 1))\.ffn_down_exps\.weight " "$WORK/out" || fail "--n-layer $n: no blk.$((n - 1))"
+grep -Eq "^  blk\.$n\." "$WORK/out" && fail "--n-layer $n: the file has blk.$n"
+grep -Eq "^  all +$((3 + 12 * n)) tensors" "$WORK/out" || fail "--n-layer $n: not $((3 + 12 * n)) tensors"
+rm -f "$T"
 expect 0 "version" -- "$TOOL" --version
 
 if [ "$failures" -ne 0 ]; then

