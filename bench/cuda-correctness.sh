@@ -1,12 +1,29 @@
 #!/bin/bash
-# CUDA backend v1 correctness run on the GPU machine (see bench/NOTES.md).
-cd "$(dirname "$0")"
-export DS4_BIN=$PWD DS4_CUDA_TEST_Q4KM=$PWD/q4km.gguf
-O=${OUT:-/tmp/out}; mkdir -p $O
-{ nvidia-smi -L; nvcc --version | tail -1; ldd ./cudabackend_ops_test | grep -E "cublas|cudart|pcre|not found"; } > $O/env.txt 2>&1
-./cudabackend_ops_test > $O/ops.log 2>&1; echo "rc=$?" >> $O/ops.log
-./cudabackend_model_test > $O/model.log 2>&1; echo "rc=$?" >> $O/model.log
-for b in cpu cuda; do ./ds4 --backend $b -m q4km.gguf --token-ids ids.txt --dump-logits $O/ds4-$b.bin > $O/ds4-$b.log 2>&1; echo "rc=$?" >> $O/ds4-$b.log; done
-python3 -c "import numpy as n;a=n.fromfile('$O/ds4-cpu.bin','f4').reshape(12,-1);b=n.fromfile('$O/ds4-cuda.bin','f4').reshape(12,-1);print('ds4 cli cpu vs cuda max rel l2',max(n.linalg.norm(a[i]-b[i])/n.linalg.norm(a[i]) for i in range(12)))" > $O/ds4-compare.txt 2>&1
-timeout 300 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 ./cudabackend_ops_test > $O/memcheck-ops.log 2>&1; echo "rc=$?" >> $O/memcheck-ops.log
-timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 ./cudabackend_model_test --gtest_filter='*q4_k_m*' > $O/memcheck-model.log 2>&1; echo "rc=$?" >> $O/memcheck-model.log
+# CUDA correctness on the GPU machine: every CUDA test against the CPU backend, then compute-sanitizer memcheck.
+#
+# Here (no GPU; the device machine has no package registry, so binaries travel):
+#   CUDACXX=/usr/local/cuda/bin/nvcc cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=ON
+#   ninja -C build-cuda cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test ds4-gguf
+#   mkdir -p .gpurun2 && (cd build-cuda && cp tests/cudabackend_*_test ds4-gguf /tmp/pk/ && strip /tmp/pk/*) &&
+#     tar cJf .gpurun2/pk.tar.xz -C /tmp/pk .      # ~8 MB; .gpurun2 is git-ignored, carried by the device call
+#   plus a llama-quantize Q4_K_M file of a test-llama-archs qwen3moe model as .gpurun2/q4km.gguf (optional: without
+#   it cudabackend_model_test makes one, which needs .deps/oracle on the device).
+# There (one device call, carry [".gpurun2"]):  bash bench/cuda-correctness.sh .gpurun2
+# Output under $OUT: one log per test binary and memcheck logs; the summary on stdout.
+set -u
+src=${1:?usage: bench/cuda-correctness.sh FOLDER-WITH-pk.tar.xz}
+src=$(cd "$src" && pwd)
+O=${OUT:-/tmp/out}; mkdir -p "$O"
+B=$(mktemp -d); xz -dc "$src/pk.tar.xz" | tar xf - -C "$B"
+export DS4_BIN=$B
+[ -f "$src/q4km.gguf" ] && export DS4_CUDA_TEST_Q4KM=$src/q4km.gguf
+cd "$B" || exit 1
+{ nvidia-smi -L; date -u; } > "$O/env.txt" 2>&1
+for t in cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test; do
+  timeout 200 "./$t" > "$O/$t.txt" 2>&1; echo "$t rc=$?" >> "$O/$t.txt"
+done
+grep -hE "^\[  (PASSED|FAILED) |rc=|Failure|worst" "$O"/cudabackend_*.txt
+for t in cudabackend_ops_test cudabackend_dsv4_ops_test; do
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "./$t" > "$O/memcheck-$t.txt" 2>&1
+  echo "memcheck $t rc=$?" >> "$O/memcheck-$t.txt"; grep -hE "ERROR SUMMARY|rc=" "$O/memcheck-$t.txt"
+done
