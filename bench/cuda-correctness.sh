@@ -4,7 +4,7 @@
 # Here (no GPU; the device machine has no package registry, so binaries travel):
 #   CUDACXX=/usr/local/cuda/bin/nvcc cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=ON
 #   ninja -C build-cuda cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test ds4-gguf
-#   mkdir -p .gpurun2 && (cd build-cuda && cp tests/cudabackend_*_test ds4-gguf /tmp/pk/ && strip /tmp/pk/*) &&
+#   mkdir -p .gpurun2 /tmp/pk && cp build-cuda/tests/cudabackend_*_test build-cuda/ds4-gguf /tmp/pk/ && strip /tmp/pk/* &&
 #     tar cJf .gpurun2/pk.tar.xz -C /tmp/pk .      # ~8 MB; .gpurun2 is git-ignored, carried by the device call
 #   plus a llama-quantize Q4_K_M file of a test-llama-archs qwen3moe model as .gpurun2/q4km.gguf (optional: without
 #   it cudabackend_model_test makes one, which needs .deps/oracle on the device).

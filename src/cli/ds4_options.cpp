@@ -25,7 +25,7 @@ struct RawArgs {
     std::string temp, top_p, top_k, min_p, seed, system, token_ids, dump_logits;
     std::string backend, layers, role, ssd_cache_experts;
     std::vector<std::string> listen, coordinator;
-    int think = 0, think_max = 0, nothink = 0, ssd_streaming = 0;
+    int think = 0, think_max = 0, nothink = 0, ssd_streaming = 0, cuda_host_weights = 0;
 };
 
 // How to describe a missing value of each option, by CLI11's option name.
@@ -86,7 +86,8 @@ constexpr ValueOption kValueOptions[] = {
     {"--dump-logits", 1}, {"--backend", 1}, {"--layers", 1}, {"--role", 1}, {"--listen", 2},
     {"--coordinator", 2}, {"--ssd-streaming-cache-experts", 1},
 };
-constexpr const char* kFlagOptions[] = {"--think", "--think-max", "--nothink", "--ssd-streaming", "-h", "--help", "--version"};
+constexpr const char* kFlagOptions[] = {"--think",           "--think-max", "--nothink", "--ssd-streaming",
+                                        "--cuda-host-weights", "-h",          "--help",    "--version"};
 
 std::vector<std::string> split_spellings(const char* s) {
     std::vector<std::string> out;
@@ -200,6 +201,7 @@ void check_combinations(const Ds4Options& o, const RawArgs& raw, const CLI::App&
         throw UsageError("--role worker needs --listen HOST PORT");
     if (o.role.empty() && given("--listen")) throw UsageError("--listen needs --role coordinator|worker");
     if (o.role.empty() && given("--coordinator")) throw UsageError("--coordinator needs --role coordinator|worker");
+    if (o.cuda_host_weights && o.backend != "cuda") throw UsageError("--cuda-host-weights needs --backend cuda");
     if (given("--ssd-streaming-cache-experts") && !o.ssd_streaming)
         throw UsageError("--ssd-streaming-cache-experts needs --ssd-streaming");
 }
@@ -250,6 +252,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     app.add_option("--listen", raw.listen)->expected(2);
     app.add_option("--coordinator", raw.coordinator)->expected(2);
     app.add_flag("--ssd-streaming", raw.ssd_streaming);
+    app.add_flag("--cuda-host-weights", raw.cuda_host_weights);
     app.add_option("--ssd-streaming-cache-experts", raw.ssd_cache_experts);
 
     // CLI11 wants argv order reversed in a vector.
@@ -314,6 +317,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     if (given("--listen")) parse_host_port("--listen", raw.listen, o.listen_host, o.listen_port);
     if (given("--coordinator")) parse_host_port("--coordinator", raw.coordinator, o.coordinator_host, o.coordinator_port);
     o.ssd_streaming = raw.ssd_streaming > 0;
+    o.cuda_host_weights = raw.cuda_host_weights > 0;
     if (given("--ssd-streaming-cache-experts")) {
         o.ssd_cache_experts = raw.ssd_cache_experts;
         o.expert_cache = parse_expert_cache_budget("--ssd-streaming-cache-experts", raw.ssd_cache_experts);
@@ -339,6 +343,9 @@ a logits dump (--token-ids with --dump-logits), or an interactive chat (neither)
 Model and execution:
   -m, --model FILE          GGUF model file (default: ./ds4flash.gguf)
       --backend NAME        cpu or cuda (default: cpu)
+      --cuda-host-weights   CUDA reads the weights from page-locked host memory
+                            (the mapped file, registered) instead of copying them
+                            to the GPU: for models larger than GPU memory
   -t, --threads N           CPU threads, >= 1 (default: all hardware threads)
   -c, --ctx N               context length in tokens, 1..16777216 (default: 4096)
       --prefill-chunk N     prompt tokens per forward pass, >= 1 (default: 4096)

@@ -60,6 +60,7 @@ struct Ds4Options {
 
     // Routed experts streamed from SSD.
     bool ssd_streaming = false;                       // --ssd-streaming
+    bool cuda_host_weights = false;                   // --cuda-host-weights
     std::string ssd_cache_experts;                    // --ssd-streaming-cache-experts as typed
     std::optional<ExpertCacheBudget> expert_cache;    // parsed form of it
 

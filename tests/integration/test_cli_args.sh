@@ -94,6 +94,8 @@ usage "worker without listen" "--listen" "${M[@]}" --role worker
 usage "listen without role" "--role" "${M[@]}" --listen 0.0.0.0 9000
 usage "coordinator address without role" "--role" "${M[@]}" --coordinator 10.0.0.1 9000
 usage "cache without streaming" "--ssd-streaming" "${M[@]}" --ssd-streaming-cache-experts 64
+usage "host weights on the cpu" "--cuda-host-weights" "${M[@]}" --cuda-host-weights
+usage "host weights on the cpu, explicit" "--cuda-host-weights" "${M[@]}" --backend cpu --cuda-host-weights
 usage "think and nothink" "--nothink" "${M[@]}" --think --nothink
 
 # Random out-of-range numbers, fresh each run.

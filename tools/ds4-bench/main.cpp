@@ -50,6 +50,7 @@ const char* const kHelp =
     "\n"
     "  -m, --model FILE       GGUF model (or --synthetic)\n"
     "  --backend cpu|cuda     compute backend (default cpu)\n"
+    "  --cuda-host-weights    CUDA reads weights from registered host memory\n"
     "  -t, --threads N        CPU threads (default: all cores)\n"
     "  --ctx-start N          first frontier (default 512)\n"
     "  --ctx-max N            last frontier at most (default 4096)\n"
@@ -86,7 +87,7 @@ struct BenchArgs {
     std::optional<ds4::LayersSpec> layers_spec;
     int threads = 0;
     ds4::BenchWalkOptions walk;
-    bool help = false, version = false;
+    bool help = false, version = false, cuda_host_weights = false;
 };
 
 BenchArgs parse_args(int argc, char** argv) {
@@ -97,6 +98,7 @@ BenchArgs parse_args(int argc, char** argv) {
     app.set_help_flag();
     app.add_flag("-h,--help", a.help);
     app.add_flag("--version", a.version);
+    app.add_flag("--cuda-host-weights", a.cuda_host_weights);
     app.add_option("-m,--model", a.model)->check(CLI::ExistingFile);
     app.add_option("--backend", a.backend)->check(CLI::IsMember({"cpu", "cuda"}));
     app.add_option("-t,--threads", a.threads)->check(CLI::Range(1, 4096));
@@ -137,6 +139,7 @@ BenchArgs parse_args(int argc, char** argv) {
     if (a.help || a.version) return a;
     if (!a.model.empty() && !a.synthetic.empty())
         throw UsageError("-m/--model and --synthetic exclude each other: give a file or a preset.");
+    if (a.cuda_host_weights && a.backend != "cuda") throw UsageError("--cuda-host-weights needs --backend cuda.");
     if (a.model.empty() && a.synthetic.empty())
         throw UsageError("-m/--model FILE or --synthetic PRESET is required (see --help).");
     if (!a.synthetic.empty()) a.preset = ds4::synthetic_preset(a.synthetic);
@@ -188,7 +191,7 @@ int run_bench(const BenchArgs& a) {
     // model is read), then file, map, model, weights.
     std::unique_ptr<ds4::Backend> backend;
 #ifdef DS4_HAVE_CUDA
-    if (a.backend == "cuda") backend = ds4::make_cuda_backend(0);
+    if (a.backend == "cuda") backend = ds4::make_cuda_backend(ds4::CudaOptions{0, a.cuda_host_weights});
 #else
     if (a.backend == "cuda")
         throw ds4::Error("this ds4-bench was built without CUDA (configure with -DDS4_CUDA=ON); use --backend cpu.");

@@ -26,7 +26,7 @@ Engine load_engine(const Ds4Options& opts) {
     Engine e;
     // The backend first: no GPU is a one-sentence failure before the model is read.
 #ifdef DS4_HAVE_CUDA
-    if (opts.backend == "cuda") e.backend = make_cuda_backend(0);
+    if (opts.backend == "cuda") e.backend = make_cuda_backend(CudaOptions{0, opts.cuda_host_weights});
 #endif
     if (!e.backend) e.backend = make_cpu_backend(opts.threads);
     e.file = GgufFile::open(opts.model);

@@ -34,6 +34,9 @@ void require_same_size(const Tensor& a, const Tensor& b, const char* op) {
 }  // namespace
 
 std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
+    return std::make_unique<CudaBackend>(options);
+}
 
 // Memory of one recording: bump-allocated, never freed before the recording
 // (so every replay finds its tensors where the graph was recorded).
@@ -70,7 +73,10 @@ struct Recording {
 };
 }  // namespace
 
-CudaBackend::CudaBackend(int device) : device_(device) {
+CudaBackend::CudaBackend(int device) : CudaBackend(CudaOptions{device, false}) {}
+
+CudaBackend::CudaBackend(const CudaOptions& options) : device_(options.device), host_weights_(options.host_weights) {
+    const int device = options.device;
     const int n = cuda::device_count();
     if (n == 0) throw Error("--backend cuda needs an NVIDIA GPU, and this machine has none usable by CUDA.");
     if (device < 0 || device >= n)
@@ -99,7 +105,10 @@ CudaBackend::~CudaBackend() {
     profile_.report(stderr);
     cudaDeviceSynchronize();
     if (cublas_) cublasDestroy(cublas_);
-    for (auto& r : regions_) cudaFree(r.device);
+    for (auto& r : regions_) {
+        if (r.registered) cudaHostUnregister(const_cast<uint8_t*>(r.host));
+        else cudaFree(r.device);
+    }
     if (dequant_) cudaFree(dequant_);
     if (stream_) cudaStreamDestroy(stream_);
 }
@@ -109,8 +118,9 @@ CudaBackend::~CudaBackend() {
 void CudaBackend::attach_weights(const ModelMap& map) {
     const auto& regions = map.regions();
     for (size_t i = 0; i < regions.size(); ++i) attach_host_region(map.region_data(i), regions[i].bytes());
-    std::fprintf(stderr, "cuda: %zu %s, %.2f GiB resident\n", regions_.size(), regions_.size() == 1 ? "region" : "regions",
-                 double(resident_bytes()) / double(uint64_t(1) << 30));
+    std::fprintf(stderr, "cuda: %zu %s, %.2f GiB %s\n", regions_.size(), regions_.size() == 1 ? "region" : "regions",
+                 double(resident_bytes()) / double(uint64_t(1) << 30),
+                 host_weights_ ? "in registered host memory" : "resident");
 }
 
 void CudaBackend::attach_host_region(const uint8_t* host, uint64_t bytes) {
@@ -118,7 +128,30 @@ void CudaBackend::attach_host_region(const uint8_t* host, uint64_t bytes) {
     for (const auto& r : regions_)
         if (host < r.host + r.bytes && r.host < host + bytes)
             throw Error("CUDA: a weight region overlaps one already resident.");
-    ResidentRegion r{host, bytes, nullptr};
+    ResidentRegion r{host, bytes, nullptr, false};
+    if (host_weights_) {
+        // The mapping is read-only (a file mapped for reading): register it
+        // as such, or the driver asks for write access it cannot get.
+        void* p = const_cast<uint8_t*>(host);
+        cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterReadOnly);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            throw Error(std::string("CUDA: cannot page-lock a weight region of ") + std::to_string(bytes >> 20) +
+                        " MiB for --cuda-host-weights: " + cudaGetErrorString(e) + ".");
+        }
+        void* dev = nullptr;
+        e = cudaHostGetDevicePointer(&dev, p, 0);
+        if (e != cudaSuccess) {
+            cudaHostUnregister(p);
+            check(e, "mapping a registered weight region into the device");
+        }
+        r.device = static_cast<uint8_t*>(dev);
+        r.registered = true;
+        regions_.insert(std::upper_bound(regions_.begin(), regions_.end(), r,
+                                         [](const ResidentRegion& a, const ResidentRegion& b) { return a.host < b.host; }),
+                        r);
+        return;
+    }
     void* dev = nullptr;
     const cudaError_t e = cudaMalloc(&dev, bytes);
     if (e != cudaSuccess) {

@@ -16,18 +16,28 @@
 
 namespace ds4 {
 
+struct CudaOptions {
+    int device = 0;
+    // Weights stay in the mapped file, page-locked and mapped into the
+    // device's address space (cudaHostRegister), instead of one device copy
+    // per region: every product then reads them over the host link.
+    bool host_weights = false;
+};
+
 class CudaBackend final : public Backend {
 public:
     // Binds to CUDA device `device`; throws ds4::Error when there is none.
     explicit CudaBackend(int device = 0);
+    explicit CudaBackend(const CudaOptions& options);
     ~CudaBackend() override;
     CudaBackend(const CudaBackend&) = delete;
     CudaBackend& operator=(const CudaBackend&) = delete;
 
     std::string name() const override { return "cuda"; }
 
-    // One cudaMalloc + copy per region of the map; logs
-    // "cuda: N regions, X GiB resident" to stderr.
+    // One cudaMalloc + copy per region of the map (or one registration per
+    // region with host_weights); logs "cuda: N regions, X GiB resident" (or
+    // "... in registered host memory") to stderr.
     void attach_weights(const ModelMap& map) override;
     // Makes [host, host + bytes) resident as one device allocation; WeightRefs
     // pointing into it are read from the copy. (attach_weights uses it per
@@ -100,6 +110,7 @@ private:
         const uint8_t* host = nullptr;
         uint64_t bytes = 0;
         uint8_t* device = nullptr;
+        bool registered = false;  // host memory mapped for the device, not a copy
     };
     // A short-lived device array (ids, positions, small weight vectors),
     // freed in stream order when the last reference goes.
@@ -136,6 +147,7 @@ private:
 
     cuda::OpProfile profile_;
     int device_ = 0;
+    bool host_weights_ = false;
     cudaStream_t stream_ = nullptr;
     std::shared_ptr<Arena> capturing_;     // the open recording's memory, while capturing
     cublasHandle_t cublas_ = nullptr;
@@ -147,5 +159,6 @@ private:
 // The CUDA backend on `device`; throws ds4::Error with one sentence when the
 // build has CUDA but the machine has no usable GPU.
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options);
 
 }  // namespace ds4
