@@ -229,6 +229,17 @@ public:
     virtual void attention_window_sink(const Tensor& q, const Tensor& k, const Tensor& window, int64_t pos0,
                                        int64_t n_swa, const Tensor* comp, const RowLists* comp_rows,
                                        const WeightRef& sinks, const AttentionParams& p, Tensor& out) = 0;
+
+protected:
+    // Empty routing results in this backend's memory, for route_* ops.
+    Routing new_routing(int64_t rows, int n_used) {
+        Routing r;
+        r.n_used = n_used;
+        r.rows = rows;
+        r.experts = alloc_ints(rows * n_used);
+        r.weights = alloc(rows, n_used);
+        return r;
+    }
 };
 
 // The CPU backend with n_threads workers (>= 1).

@@ -19,7 +19,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "common/error.h"
-#include "cuda_test_support.h"
+#include "cuda_ops_fixture.h"
 #include "quant/quant.h"
 
 namespace ds4 {
@@ -28,92 +28,21 @@ namespace {
 using cudatest::random_floats;
 using cudatest::rel_l2;
 
-class CudaDsv4Ops : public ::testing::Test {
+class CudaDsv4Ops : public cudatest::CudaOpsFixture {
 protected:
-    void SetUp() override {
-        DS4_REQUIRE_CUDA_DEVICE();
-        seed_ = cudatest::fresh_seed();
-        rng_.seed(seed_);
-        trace_.emplace(__FILE__, __LINE__, "seed " + std::to_string(seed_));
-        cpu_ = make_cpu_backend(2);
-        gpu_ = std::make_unique<CudaBackend>(0);
-    }
-
-    // `matrices` random matrices [rows x k] of type t, resident on the GPU;
-    // the CPU reads the same host bytes.
+    // `matrices` random matrices [rows x k] of type t (quantized random
+    // floats of std ~1/sqrt(k)), resident on the GPU.
     WeightRef weight(GgmlType t, int64_t k, int64_t rows, int64_t matrices = 1) {
-        WeightRef w;
-        w.type = t;
-        w.ne[0] = k;
-        w.ne[1] = rows;
-        w.ne[2] = matrices;
-        w.row_bytes = ggml_row_bytes(t, k);
-        w.matrix_bytes = w.row_bytes * size_t(rows);
-        w.name = std::string(ggml_type_name(t)) + " test weight";
-        auto& buf = buffers_.emplace_back(w.matrix_bytes * size_t(matrices));
+        std::vector<uint8_t>* bytes = nullptr;
+        WeightRef w = new_weight(t, k, rows, matrices, bytes);
         const float sigma = 1.0f / std::sqrt(float(k));
         for (int64_t r = 0; r < rows * matrices; ++r) {
             const auto f = random_floats(rng_, size_t(k), -sigma, sigma);
-            quantize_row(t, f.data(), buf.data() + size_t(r) * w.row_bytes, k);
+            quantize_row(t, f.data(), bytes->data() + size_t(r) * w.row_bytes, k);
         }
-        w.data = buf.data();
-        gpu_->attach_host_region(buf.data(), buf.size());
+        attach(w);
         return w;
     }
-
-    WeightRef f32_vector(const std::vector<float>& v) {
-        WeightRef w;
-        w.type = GgmlType::F32;
-        w.ne[0] = int64_t(v.size());
-        w.row_bytes = w.matrix_bytes = sizeof(float) * v.size();
-        w.name = "test vector";
-        auto& buf = buffers_.emplace_back(w.row_bytes);
-        std::memcpy(buf.data(), v.data(), w.row_bytes);
-        w.data = buf.data();
-        gpu_->attach_host_region(buf.data(), buf.size());
-        return w;
-    }
-
-    std::pair<Tensor, Tensor> same(const std::vector<float>& v, int64_t rows, int64_t cols) {
-        Tensor c = cpu_->alloc(rows, cols), g = gpu_->alloc(rows, cols);
-        cpu_->upload(c, v.data());
-        gpu_->upload(g, v.data());
-        return {c, g};
-    }
-    std::pair<Tensor, Tensor> pair(int64_t rows, int64_t cols, float lo = -1.0f, float hi = 1.0f) {
-        return same(random_floats(rng_, size_t(rows * cols), lo, hi), rows, cols);
-    }
-    std::pair<Tensor, Tensor> zeros(int64_t rows, int64_t cols) {
-        return {cpu_->alloc(rows, cols), gpu_->alloc(rows, cols)};
-    }
-    std::pair<IntArray, IntArray> ints(const std::vector<int32_t>& v) {
-        return {cpu_->ints(v.data(), int64_t(v.size())), gpu_->ints(v.data(), int64_t(v.size()))};
-    }
-
-    std::vector<float> host(const Tensor& g) {
-        std::vector<float> v(size_t(g.size()));
-        gpu_->download(g, v.data());
-        return v;
-    }
-
-    ::testing::AssertionResult close(const Tensor& cpu, const Tensor& gpu, double tol, const std::string& what) {
-        const auto g = host(gpu);
-        for (int64_t r = 0; r < cpu.rows; ++r) {
-            const double e = rel_l2(g.data() + r * cpu.cols, cpu.data + r * cpu.cols, size_t(cpu.cols));
-            if (!(e <= tol))
-                return ::testing::AssertionFailure() << what << ": row " << r << " relative error " << e << " > " << tol
-                                                     << " (cpu[0]=" << cpu.data[r * cpu.cols]
-                                                     << ", cuda[0]=" << g[size_t(r * cpu.cols)] << ")";
-        }
-        return ::testing::AssertionSuccess();
-    }
-
-    uint64_t seed_ = 0;
-    std::mt19937_64 rng_;
-    std::optional<::testing::ScopedTrace> trace_;
-    std::unique_ptr<Backend> cpu_;
-    std::unique_ptr<CudaBackend> gpu_;
-    std::vector<std::vector<uint8_t>> buffers_;
 };
 
 // DeepSeek V4's two RoPE settings: window layers (plain, base 10000) and

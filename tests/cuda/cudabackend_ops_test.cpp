@@ -13,7 +13,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "common/error.h"
-#include "cuda_test_support.h"
+#include "cuda_ops_fixture.h"
 #include "quant/quant.h"
 
 namespace ds4 {
@@ -34,29 +34,15 @@ std::vector<size_t> half_fields(GgmlType t) {
     }
 }
 
-class CudaOps : public ::testing::Test {
+class CudaOps : public cudatest::CudaOpsFixture {
 protected:
-    void SetUp() override {
-        DS4_REQUIRE_CUDA_DEVICE();
-        seed_ = cudatest::fresh_seed();
-        rng_.seed(seed_);
-        trace_.emplace(__FILE__, __LINE__, "seed " + std::to_string(seed_));
-        cpu_ = make_cpu_backend(2);
-        gpu_ = std::make_unique<CudaBackend>(0);
-    }
-
-    // A weight of `matrices` matrices [rows x k] of type t with random content,
-    // made resident on the GPU; the CPU reads the same host bytes.
+    // A weight of `matrices` matrices [rows x k] of type t with random content
+    // (quantized random floats, or random blocks with sane scales for the
+    // types without a quantizer), resident on the GPU.
     WeightRef weight(GgmlType t, int64_t k, int64_t rows, int64_t matrices = 1) {
-        WeightRef w;
-        w.type = t;
-        w.ne[0] = k;
-        w.ne[1] = rows;
-        w.ne[2] = matrices;
-        w.row_bytes = ggml_row_bytes(t, k);
-        w.matrix_bytes = w.row_bytes * size_t(rows);
-        w.name = std::string(ggml_type_name(t)) + " test weight";
-        auto& buf = buffers_.emplace_back(w.matrix_bytes * size_t(matrices));
+        std::vector<uint8_t>* bytes = nullptr;
+        WeightRef w = new_weight(t, k, rows, matrices, bytes);
+        auto& buf = *bytes;
         const auto& tr = ggml_type_traits(t);
         if (quantize_supported(t)) {
             for (int64_t r = 0; r < rows * matrices; ++r) {
@@ -74,38 +60,8 @@ protected:
                     buf[blk * tr.block_bytes + off + 1] = uint8_t(h >> 8);
                 }
         }
-        w.data = buf.data();
-        gpu_->attach_host_region(buf.data(), buf.size());
+        attach(w);
         return w;
-    }
-
-    WeightRef f32_vector(const std::vector<float>& v) {
-        WeightRef w;
-        w.type = GgmlType::F32;
-        w.ne[0] = int64_t(v.size());
-        w.row_bytes = w.matrix_bytes = sizeof(float) * v.size();
-        w.name = "test vector";
-        auto& buf = buffers_.emplace_back(w.row_bytes);
-        std::memcpy(buf.data(), v.data(), w.row_bytes);
-        w.data = buf.data();
-        gpu_->attach_host_region(buf.data(), buf.size());
-        return w;
-    }
-
-    // The same random activations on both backends.
-    std::pair<Tensor, Tensor> pair(int64_t rows, int64_t cols, float lo = -1.0f, float hi = 1.0f) {
-        const auto v = random_floats(rng_, size_t(rows * cols), lo, hi);
-        Tensor c = cpu_->alloc(rows, cols), g = gpu_->alloc(rows, cols);
-        cpu_->upload(c, v.data());
-        gpu_->upload(g, v.data());
-        return {c, g};
-    }
-    std::pair<Tensor, Tensor> zeros(int64_t rows, int64_t cols) { return {cpu_->alloc(rows, cols), gpu_->alloc(rows, cols)}; }
-
-    static std::vector<int32_t> host_ints(Backend& be, const IntArray& a) {
-        std::vector<int32_t> v(size_t(a.n));
-        be.download_ints(a, v.data());
-        return v;
     }
 
     // A CPU routing decision, copied to the GPU, so both run the same experts.
@@ -118,31 +74,6 @@ protected:
         gpu_->upload(g.weights, r.weights.data);
         return g;
     }
-
-    std::vector<float> host(const Tensor& g) {
-        std::vector<float> v(size_t(g.size()));
-        gpu_->download(g, v.data());
-        return v;
-    }
-
-    ::testing::AssertionResult close(const Tensor& cpu, const Tensor& gpu, double tol, const std::string& what) {
-        const auto g = host(gpu);
-        for (int64_t r = 0; r < cpu.rows; ++r) {
-            const double e = rel_l2(g.data() + r * cpu.cols, cpu.data + r * cpu.cols, size_t(cpu.cols));
-            if (!(e <= tol))
-                return ::testing::AssertionFailure() << what << ": row " << r << " relative error " << e << " > " << tol
-                                                     << " (cpu[0]=" << cpu.data[r * cpu.cols]
-                                                     << ", cuda[0]=" << g[size_t(r * cpu.cols)] << ")";
-        }
-        return ::testing::AssertionSuccess();
-    }
-
-    uint64_t seed_ = 0;
-    std::mt19937_64 rng_;
-    std::optional<::testing::ScopedTrace> trace_;
-    std::unique_ptr<Backend> cpu_;
-    std::unique_ptr<CudaBackend> gpu_;
-    std::vector<std::vector<uint8_t>> buffers_;
 };
 
 // ---- every weight type ----------------------------------------------------------

@@ -174,15 +174,6 @@ void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
     }
 }
 
-Routing CpuBackend::new_routing(int64_t rows, int n_used) {
-    Routing r;
-    r.n_used = n_used;
-    r.rows = rows;
-    r.experts = alloc_ints(rows * n_used);
-    r.weights = alloc(rows, n_used);
-    return r;
-}
-
 Routing CpuBackend::route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) {
     const int64_t n_exp = logits.cols;
     if (n_used <= 0 || n_used > n_exp)

@@ -72,7 +72,6 @@ private:
     void moe_ffn(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                  const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                  const WeightRef* down_scale, float limit, Tensor& out);
-    Routing new_routing(int64_t rows, int n_used);
 
     ThreadPool pool_;
 };

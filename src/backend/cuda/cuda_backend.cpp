@@ -371,7 +371,7 @@ void CudaBackend::rms_norm(const Tensor& x, const WeightRef* weight, float eps, 
 void CudaBackend::rope(Tensor& x, int head_dim, const IntArray& positions, const RopeParams& p) {
     if (x.rows <= 0) return;
     const auto t = timed("rope");
-    cuda::rope(x.data, x.rows, x.cols, head_dim, positions.data, p, stream_);
+    cuda::rope_partial(x.data, x.rows, x.cols, head_dim, 0, positions.data, p, /*inverse=*/false, stream_);
 }
 
 void CudaBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v,
@@ -422,15 +422,6 @@ void CudaBackend::add_row(Tensor& x, const WeightRef& b) {
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
     require_same_size(gate, up, "swiglu");
     cuda::swiglu(gate.data, up.data, out.data, gate.size(), stream_);
-}
-
-Routing CudaBackend::new_routing(int64_t rows, int n_used) {
-    Routing r;
-    r.n_used = n_used;
-    r.rows = rows;
-    r.experts = alloc_ints(rows * n_used);
-    r.weights = alloc(rows, n_used);
-    return r;
 }
 
 Routing CudaBackend::route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) {

@@ -124,12 +124,19 @@ private:
     // Device memory of `bytes` for a tensor or scratch: stream-ordered from
     // the pool, or from the recording's arena while capturing.
     std::shared_ptr<void> device_alloc(size_t bytes, bool zero);
-    Routing new_routing(int64_t rows, int n_used);
     // The routed-expert FFN shared by moe_swiglu and moe_swiglu_clamp: on
     // the device for decode-sized batches, else grouped by expert on the host.
     void moe_ffn(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                  const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                  const WeightRef* down_scale, float limit, Tensor& out);
+    // The optional per-expert output scales as device float vectors (n_*: their
+    // lengths, 1 for one scale of every expert, 0 when absent).
+    struct ExpertScales {
+        const float *gate = nullptr, *up = nullptr, *down = nullptr;
+        int64_t n_gate = 0, n_up = 0, n_down = 0;
+        std::shared_ptr<void> keep[3];
+    };
+    ExpertScales expert_scales(const WeightRef* gate, const WeightRef* up, const WeightRef* down);
     // The chosen experts of a prefill batch and their rows (sorted by expert).
     struct ExpertRows {
         std::vector<int32_t> experts;

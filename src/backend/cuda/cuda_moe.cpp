@@ -51,6 +51,19 @@ void CudaBackend::moe_swiglu_clamp(const Tensor& x, const Routing& routing, cons
     moe_ffn(x, routing, gate, up, down, nullptr, nullptr, nullptr, limit, out);
 }
 
+CudaBackend::ExpertScales CudaBackend::expert_scales(const WeightRef* gate, const WeightRef* up,
+                                                     const WeightRef* down) {
+    ExpertScales sc;
+    auto one = [&](const WeightRef* w, std::shared_ptr<void>& keep, int64_t& n) -> const float* {
+        n = w ? w->ne[0] : 0;
+        return w ? weight_vector(*w, n, keep) : nullptr;
+    };
+    sc.gate = one(gate, sc.keep[0], sc.n_gate);
+    sc.up = one(up, sc.keep[1], sc.n_up);
+    sc.down = one(down, sc.keep[2], sc.n_down);
+    return sc;
+}
+
 void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                           const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                           const WeightRef* down_scale, float limit, Tensor& out) {
@@ -68,15 +81,7 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
         moe_ffn_grouped(x, routing, gate, up, down, gate_scale, up_scale, down_scale, limit, out);
         return;
     }
-    std::shared_ptr<void> k_gs, k_us, k_ds;
-    auto scale_of = [&](const WeightRef* s, std::shared_ptr<void>& keep, int64_t& n) -> const float* {
-        n = s ? s->ne[0] : 0;
-        return s ? weight_vector(*s, n, keep) : nullptr;
-    };
-    int64_t n_gs = 0, n_us = 0, n_ds = 0;
-    const float* gs = scale_of(gate_scale, k_gs, n_gs);
-    const float* us = scale_of(up_scale, k_us, n_us);
-    const float* ds = scale_of(down_scale, k_ds, n_ds);
+    const ExpertScales sc = expert_scales(gate_scale, up_scale, down_scale);
     Tensor g = alloc(pairs, n_ff), u = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
     std::optional<cuda::OpProfile::Scope> t;
 
@@ -91,14 +96,15 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
                         routing.n_used, x.data, x.cols, u.data, n_ff, stream_);
     t.reset();
     t.emplace(timed("moe swiglu"));
-    cuda::expert_swiglu(g.data, u.data, experts, pairs, n_ff, gs, n_gs, us, n_us, limit, g.data, stream_);
+    cuda::expert_swiglu(g.data, u.data, experts, pairs, n_ff, sc.gate, sc.n_gate, sc.up, sc.n_up, limit, g.data,
+                        stream_);
     t.reset();
     t.emplace(timed("moe down " + std::string(ggml_type_name(down.type)), down.matrix_bytes * uint64_t(pairs)));
     cuda::expert_matvec(down.type, d_w, down.matrix_bytes, down.row_bytes, down.ne[0], n_embd, experts, pairs, 1,
                         g.data, n_ff, d.data, n_embd, stream_);
     t.reset();
     t.emplace(timed("moe combine"));
-    cuda::expert_combine(d.data, experts, routing.weights.data, ds, n_ds, x.rows, routing.n_used, n_embd,
+    cuda::expert_combine(d.data, experts, routing.weights.data, sc.down, sc.n_down, x.rows, routing.n_used, n_embd,
                          out.data, stream_);
 }
 
@@ -143,26 +149,19 @@ void CudaBackend::moe_ffn_grouped(const Tensor& x, const Routing& routing, const
     auto d_pair = upload_array(pair_of_row.data(), pair_of_row.size());
     auto d_exp = upload_array(expert_of_row.data(), expert_of_row.size());
 
-    std::shared_ptr<void> k_gs, k_us, k_ds;
-    auto scale_of = [&](const WeightRef* s, std::shared_ptr<void>& keep, int64_t& n) -> const float* {
-        n = s ? s->ne[0] : 0;
-        return s ? weight_vector(*s, n, keep) : nullptr;
-    };
-    int64_t n_gs = 0, n_us = 0, n_ds = 0;
-    const float* gs = scale_of(gate_scale, k_gs, n_gs);
-    const float* us = scale_of(up_scale, k_us, n_us);
-    const float* ds = scale_of(down_scale, k_ds, n_ds);
+    const ExpertScales sc = expert_scales(gate_scale, up_scale, down_scale);
 
     Tensor xs = alloc(pairs, n_embd), g = alloc(pairs, n_ff), u = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
     Tensor slot_out = alloc(pairs, n_embd);
     cuda::gather_rows(x.data, n_embd, ip(d_tok), pairs, xs.data, stream_);
     grouped_expert_gemm(gate, rows, xs, g);
     grouped_expert_gemm(up, rows, xs, u);
-    cuda::expert_swiglu(g.data, u.data, ip(d_exp), pairs, n_ff, gs, n_gs, us, n_us, limit, g.data, stream_);
+    cuda::expert_swiglu(g.data, u.data, ip(d_exp), pairs, n_ff, sc.gate, sc.n_gate, sc.up, sc.n_up, limit, g.data,
+                        stream_);
     grouped_expert_gemm(down, rows, g, d);
     cuda::scatter_rows(d.data, n_embd, ip(d_pair), pairs, slot_out.data, stream_);  // slot_out[pair] = its output
-    cuda::expert_combine(slot_out.data, routing.experts.data, routing.weights.data, ds, n_ds, x.rows, n_used, n_embd,
-                         out.data, stream_);
+    cuda::expert_combine(slot_out.data, routing.experts.data, routing.weights.data, sc.down, sc.n_down, x.rows, n_used,
+                         n_embd, out.data, stream_);
 }
 
 // y rows [start_i, start_i + count_i) = x rows of the same range times expert

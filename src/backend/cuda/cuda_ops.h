@@ -30,12 +30,17 @@ void dequantize_matrices(GgmlType type, const uint8_t* w, size_t matrix_bytes, s
 void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
             int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream);
 
-// ---- norm_rope.cu -----------------------------------------------------------
+// ---- rms_norm.cu ------------------------------------------------------------
 // n_groups groups of `group` contiguous values; weight (length group) optional.
 void rms_norm(const float* x, const float* weight, float eps, int64_t n_groups, int64_t group, float* y,
               cudaStream_t stream);
-void rope(float* x, int64_t rows, int64_t cols, int head_dim, const int32_t* positions, const RopeParams& p,
-          cudaStream_t stream);
+
+// ---- rope.cu ------------------------------------------------------------------
+// RoPE on dims [offset, offset + p.n_rot) of every head (cols = n_heads *
+// head_dim), at positions[t] (device); `inverse` negates the sine. Whole-head
+// RoPE (qwen3moe) is offset 0, forward.
+void rope_partial(float* x, int64_t rows, int64_t cols, int head_dim, int offset, const int32_t* positions,
+                  const RopeParams& p, bool inverse, cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------
 // Key splits for n_tok query rows of n_head heads against a cache of

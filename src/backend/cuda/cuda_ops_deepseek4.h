@@ -15,12 +15,6 @@
 
 namespace ds4::cuda {
 
-// ---- dsv4_rope.cu -----------------------------------------------------------
-// RoPE on dims [offset, offset + p.n_rot) of every head (cols = n_heads *
-// head_dim), at positions[t] (device); `inverse` negates the sine.
-void rope_partial(float* x, int64_t rows, int64_t cols, int head_dim, int offset, const int32_t* positions,
-                  const RopeParams& p, bool inverse, cudaStream_t stream);
-
 // ---- dsv4_hyper.cu ------------------------------------------------------------
 // The most hyper-connection streams the mixes kernel keeps in registers.
 constexpr int kMaxHc = 8;

@@ -1,4 +1,4 @@
-// Partial RoPE (DeepSeek V4 rotates only the tail of each head) and its
+// RoPE of whole heads (qwen3moe) or of their tail (DeepSeek V4) and its
 // inverse, with the CPU backend's arithmetic (cpu_rope.cpp): the angles are
 // built by the same repeated multiplication and every product and sum is
 // rounded on its own (no fused multiply-add), so only cosf/sinf's last bit
@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_ops_deepseek4.h"
+#include "backend/cuda/cuda_ops.h"
 
 namespace ds4::cuda {
 namespace {

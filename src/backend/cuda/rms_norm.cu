@@ -1,0 +1,38 @@
+// RMS norm (whole rows or per-head groups), with the CPU backend's
+// arithmetic: the sum of squares in double, the inverse norm in float.
+#include <cmath>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+
+namespace ds4::cuda {
+namespace {
+
+constexpr int kNormThreads = 256;
+
+__global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64_t group, float* y) {
+    const float* src = x + int64_t(blockIdx.x) * group;
+    float* dst = y + int64_t(blockIdx.x) * group;
+    double ss = 0.0;
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x) ss += double(src[i]) * src[i];
+    __shared__ double partial[kNormThreads / 32];
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    double total = 0.0;
+    for (int i = 0; i < kNormThreads / 32; ++i) total += partial[i];
+    const float inv = 1.0f / sqrtf(float(total / double(group)) + eps);
+    // x and y may be the same tensor: every read above happened before the barrier.
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x) dst[i] = src[i] * inv * (w ? w[i] : 1.0f);
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* weight, float eps, int64_t n_groups, int64_t group, float* y,
+              cudaStream_t stream) {
+    if (n_groups <= 0) return;
+    rms_norm_kernel<<<unsigned(n_groups), kNormThreads, 0, stream>>>(x, weight, eps, group, y);
+    check_launch("rms_norm_kernel");
+}
+
+}  // namespace ds4::cuda

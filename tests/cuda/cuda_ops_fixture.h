@@ -1,0 +1,112 @@
+// Shared scaffolding of the CUDA op tests: a CPU backend (the reference) and
+// a CUDA backend side by side, a fresh seed per test, weights in host memory
+// made resident on the GPU (the CPU reads the same bytes), the same random
+// activations on both backends, and a per-row relative-error comparison.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "cuda_test_support.h"
+#include "gguf/ggml_type.h"
+
+namespace ds4::cudatest {
+
+class CudaOpsFixture : public ::testing::Test {
+protected:
+    void SetUp() override {
+        DS4_REQUIRE_CUDA_DEVICE();
+        seed_ = fresh_seed();
+        rng_.seed(seed_);
+        trace_.emplace(__FILE__, __LINE__, "seed " + std::to_string(seed_));
+        cpu_ = make_cpu_backend(2);
+        gpu_ = std::make_unique<CudaBackend>(0);
+    }
+
+    // A weight of `matrices` matrices [rows x k] of type t whose bytes the
+    // caller fills (*bytes, matrix_bytes * matrices of them) before attach().
+    WeightRef new_weight(GgmlType t, int64_t k, int64_t rows, int64_t matrices, std::vector<uint8_t>*& bytes) {
+        WeightRef w;
+        w.type = t;
+        w.ne[0] = k;
+        w.ne[1] = rows;
+        w.ne[2] = matrices;
+        w.row_bytes = ggml_row_bytes(t, k);
+        w.matrix_bytes = w.row_bytes * size_t(rows);
+        w.name = std::string(ggml_type_name(t)) + " test weight";
+        bytes = &buffers_.emplace_back(w.matrix_bytes * size_t(matrices));
+        w.data = bytes->data();
+        return w;
+    }
+    // Makes the weight's bytes resident on the GPU.
+    void attach(const WeightRef& w) { gpu_->attach_host_region(w.data, w.matrix_bytes * size_t(w.ne[2])); }
+
+    WeightRef f32_vector(const std::vector<float>& v) {
+        std::vector<uint8_t>* bytes = nullptr;
+        WeightRef w = new_weight(GgmlType::F32, int64_t(v.size()), 1, 1, bytes);
+        w.name = "test vector";
+        std::memcpy(bytes->data(), v.data(), sizeof(float) * v.size());
+        attach(w);
+        return w;
+    }
+
+    // The same values on both backends.
+    std::pair<Tensor, Tensor> same(const std::vector<float>& v, int64_t rows, int64_t cols) {
+        Tensor c = cpu_->alloc(rows, cols), g = gpu_->alloc(rows, cols);
+        cpu_->upload(c, v.data());
+        gpu_->upload(g, v.data());
+        return {c, g};
+    }
+    // The same random activations on both backends.
+    std::pair<Tensor, Tensor> pair(int64_t rows, int64_t cols, float lo = -1.0f, float hi = 1.0f) {
+        return same(random_floats(rng_, size_t(rows * cols), lo, hi), rows, cols);
+    }
+    std::pair<Tensor, Tensor> zeros(int64_t rows, int64_t cols) {
+        return {cpu_->alloc(rows, cols), gpu_->alloc(rows, cols)};
+    }
+    std::pair<IntArray, IntArray> ints(const std::vector<int32_t>& v) {
+        return {cpu_->ints(v.data(), int64_t(v.size())), gpu_->ints(v.data(), int64_t(v.size()))};
+    }
+
+    std::vector<float> host(const Tensor& g) {
+        std::vector<float> v(size_t(g.size()));
+        gpu_->download(g, v.data());
+        return v;
+    }
+    static std::vector<int32_t> host_ints(Backend& be, const IntArray& a) {
+        std::vector<int32_t> v(size_t(a.n));
+        be.download_ints(a, v.data());
+        return v;
+    }
+
+    // Every row of the CUDA result within `tol` relative L2 error of the CPU's.
+    ::testing::AssertionResult close(const Tensor& cpu, const Tensor& gpu, double tol, const std::string& what) {
+        const auto g = host(gpu);
+        for (int64_t r = 0; r < cpu.rows; ++r) {
+            const double e = rel_l2(g.data() + r * cpu.cols, cpu.data + r * cpu.cols, size_t(cpu.cols));
+            if (!(e <= tol))
+                return ::testing::AssertionFailure() << what << ": row " << r << " relative error " << e << " > " << tol
+                                                     << " (cpu[0]=" << cpu.data[r * cpu.cols]
+                                                     << ", cuda[0]=" << g[size_t(r * cpu.cols)] << ")";
+        }
+        return ::testing::AssertionSuccess();
+    }
+
+    uint64_t seed_ = 0;
+    std::mt19937_64 rng_;
+    std::optional<::testing::ScopedTrace> trace_;
+    std::unique_ptr<Backend> cpu_;
+    std::unique_ptr<CudaBackend> gpu_;
+    std::vector<std::vector<uint8_t>> buffers_;
+};
+
+}  // namespace ds4::cudatest
