@@ -5,7 +5,7 @@
 #   --models LIST      comma list of qwen3 (Qwen3-30B-A3B shape) and dsv4 (DeepSeek V4 Flash q2 shape,
 #                      truncated); default qwen3,dsv4
 #   --qwen-type T      q4_k_m or q8_0 (default: q4_k_m when ds4-gguf synth knows it, else q8_0)
-#   --dsv4-layers N    layers of the truncated DeepSeek V4 Flash file (default: as many as the disk allows)
+#   --dsv4-layers N    layers of the truncated DeepSeek V4 Flash file, 4..43 (default: 8, fewer if the disk is short)
 #   --ds4-bin DIR      folder with ds4-bench and ds4-gguf built with -DDS4_CUDA=ON
 #                      (default: unpacked from .gpu/ds4-bin.tar.xz)
 #   --skip-ds4         run only the llama.cpp half (ds4-gguf is still needed to write the files)
@@ -66,7 +66,10 @@ for m in "${model_list[@]}"; do
     case "$m" in qwen3|dsv4) ;; *) bad "--models takes qwen3 and dsv4, got '$m'" ;; esac
 done
 case "$qwen_type" in ""|q4_k_m|q8_0) ;; *) bad "--qwen-type must be q4_k_m or q8_0, got '$qwen_type'" ;; esac
-[ -z "$dsv4_layers" ] || { is_uint "$dsv4_layers" && [ "$dsv4_layers" -ge 1 ]; } || bad "--dsv4-layers must be a positive integer, got '$dsv4_layers'"
+# llama.cpp cannot run a DeepSeek V4 file without a ratio-4 and a ratio-128 layer (it divides by zero in
+# llama_kv_cache::build_input_k_rot); Flash's schedule 0, 0, 4, 128, ... has both from 4 blocks on.
+[ -z "$dsv4_layers" ] || { is_uint "$dsv4_layers" && [ "$dsv4_layers" -ge 4 ] && [ "$dsv4_layers" -le 43 ]; } ||
+    bad "--dsv4-layers must be 4..43 (llama.cpp needs a ratio-4 and a ratio-128 layer), got '$dsv4_layers'"
 { is_uint "$reps" && [ "$reps" -ge 1 ]; } || bad "--reps must be a positive integer, got '$reps'"
 { is_uint "$deadline" && [ "$deadline" -ge 60 ]; } || bad "--deadline must be an integer >= 60 seconds, got '$deadline'"
 [ $skip_ds4 -eq 0 ] || [ $skip_llama -eq 0 ] || bad "--skip-ds4 and --skip-llama together leave nothing to run"
@@ -257,11 +260,12 @@ for m in "${model_list[@]}"; do
         fi
         n=${dsv4_layers:-0}
         if [ "$n" -eq 0 ]; then
-            # ~2.1 GB per Flash q2 layer (routed experts dominate); keep a quarter of the room free.
+            # ~2.1 GB per Flash q2 layer (routed experts dominate); keep a quarter of the room free, and stop
+            # at 8 blocks by default so both engines load and run it inside the call's time limit.
             n=$(( $(free_bytes "$work") * 3 / 4 / 2100000000 ))
-            [ "$n" -le 43 ] || n=43
+            [ "$n" -le 8 ] || n=8
         fi
-        [ "$n" -ge 1 ] || { notes+=("DeepSeek V4 Flash q2 skipped: no room in $work."); continue; }
+        [ "$n" -ge 4 ] || { notes+=("DeepSeek V4 Flash q2 skipped: no room in $work for the 4 blocks llama.cpp needs."); continue; }
         f=$work/vsl-dsv4-q2-$n.gguf
         name="DeepSeek V4 Flash shape q2, $n layers"
         say "writing $f ($name)"

@@ -41,6 +41,8 @@ expect_usage "q3_k" --qwen-type q3_k
 expect_usage "--reps" --reps 0
 expect_usage "--reps" --reps x
 expect_usage "--dsv4-layers" --dsv4-layers -4
+expect_usage "ratio-128" --dsv4-layers 3
+expect_usage "4..43" --dsv4-layers 44
 expect_usage "--deadline" --deadline 5
 expect_usage "nothing to run" --skip-ds4 --skip-llama
 expect_usage "needs a value" --work
