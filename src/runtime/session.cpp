@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "common/error.h"
 
@@ -71,7 +72,7 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
         const int64_t m = std::min(opts_.prefill_chunk, n - done);
         const bool last_chunk = done + m == n;
         // Only the final chunk's last row matters unless every row is wanted.
-        const bool replay = m == 1 && !all_logits && opts_.replay_decode && model_.replayable_decode() &&
+        const bool replay = m == 1 && !all_logits && opts_.replay_decode && !replay_refused_ && model_.replayable_decode() &&
                             backend_.can_capture();
         const Tensor logits = replay ? replayed_decode(tokens[done]) : forward_chunk(tokens.data() + done, m, all_logits);
         if (all_logits) {
@@ -115,8 +116,25 @@ Tensor Session::replayed_decode(int32_t token) {
         backend_.begin_capture();
         try {
             decode_logits_ = model_.forward(backend_, *state_, decode_inputs_, false);
+        } catch (const Error& e) {
+            // Some op of this model cannot be recorded (e.g. experts whose rows
+            // the device kernels cannot read go through a host-grouped path).
+            // Nothing ran while recording, so the step simply runs op by op,
+            // now and for the rest of the session.
+            try {
+                backend_.end_capture();
+            } catch (const Error&) {
+            }
+            decode_inputs_.tokens = nullptr;
+            decode_logits_ = Tensor{};
+            replay_refused_ = true;
+            std::fprintf(stderr, "ds4: decode steps run op by op (%s)\n", e.what());
+            return forward_chunk(&token, 1, false);
         } catch (...) {
-            backend_.end_capture();
+            try {
+                backend_.end_capture();
+            } catch (...) {
+            }
             decode_inputs_.tokens = nullptr;
             throw;
         }

@@ -73,6 +73,7 @@ private:
     StepInputs decode_inputs_;
     std::shared_ptr<void> decode_recording_;
     Tensor decode_logits_;
+    bool replay_refused_ = false;  // recording failed once: decode op by op
 };
 
 }  // namespace ds4
