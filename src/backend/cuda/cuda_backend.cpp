@@ -332,8 +332,7 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     const uint64_t bytes = w.row_bytes * uint64_t(n_rows);
     const uint8_t* base = device_ptr(w.data + size_t(matrix) * w.matrix_bytes, bytes, w.name);
     if (T <= 0 || n_rows <= 0) return;
-    const auto t = timed(std::string(T <= cuda::kMatvecMaxTokens ? "matvec " : "gemm ") + std::string(ggml_type_name(w.type)),
-                         bytes);
+    const auto t = timed(T <= cuda::kMatvecMaxTokens ? "matvec" : "gemm", ggml_type_name(w.type), bytes);
     if (T <= cuda::kMatvecMaxTokens) {
         cuda::matvec(w.type, base, w.row_bytes, k, n_rows, x.data, x.cols, T, y.data, y.cols, stream_);
         return;

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
@@ -148,8 +150,13 @@ private:
                          const WeightRef* down_scale, float limit, Tensor& out);
 
     struct Arena;
-    cuda::OpProfile::Scope timed(const std::string& op, uint64_t weight_bytes = 0) {
-        return profile_.op(op, weight_bytes, stream_);
+    // Times an op under "op" or "op detail" while profiling; otherwise does
+    // nothing (no name is built on the hot path).
+    cuda::OpProfile::Scope timed(const char* op, std::string_view detail = {}, uint64_t weight_bytes = 0) {
+        if (!profile_.enabled()) return cuda::OpProfile::Scope(nullptr, 0, stream_);
+        std::string name(op);
+        if (!detail.empty()) name.append(" ").append(detail);
+        return profile_.op(name, weight_bytes, stream_);
     }
 
     cuda::OpProfile profile_;

@@ -71,27 +71,25 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
     const int64_t pairs = x.rows * routing.n_used;
     if (x.rows <= 0) return;
     if (routing.rows != x.rows) throw Error("CUDA MoE: routing rows do not match the tokens.");
-    const uint8_t* g_w = device_ptr(gate.data, gate.matrix_bytes * size_t(n_exp), gate.name);
-    const uint8_t* u_w = device_ptr(up.data, up.matrix_bytes * size_t(n_exp), up.name);
-    const uint8_t* d_w = device_ptr(down.data, down.matrix_bytes * size_t(n_exp), down.name);
-    auto supported = [](const WeightRef& w, const uint8_t* dev) {
-        return cuda::expert_matvec_supported(w.type, w.ne[0], dev, w.row_bytes, w.matrix_bytes);
-    };
-    if (pairs > kMaxDevicePairs || !supported(gate, g_w) || !supported(up, u_w) || !supported(down, d_w)) {
+    auto supported = [](const WeightRef& w) { return cuda::expert_matvec_supported(w.type, w.ne[0]); };
+    if (pairs > kMaxDevicePairs || !supported(gate) || !supported(up) || !supported(down)) {
         moe_ffn_grouped(x, routing, gate, up, down, gate_scale, up_scale, down_scale, limit, out);
         return;
     }
+    const uint8_t* g_w = device_ptr(gate.data, gate.matrix_bytes * size_t(n_exp), gate.name);
+    const uint8_t* u_w = device_ptr(up.data, up.matrix_bytes * size_t(n_exp), up.name);
+    const uint8_t* d_w = device_ptr(down.data, down.matrix_bytes * size_t(n_exp), down.name);
     const ExpertScales sc = expert_scales(gate_scale, up_scale, down_scale);
     Tensor g = alloc(pairs, n_ff), u = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
     std::optional<cuda::OpProfile::Scope> t;
 
     // Decode: one (token, slot) pair per block row, choices read on the device.
     const int32_t* experts = routing.experts.data;
-    t.emplace(timed("moe gate " + std::string(ggml_type_name(gate.type)), gate.matrix_bytes * uint64_t(pairs)));
+    t.emplace(timed("moe gate", ggml_type_name(gate.type), gate.matrix_bytes * uint64_t(pairs)));
     cuda::expert_matvec(gate.type, g_w, gate.matrix_bytes, gate.row_bytes, gate.ne[0], n_ff, experts, pairs,
                         routing.n_used, x.data, x.cols, g.data, n_ff, stream_);
     t.reset();
-    t.emplace(timed("moe up " + std::string(ggml_type_name(up.type)), up.matrix_bytes * uint64_t(pairs)));
+    t.emplace(timed("moe up", ggml_type_name(up.type), up.matrix_bytes * uint64_t(pairs)));
     cuda::expert_matvec(up.type, u_w, up.matrix_bytes, up.row_bytes, up.ne[0], n_ff, experts, pairs,
                         routing.n_used, x.data, x.cols, u.data, n_ff, stream_);
     t.reset();
@@ -99,7 +97,7 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
     cuda::expert_swiglu(g.data, u.data, experts, pairs, n_ff, sc.gate, sc.n_gate, sc.up, sc.n_up, limit, g.data,
                         stream_);
     t.reset();
-    t.emplace(timed("moe down " + std::string(ggml_type_name(down.type)), down.matrix_bytes * uint64_t(pairs)));
+    t.emplace(timed("moe down", ggml_type_name(down.type), down.matrix_bytes * uint64_t(pairs)));
     cuda::expert_matvec(down.type, d_w, down.matrix_bytes, down.row_bytes, down.ne[0], n_embd, experts, pairs, 1,
                         g.data, n_ff, d.data, n_embd, stream_);
     t.reset();
@@ -109,8 +107,7 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
 }
 
 // Prefill-sized batches, and experts whose rows the device kernels cannot
-// read (rows not made of whole 32-element chunks, or misaligned for the wide
-// loads). The (token, slot) pairs are sorted by expert on the host (one
+// read (rows not made of whole 32-element chunks). The (token, slot) pairs are sorted by expert on the host (one
 // synchronisation per layer for the choices); each matrix kind is then one
 // grouped GEMM over all chosen experts (grouped_expert_gemm), and the
 // pairs' outputs are summed per token in slot order, as on the CPU.

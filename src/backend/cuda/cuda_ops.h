@@ -65,9 +65,8 @@ enum class RouteScore { Softmax, SqrtSoftplus };
 void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, int n_used, const float* bias,
                 const int32_t* forced, bool norm, float w_scale, int32_t* experts, float* weights,
                 cudaStream_t stream);
-// Whether expert_matvec handles this expert weight
-// (rows of k elements of this type at w, row and matrix strides).
-bool expert_matvec_supported(GgmlType type, int64_t k, const void* w, size_t row_bytes, size_t matrix_bytes);
+// Whether expert_matvec handles expert rows of k elements of this type.
+bool expert_matvec_supported(GgmlType type, int64_t k);
 // y[p][r] = W_{experts[p]}[r] . x[p / x_div] for pairs p < n_pairs, rows r < n_rows
 // (W_e at w + e * matrix_bytes).
 void expert_matvec(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows,

@@ -218,9 +218,8 @@ void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, 
     check_launch("route_kernel");
 }
 
-bool expert_matvec_supported(GgmlType type, int64_t k, const void* w, size_t row_bytes, size_t matrix_bytes) {
-    return quant_type_supported(type) && k % kChunk == 0 && k / kChunk <= INT32_MAX &&
-           chunk_loads_aligned(type, w, row_bytes) && chunk_loads_aligned(type, w, matrix_bytes);
+bool expert_matvec_supported(GgmlType type, int64_t k) {
+    return quant_type_supported(type) && k % kChunk == 0 && k / kChunk <= INT32_MAX;
 }
 
 void expert_matvec(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows,

@@ -205,114 +205,6 @@ DS4_LAYOUT(Q5_K, 256, 176) DS4_LAYOUT(Q6_K, 256, 210) DS4_LAYOUT(IQ2_XXS, 256, 6
 constexpr int kChunk = 32;          // elements a lane decodes in one go
 constexpr int kChunksInFlight = 2;  // chunks per lane whose loads are issued together
 
-// Dot products of one 32-element chunk (elements off .. off + 31 of the
-// block at blk) with NT activation rows (xc: the chunk's first element of
-// row 0, rows ld_x apart), added to part[t]. The generic form decodes
-// element by element; the types the benchmarked models are made of have
-// specialised forms that read the chunk's bytes with few wide loads and
-// factor the block scales out of the sums (same values, sums rounded in a
-// different order).
-template <GgmlType T, int NT>
-__device__ __forceinline__ void chunk_dot(const uint8_t* __restrict__ blk, int off, const float* __restrict__ xc,
-                                          int64_t ld_x, int n_tok, float (&part)[NT]) {
-    if constexpr (T == GgmlType::Q8_0) {
-        // 34-byte blocks: 2-byte aligned, so the 32 quants come as 16 u16 loads.
-        const float d = half_at(blk);
-        const uint16_t* q = reinterpret_cast<const uint16_t*>(blk + 2);
-        float acc[NT];
-#pragma unroll
-        for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 16; ++w) {
-            const uint32_t v = q[w];
-            const float q0 = float(int8_t(v & 0xFF)), q1 = float(int8_t(v >> 8));
-#pragma unroll
-            for (int t = 0; t < NT; ++t)
-                if (t < n_tok) acc[t] += q0 * __ldg(xc + t * ld_x + 2 * w) + q1 * __ldg(xc + t * ld_x + 2 * w + 1);
-        }
-#pragma unroll
-        for (int t = 0; t < NT; ++t) part[t] += d * acc[t];
-    } else if constexpr (T == GgmlType::Q4_K) {
-        // Sub-block j = off / 32: 6-bit scale/min, nibbles of qs[32 (j/2) ..] (low for even j).
-        // Rows are 4-byte aligned here (checked by the caller), so 8 u32 loads.
-        const int j = off >> 5;
-        int sc, m;
-        k_scale_min(j, blk + 4, sc, m);
-        const float a = __fmul_rn(half_at(blk), float(sc)), b = __fmul_rn(half_at(blk + 2), float(m));
-        const uint32_t* q = reinterpret_cast<const uint32_t*>(blk + 16 + 32 * (j >> 1));
-        const int shift = (j & 1) * 4;
-        float acc[NT], sx[NT];
-#pragma unroll
-        for (int t = 0; t < NT; ++t) acc[t] = sx[t] = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 8; ++w) {
-            const uint32_t v = q[w] >> shift;
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float qv = float((v >> (8 * e)) & 0xF);
-#pragma unroll
-                for (int t = 0; t < NT; ++t)
-                    if (t < n_tok) {
-                        const float xv = __ldg(xc + t * ld_x + 4 * w + e);
-                        acc[t] += qv * xv;
-                        sx[t] += xv;
-                    }
-            }
-        }
-#pragma unroll
-        for (int t = 0; t < NT; ++t) part[t] += a * acc[t] - b * sx[t];
-    } else if constexpr (T == GgmlType::Q6_K) {
-        // Chunk c = off / 32 of a 210-byte block (2-byte aligned): half h, quarter qd;
-        // low 4 bits from ql (high nibble for quarters 2, 3), high 2 bits from qh.
-        const int c = off >> 5, h = c >> 2, qd = c & 3;
-        const uint16_t* ql = reinterpret_cast<const uint16_t*>(blk + 64 * h + ((qd & 1) ? 32 : 0));
-        const uint16_t* qh = reinterpret_cast<const uint16_t*>(blk + 128 + 32 * h);
-        const int nshift = (qd & 2) ? 4 : 0, hshift = 2 * qd;
-        const float d = half_at(blk + 208);
-        const float s0 = __fmul_rn(d, float(int8_t(blk[192 + 8 * h + 2 * qd]))),
-                    s1 = __fmul_rn(d, float(int8_t(blk[192 + 8 * h + 2 * qd + 1])));
-        float acc0[NT], acc1[NT];
-#pragma unroll
-        for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 16; ++w) {
-            const uint32_t lo = ql[w], hi = qh[w];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int l = 2 * w + e;
-                const int q = int(((lo >> (8 * e + nshift)) & 0xF) | (((hi >> (8 * e + hshift)) & 3) << 4)) - 32;
-                const float qv = float(q);
-#pragma unroll
-                for (int t = 0; t < NT; ++t)
-                    if (t < n_tok) {
-                        const float xv = __ldg(xc + t * ld_x + l);
-                        if (l < 16) acc0[t] += qv * xv;
-                        else acc1[t] += qv * xv;
-                    }
-            }
-        }
-#pragma unroll
-        for (int t = 0; t < NT; ++t) part[t] += s0 * acc0[t] + s1 * acc1[t];
-    } else {
-#pragma unroll
-        for (int jj = 0; jj < kChunk; ++jj) {
-            const float wv = decode<T>(blk, off + jj);
-#pragma unroll
-            for (int t = 0; t < NT; ++t)
-                if (t < n_tok) part[t] += wv * __ldg(xc + t * ld_x + jj);
-        }
-    }
-}
-
-// Whether chunk_dot's wide loads may read rows of this type at w (every row
-// start is w + r * row_bytes).
-inline bool chunk_loads_aligned(GgmlType type, const void* w, size_t row_bytes) {
-    const auto a = reinterpret_cast<uintptr_t>(w);
-    if (type == GgmlType::Q4_K) return a % 4 == 0 && row_bytes % 4 == 0;
-    if (type == GgmlType::Q8_0 || type == GgmlType::Q6_K) return a % 2 == 0 && row_bytes % 2 == 0;
-    return true;
-}
-
 // One lane's share of the dot products of a row (k % 32 == 0 elements) with
 // NT activation rows x[t] (t < n_tok, row stride ld_x): the lane owns whole
 // 32-element chunks (a q8_0/q4_0 block, or 1/8 of a K-quant super-block),
@@ -339,10 +231,17 @@ __device__ __forceinline__ void lane_dot(const uint8_t* __restrict__ row, int64_
                     blk = row + size_t(c) * kChunk * L::bytes;
                     off = 0;
                 }
+                const float* xc = x + int64_t(c) * kChunk;
                 float part[NT];
 #pragma unroll
                 for (int t = 0; t < NT; ++t) part[t] = 0.0f;
-                chunk_dot<T, NT>(blk, off, x + int64_t(c) * kChunk, ld_x, n_tok, part);
+#pragma unroll
+                for (int j = 0; j < kChunk; ++j) {
+                    const float wv = decode<T>(blk, off + j);
+#pragma unroll
+                    for (int t = 0; t < NT; ++t)
+                        if (t < n_tok) part[t] += wv * __ldg(xc + t * ld_x + j);
+                }
 #pragma unroll
                 for (int t = 0; t < NT; ++t) acc[t] += part[t];
             }

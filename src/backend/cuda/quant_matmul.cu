@@ -162,7 +162,7 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
                 return;
             }
         }
-        if (k % kChunk == 0 && k / kChunk <= INT32_MAX && chunk_loads_aligned(type, w, row_bytes)) {
+        if (k % kChunk == 0 && k / kChunk <= INT32_MAX) {
             if (nt == 1)
                 matvec_chunk_kernel<T, 1><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x,
                                                                                    nt, y, ld_y);
