@@ -14,11 +14,9 @@ inline void llama_quiet_log(ggml_log_level level, const char* text, void*) {
     if (level == GGML_LOG_LEVEL_WARN || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
 }
 
-// Same settings as tests/oracle_tools/llama_logits.cpp (CPU, F32 KV cache, no
-// flash attention), but the prompt is decoded once and each new token
-// incrementally through the KV cache.
-inline Continuation llama_greedy(const fs::path& model_path, const std::vector<int32_t>& prompt, int steps,
-                                 int threads = 2) {
+// llama.cpp's CPU backends, loaded once per test process (warnings and
+// errors still printed).
+inline void llama_oracle_init() {
     static const bool backends = [] {
         llama_log_set(llama_quiet_log, nullptr);
         ggml_backend_load_all_from_path(DS4_ORACLE_LIBDIR);
@@ -26,6 +24,14 @@ inline Continuation llama_greedy(const fs::path& model_path, const std::vector<i
         return true;
     }();
     (void)backends;
+}
+
+// Same settings as tests/oracle_tools/llama_logits.cpp (CPU, F32 KV cache, no
+// flash attention), but the prompt is decoded once and each new token
+// incrementally through the KV cache.
+inline Continuation llama_greedy(const fs::path& model_path, const std::vector<int32_t>& prompt, int steps,
+                                 int threads = 2) {
+    llama_oracle_init();
 
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;

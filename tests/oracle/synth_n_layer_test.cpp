@@ -38,15 +38,12 @@
 #include "models/family.h"
 #include "oracle_ggml_ptr.h"
 #include "oracle_harness.h"
+#include "oracle_llama_greedy.h"
 #include "synth/deepseek4.h"
 #include "synth/qwen3moe.h"
 
 namespace ds4::oracle {
 namespace {
-
-void quiet_log(ggml_log_level level, const char* text, void*) {
-    if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
-}
 
 // What ggml's own GGUF reader sees in the file.
 struct FileFacts {
@@ -87,13 +84,7 @@ FileFacts read_facts(const fs::path& path, const std::string& arch) {
 // llama.cpp's library loads the whole file (every tensor it expects, no
 // extra ones) and reports its layer count.
 int32_t llama_layer_count(const fs::path& path) {
-    static const bool backends = [] {
-        llama_log_set(quiet_log, nullptr);
-        ggml_backend_load_all_from_path(DS4_ORACLE_LIBDIR);
-        llama_backend_init();
-        return true;
-    }();
-    (void)backends;
+    llama_oracle_init();
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
     llama_model* model = llama_model_load_from_file(path.c_str(), mp);
