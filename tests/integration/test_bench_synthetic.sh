@@ -54,15 +54,8 @@ block=$(( three - two ))
 (( two - one == block && whole - three == block )) \
   || fail "bytes per token not one block apart: 2:2 $one, 1:2 $two, 1:output $three, all $whole (seed $seed)"
 
-expect_usage() {
-  set +e
-  "$bin/ds4-bench" "$@" >/dev/null 2>"$tmp/err"
-  local rc=$?
-  set -e
-  [[ $rc -eq 2 ]] || fail "ds4-bench $*: expected exit 2, got $rc: $(cat "$tmp/err")"
-  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "ds4-bench $*: expected one line, got: $(cat "$tmp/err")"
-  grep -q "^ds4-bench: " "$tmp/err" || fail "ds4-bench $*: message lacks the program name: $(cat "$tmp/err")"
-}
+# shellcheck source=tests/integration/ds4_bench_usage.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ds4_bench_usage.sh"
 expect_usage --synthetic no-such-preset --step-incr 1
 grep -q "deepseek4-flash-q2" "$tmp/err" || fail "unknown preset does not list the valid ones: $(cat "$tmp/err")"
 printf 'GGUF' >"$tmp/x.gguf"

@@ -71,15 +71,8 @@ for model in q:4 d:5; do
 done
 
 # Bad arguments: one line, exit 2, and never the model map line (nothing loaded).
-expect_usage() {
-  set +e
-  "$bin/ds4-bench" "$@" >/dev/null 2>"$tmp/err"
-  local rc=$?
-  set -e
-  [[ $rc -eq 2 ]] || fail "ds4-bench $*: expected exit 2, got $rc: $(cat "$tmp/err")"
-  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "ds4-bench $*: expected one line, got: $(cat "$tmp/err")"
-  grep -q "^ds4-bench: " "$tmp/err" || fail "ds4-bench $*: message lacks the program name: $(cat "$tmp/err")"
-}
+# shellcheck source=tests/integration/ds4_bench_usage.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ds4_bench_usage.sh"
 m=$tmp/q.gguf
 expect_usage
 expect_usage -m "$tmp/missing.gguf" --step-incr 1
