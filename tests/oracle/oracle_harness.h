@@ -370,6 +370,7 @@ inline const char* engine_name(Engine e) { return e == Engine::ds4 ? "ds4" : "ll
 struct RunOptions {
     int threads = 2;
     std::optional<int> prefill_chunk;  // ds4 only
+    fs::path selection_margins;        // llama.cpp only: where to write them (llama_selection_margins.h)
 };
 
 // Evaluates `tokens` with one engine through the differential interface
@@ -388,8 +389,80 @@ inline Logits engine_logits(Engine e, const fs::path& model, const std::vector<i
     if (e == Engine::ds4 && opt.prefill_chunk) {
         argv.insert(argv.end(), {"--prefill-chunk", std::to_string(*opt.prefill_chunk)});
     }
+    if (e == Engine::llama && !opt.selection_margins.empty()) {
+        argv.insert(argv.end(), {"--selection-margins", opt.selection_margins.string()});
+    }
     run_checked(argv);
     return read_logits(out, tokens.size(), n_vocab);
+}
+
+// ---- prompts the reference decides clearly ----------------------------------
+
+// A top-k choice (MoE router, DeepSeek V4 indexer) whose k-th and (k+1)-th
+// scores lie closer than this, relative to the row's largest score, is left
+// to rounding: two correct float32 engines summing in different orders may
+// pick different sets there and then differ by ~1e-2 at that position and,
+// through later layers' attention, after it. The scores themselves agree to
+// a few 1e-6 between ds4 and llama.cpp, so 1e-4 leaves a wide margin while a
+// prompt meets only a few such rows (measured: ~3 per 300-token DeepSeek V4
+// prompt).
+inline constexpr double kMinSelectionMargin = 1e-4;
+
+struct SelectionMargin {
+    double margin;
+    std::string site;  // the reference's score tensor, e.g. lid_score_masked-2
+};
+
+inline std::vector<SelectionMargin> read_selection_margins(const fs::path& path, size_t n_tokens) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("selection margins " + path.string() + " were not written");
+    std::vector<SelectionMargin> m(n_tokens);
+    size_t pos = 0;
+    std::string margin;
+    for (size_t i = 0; i < n_tokens; ++i) {
+        if (!(in >> pos >> margin >> m[i].site) || pos != i) {
+            throw std::runtime_error("selection margins " + path.string() + " are malformed at line " +
+                                     std::to_string(i + 1));
+        }
+        m[i].margin = std::strtod(margin.c_str(), nullptr);
+    }
+    return m;
+}
+
+struct Reference {
+    std::vector<int32_t> ids;
+    Logits logits;
+};
+
+// llama.cpp's logits for a fresh prompt of `ids.size()` tokens on which none
+// of its top-k choices is within kMinSelectionMargin of a tie. Where one is,
+// the tokens from that position on are drawn again: the positions before it
+// are causal and keep their tokens, logits and margins, so each redraw moves
+// the first close call forward and the prompt stays as random as before.
+// Throws when a prompt cannot be completed that way (a router or indexer that
+// ties everywhere is itself worth a look).
+inline Reference clearly_decided_reference(const fs::path& model, std::vector<int32_t> ids, size_t n_vocab,
+                                           const fs::path& workdir, std::mt19937_64& rng) {
+    constexpr int kMaxRedraws = 64;
+    for (int attempt = 0;; ++attempt) {
+        RunOptions opt;
+        opt.selection_margins = workdir / "reference.margins";
+        Logits logits = engine_logits(Engine::llama, model, ids, n_vocab, workdir, opt);
+        const auto margins = read_selection_margins(opt.selection_margins, ids.size());
+        size_t close = 0;
+        while (close < ids.size() && !(margins[close].margin < kMinSelectionMargin)) ++close;
+        if (close == ids.size()) return Reference{std::move(ids), std::move(logits)};
+        if (attempt == kMaxRedraws) {
+            throw std::runtime_error("llama.cpp still makes a top-k choice within " +
+                                     std::to_string(kMinSelectionMargin) + " of a tie (" + margins[close].site +
+                                     " at position " + std::to_string(close) + ") after " +
+                                     std::to_string(kMaxRedraws) + " redraws of " + model.string());
+        }
+        std::printf("reference: %s at position %zu is %.2e from a tie; drawing tokens %zu.. again\n",
+                    margins[close].site.c_str(), close, margins[close].margin, close);
+        const auto tail = random_token_ids(rng, ids.size() - close, int32_t(n_vocab));
+        std::copy(tail.begin(), tail.end(), ids.begin() + std::ptrdiff_t(close));
+    }
 }
 
 // ---- comparing logits -------------------------------------------------------

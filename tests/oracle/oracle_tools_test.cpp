@@ -140,6 +140,38 @@ TEST_F(OracleTools, DequantOfF32FileIsIdentity) {
     EXPECT_EQ(a.values, b.values);
 }
 
+// --selection-margins reports the router's closest call at every position
+// without touching the logits, reports none where the router has no choice
+// (all experts used), and clearly_decided_reference hands back a prompt whose
+// margins all clear kMinSelectionMargin, keeping the length.
+TEST_F(OracleTools, SelectionMarginsSeeTheRouterAndLeaveLogitsAlone) {
+    const uint32_t s = model_seed(seed_);
+    const fs::path top3 = widen_moe(stripped_, dir_ / "top3.gguf", {8, 3, 1}, s);
+    const fs::path all8 = widen_moe(stripped_, dir_ / "all8.gguf", {8, 8, 1}, s);
+    const auto ids = tokens(20, 40);
+    RunOptions with;
+    with.selection_margins = dir_ / "top3.margins";
+    const Logits plain = engine_logits(Engine::llama, top3, ids, n_vocab_, dir_.path());
+    const Logits observed = engine_logits(Engine::llama, top3, ids, n_vocab_, dir_.path(), with);
+    EXPECT_EQ(plain.values, observed.values) << "observing the router changed llama.cpp's logits";
+    for (const auto& m : read_selection_margins(with.selection_margins, ids.size())) {
+        EXPECT_TRUE(std::isfinite(m.margin) && m.margin >= 0.0 && m.margin <= 2.0) << m.margin << " at " << m.site;
+        EXPECT_EQ(m.site.rfind("ffn_moe_probs-", 0), 0u) << m.site;
+    }
+    with.selection_margins = dir_ / "all8.margins";
+    engine_logits(Engine::llama, all8, ids, n_vocab_, dir_.path(), with);
+    for (const auto& m : read_selection_margins(with.selection_margins, ids.size()))
+        EXPECT_TRUE(std::isinf(m.margin)) << "a router using every expert has no choice to make, yet " << m.site;
+
+    const Reference r = clearly_decided_reference(top3, ids, n_vocab_, dir_.path(), rng_);
+    ASSERT_EQ(r.ids.size(), ids.size());
+    with.selection_margins = dir_ / "clear.margins";
+    const Logits again = engine_logits(Engine::llama, top3, r.ids, n_vocab_, dir_.path(), with);
+    EXPECT_EQ(again.values, r.logits.values);
+    for (const auto& m : read_selection_margins(with.selection_margins, r.ids.size()))
+        EXPECT_GE(m.margin, kMinSelectionMargin) << m.site;
+}
+
 // The widened file must make routing matter: the same experts with 3 of 8
 // used give other logits than with all 8 used, and widening is reproducible.
 TEST_F(OracleTools, WidenedModelRoutesForReal) {

@@ -137,9 +137,8 @@ protected:
     // llama.cpp and ds4 on the same fresh tokens: llama.cpp finite, ds4 equal.
     void expect_llama_and_ds4_agree(const fs::path& m, size_t min_tokens, size_t max_tokens) {
         const size_t n_vocab = size_t(read_gguf_summary(m).n_vocab);
-        const auto ids = prompt(m, min_tokens, max_tokens);
+        const auto [ids, ref] = clearly_decided_reference(m, prompt(m, min_tokens, max_tokens), n_vocab, dir_.path(), rng_);
         SCOPED_TRACE(std::to_string(ids.size()) + " tokens: " + join_ids(ids));
-        const Logits ref = engine_logits(Engine::llama, m, ids, n_vocab, dir_.path());
         expect_finite_and_varied(ref, "llama.cpp");
         const Logits ours = engine_logits(Engine::ds4, m, ids, n_vocab, dir_.path());
         EXPECT_TRUE(logits_match(ours, ref, kF32Tolerance, "ds4 vs llama.cpp on " + m.filename().string()));

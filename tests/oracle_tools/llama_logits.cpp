@@ -1,4 +1,5 @@
 // llama_logits -m MODEL --token-ids FILE --dump-logits OUT [-t THREADS]
+//              [--selection-margins OUT]
 //
 // The reference side of ds4's differential interface: evaluates the
 // whitespace-separated token ids in FILE exactly as given (no BOS, no
@@ -9,6 +10,11 @@
 // The KV cache is F32 and flash attention is off so that llama.cpp's only
 // rounding on an F32 model is its float32 arithmetic (an F16 cache alone would
 // move the logits by ~1e-3, ten times the F32 tolerance).
+//
+// --selection-margins OUT also writes, per position, how near llama.cpp came
+// to a different top-k choice in this very run (llama_selection_margins.h).
+#include "llama_selection_margins.h"
+
 #include <ggml-backend.h>
 #include <llama.h>
 
@@ -28,12 +34,14 @@ struct Options {
     std::string model;
     std::string token_ids;
     std::string dump_logits;
+    std::string selection_margins;
     int threads = 0;
 };
 
 [[noreturn]] void usage_error(const std::string& sentence) {
     std::fprintf(stderr, "llama_logits: %s\n", sentence.c_str());
-    std::fprintf(stderr, "usage: llama_logits -m MODEL --token-ids FILE --dump-logits OUT [-t THREADS]\n");
+    std::fprintf(stderr, "usage: llama_logits -m MODEL --token-ids FILE --dump-logits OUT [-t THREADS] "
+                         "[--selection-margins OUT]\n");
     std::exit(1);
 }
 
@@ -51,6 +59,8 @@ Options parse(int argc, char** argv) {
             o.token_ids = value();
         } else if (a == "--dump-logits") {
             o.dump_logits = value();
+        } else if (a == "--selection-margins") {
+            o.selection_margins = value();
         } else if (a == "-t" || a == "--threads") {
             const std::string v = value();
             char* end = nullptr;
@@ -135,6 +145,11 @@ void run(const Options& o) {
     cp.type_v = GGML_TYPE_F32;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.no_perf = true;
+    ds4::oracle_tools::SelectionMargins margins;
+    if (!o.selection_margins.empty()) {
+        cp.cb_eval = &ds4::oracle_tools::SelectionMargins::observe;
+        cp.cb_eval_user_data = &margins;
+    }
     llama_context* ctx = llama_init_from_model(model, cp);
     if (ctx == nullptr) {
         llama_model_free(model);
@@ -181,6 +196,7 @@ void run(const Options& o) {
     const size_t written = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
     const bool closed = std::fclose(f) == 0;
     if (written != logits.size() || !closed) throw std::runtime_error("cannot write " + o.dump_logits);
+    if (!o.selection_margins.empty()) margins.write(o.selection_margins, n_tokens);
 }
 
 }  // namespace
