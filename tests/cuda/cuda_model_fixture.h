@@ -4,7 +4,9 @@
 // session on the same fresh prompt: prefill whole and in chunks of 7 and 3,
 // then greedy decode with each session feeding its own argmax (recorded and
 // replayed, and op by op, when the model allows recording), every
-// position's logits within 1e-3 relative error and the same tokens.
+// position's logits within 1e-3 relative error and the same tokens (where
+// the CPU's top two logits are too close for that bound to order them, the
+// CPU's token stands for both and the step is counted as a near-tie).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -144,20 +147,39 @@ protected:
             auto lg = sg.eval(prompt, false);
             std::vector<int32_t> tc, tg;
             std::vector<float> dc, dg;
+            size_t near_ties = 0;
             for (int step = 0; step < steps; ++step) {
                 dc.insert(dc.end(), lc.begin(), lc.end());
                 dg.insert(dg.end(), lg.begin(), lg.end());
                 const int32_t nc = int32_t(std::max_element(lc.begin(), lc.end()) - lc.begin());
-                const int32_t ng = int32_t(std::max_element(lg.begin(), lg.end()) - lg.begin());
+                int32_t ng = int32_t(std::max_element(lg.begin(), lg.end()) - lg.begin());
+                // Random weights now and then give two tokens logits closer
+                // than the 1e-3 bound allows telling apart (the most two
+                // logits can move against each other is 2e-3 * ||row||):
+                // there the CPU's choice stands for both.
+                if (ng != nc && double(lc[size_t(nc)]) - double(lc[size_t(ng)]) <=
+                                    2e-3 * std::sqrt(squared_norm(lc))) {
+                    ++near_ties;
+                    ng = nc;
+                }
                 tc.push_back(nc);
                 tg.push_back(ng);
+                // Otherwise each session continues with its own choice, so a wrong
+                // token would show as diverging logits from then on.
                 lc = sc.eval(std::vector<int32_t>{nc}, false);
                 lg = sg.eval(std::vector<int32_t>{ng}, false);
             }
             const std::string how = replay ? " decode (recorded step replayed)" : " decode (op by op)";
             EXPECT_TRUE(per_position(dg, dc, n_vocab, what + how));
             EXPECT_EQ(tg, tc) << "greedy tokens over " << steps << " steps differ," << how;
+            if (near_ties) std::printf("  %s:%s %zu near-tie steps took the CPU's token\n", what.c_str(), how.c_str(), near_ties);
         }
+    }
+
+    static double squared_norm(const std::vector<float>& v) {
+        double s = 0;
+        for (float x : v) s += double(x) * x;
+        return s;
     }
 
     uint64_t seed_ = 0;
