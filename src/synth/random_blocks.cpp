@@ -9,17 +9,11 @@
 #include "quant/block_layouts.h"
 #include "quant/quant.h"
 #include "synth/parallel_fill.h"
+#include "synth/weights.h"
 
 namespace ds4 {
 
 namespace {
-
-uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 void put_half(uint8_t* p, float v) {
     const uint16_t h = fp32_to_fp16(v);
@@ -35,9 +29,9 @@ constexpr size_t kLegacyD = 0, kLegacyM = 2;
 // derivation is the variance of a product/difference of independent
 // uniform integers); the min terms are chosen to centre blocks on zero.
 void random_block(GgmlType type, float sigma, uint64_t seed, uint64_t index, uint8_t* block, size_t block_bytes) {
-    const uint64_t base = mix64(seed ^ mix64(index));
+    const uint64_t base = splitmix64(seed ^ splitmix64(index));
     for (size_t i = 0; i < block_bytes; i += 8) {
-        const uint64_t h = mix64(base + i);
+        const uint64_t h = splitmix64(base + i);
         std::memcpy(block + i, &h, std::min<size_t>(8, block_bytes - i));
     }
     // Jitter the scale per block (0.75x..1.25x) like real data.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "tokenizer/hf_import.h"
 
 namespace ds4 {
 
@@ -50,6 +51,20 @@ std::string find_tokenizer_dir(const std::string& explicit_dir, const std::strin
     }
     throw Error("cannot find the " + package + " tokenizer (tried " + tried +
                 "); install it with scripts/setup-tests.sh or pass --tokenizer-dir.");
+}
+
+GgufTokenizer read_hf_tokenizer(const std::string& explicit_dir, const std::string& package, const std::string& pre,
+                                int64_t vocab_size) {
+    GgufTokenizer t;
+    t.dir = find_tokenizer_dir(explicit_dir, package);
+    const std::string tok_json = read_text_file((fs::path(t.dir) / "tokenizer.json").string());
+    const fs::path cfg_path = fs::path(t.dir) / "tokenizer_config.json";
+    const std::string cfg_json = fs::exists(cfg_path) ? read_text_file(cfg_path.string()) : "";
+    t.kv = hf_tokenizer_to_gguf(tok_json, cfg_json, pre, vocab_size);
+    for (const auto& [k, v] : t.kv)
+        if (k == "tokenizer.ggml.tokens") t.n_tokens = static_cast<int64_t>(v.array_size());
+    if (t.n_tokens <= 0) throw Error("the tokenizer in " + t.dir + " has no tokens.");
+    return t;
 }
 
 }  // namespace ds4

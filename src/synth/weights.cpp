@@ -10,16 +10,16 @@
 
 namespace ds4 {
 
-namespace {
-
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
-
 uint64_t splitmix64(uint64_t x) {
-    x += kGolden;
+    x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
+
+namespace {
+
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
 
 // Elements [first, first + count) of the tensor, as floats. Output k of the
 // SplitMix64 stream started at `seed` gives two 32-bit uniforms: element i

@@ -30,6 +30,10 @@ struct WeightDistribution {
     static WeightDistribution near_one(float spread);
 };
 
+// SplitMix64's output function: the counter-based hash every synthetic
+// value (floats, random quant blocks, hash-routing tables) is drawn from.
+uint64_t splitmix64(uint64_t x);
+
 // A stable per-tensor seed from the model seed and the tensor's name.
 uint64_t tensor_seed(uint64_t model_seed, const std::string& tensor_name);
 
