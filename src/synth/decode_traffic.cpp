@@ -8,14 +8,9 @@ namespace ds4 {
 
 namespace {
 
-bool ends_with(const std::string& s, const char* tail) {
-    const std::string t(tail);
-    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
-}
-
 bool is_routed_expert(const std::string& name) {
-    return ends_with(name, ".ffn_gate_exps.weight") || ends_with(name, ".ffn_up_exps.weight") ||
-           ends_with(name, ".ffn_down_exps.weight");
+    return name.ends_with(".ffn_gate_exps.weight") || name.ends_with(".ffn_up_exps.weight") ||
+           name.ends_with(".ffn_down_exps.weight");
 }
 
 }  // namespace
@@ -36,7 +31,7 @@ DecodeWeightBytes decode_weight_bytes(const GgufFile& f, int layer_begin, int la
             continue;
         } else if (is_routed_expert(t.name)) {
             d.routed_experts += routed_share * static_cast<double>(t.nbytes);
-        } else if (ends_with(t.name, ".ffn_gate_tid2eid.weight")) {
+        } else if (t.name.ends_with(".ffn_gate_tid2eid.weight")) {
             d.layers_other += t.n_rows() > 0 ? t.row_bytes() : 0;  // one token's expert ids
         } else {
             d.layers_other += t.nbytes;

@@ -1,16 +1,12 @@
 #include "synth/q4_k_m_mix.h"
 
-#include <cstdio>
+#include "mapping/model_map.h"  // tensor_layer
 
 namespace ds4 {
 
 namespace {
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
-
-bool ends_with(const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 // tensor_allows_quantization: only 2-D/3-D tensors whose name ends in
 // "weight", never norms or the expert router (nor DeepSeek V4's token-id
@@ -19,7 +15,7 @@ bool allows_quantization(const std::string& name, const std::vector<int64_t>& ne
     int dims = static_cast<int>(ne.size());
     while (dims > 1 && ne[static_cast<size_t>(dims - 1)] == 1) --dims;  // ggml_n_dims
     if (dims < 2) return false;
-    return ends_with(name, "weight") && !contains(name, "_norm.weight") && !contains(name, "ffn_gate_inp.weight") &&
+    return name.ends_with("weight") && !contains(name, "_norm.weight") && !contains(name, "ffn_gate_inp.weight") &&
            !contains(name, "ffn_gate_tid2eid.weight");
 }
 
@@ -27,12 +23,6 @@ bool allows_quantization(const std::string& name, const std::vector<int64_t>& ne
 // the layers, and every third layer in between.
 bool use_more_bits(int i_layer, int n_layers) {
     return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
-}
-
-int layer_of(const std::string& name) {
-    int il = -1;
-    if (std::sscanf(name.c_str(), "blk.%d.", &il) != 1) return -1;
-    return il;
 }
 
 // tensor_type_fallback: a row that is not whole blocks of the chosen type
@@ -68,7 +58,7 @@ GgmlType q4_k_m_tensor_type(const std::string& name, const std::vector<int64_t>&
                contains(name, "attn_v.weight")) {
         // i_attention_wv counts attn_v tensors in file order: one per layer,
         // in layer order, so it is the layer index.
-        if (use_more_bits(layer_of(name), m.n_layer)) t = GgmlType::Q6_K;
+        if (use_more_bits(tensor_layer(name), m.n_layer)) t = GgmlType::Q6_K;
         // (Fused qkv lands here too: this branch comes first.)
         if (eight_experts) t = GgmlType::Q8_0;
     } else if (contains(name, "attn_k.weight")) {
@@ -81,7 +71,7 @@ GgmlType q4_k_m_tensor_type(const std::string& name, const std::vector<int64_t>&
         // default
     } else if (contains(name, "ffn_down")) {
         // The layer comes from the name (experts of one layer share it).
-        if (use_more_bits(layer_of(name), m.n_layer)) t = GgmlType::Q6_K;
+        if (use_more_bits(tensor_layer(name), m.n_layer)) t = GgmlType::Q6_K;
     }
     return fallback(t, ncols);
 }

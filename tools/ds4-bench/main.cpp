@@ -210,7 +210,7 @@ int run_bench(const BenchArgs& a) {
         std::fprintf(stderr, "ds4-bench: synthetic %s, layers %s of %d, %llu bytes (%.2f GiB) built in memory in %.2f s\n",
                      a.preset->name.c_str(), layers_spelling(a.layers_spec, a.preset->n_layer).c_str(), a.preset->n_layer,
                      static_cast<unsigned long long>(memory_model->bytes()),
-                     static_cast<double>(memory_model->bytes()) / double(uint64_t{1} << 30), secs);
+                     static_cast<double>(memory_model->bytes()) / kGiB, secs);
         path = memory_model->path();
     }
     auto file = ds4::GgufFile::open(path);
