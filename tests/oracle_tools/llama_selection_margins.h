@@ -75,15 +75,14 @@ private:
         std::vector<float> values;
     };
 
-    static bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
     static std::string layer_of(const std::string& name) { return name.substr(name.rfind('-') + 1); }
 
     bool on_tensor(ggml_tensor* t, bool ask) {
         const std::string name = ggml_get_name(t);
-        const bool scores = starts_with(name, "lid_score_masked-") || starts_with(name, "ffn_moe_probs-") ||
-                            starts_with(name, "ffn_moe_probs_biased-");
-        const bool width = starts_with(name, "lid_top_k-") || starts_with(name, "ffn_moe_topk-");
-        const bool scored_routing = starts_with(name, "ffn_moe_argsort-");
+        const bool scores = name.starts_with("lid_score_masked-") || name.starts_with("ffn_moe_probs-") ||
+                            name.starts_with("ffn_moe_probs_biased-");
+        const bool width = name.starts_with("lid_top_k-") || name.starts_with("ffn_moe_topk-");
+        const bool scored_routing = name.starts_with("ffn_moe_argsort-");
         if (ask) return scores || width || scored_routing;
         if (width) widths_[name] = t->ne[0];
         if (scored_routing) scored_routing_.insert(layer_of(name));
@@ -112,9 +111,9 @@ private:
             const auto it = widths_.find(key + "-" + layer);
             return it == widths_.end() ? int64_t(0) : it->second;
         };
-        if (starts_with(name, "lid_score_masked-")) return width("lid_top_k");
+        if (name.starts_with("lid_score_masked-")) return width("lid_top_k");
         if (!scored_routing_.count(layer)) return 0;
-        if (starts_with(name, "ffn_moe_probs-") && scores_.count("ffn_moe_probs_biased-" + layer)) return 0;
+        if (name.starts_with("ffn_moe_probs-") && scores_.count("ffn_moe_probs_biased-" + layer)) return 0;
         return width("ffn_moe_topk");
     }
 
