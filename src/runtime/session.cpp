@@ -128,6 +128,7 @@ Tensor Session::replayed_decode(int32_t token) {
             decode_inputs_.tokens = nullptr;
             decode_logits_ = Tensor{};
             replay_refused_ = true;
+            replay_refused_reason_ = e.what();
             std::fprintf(stderr, "ds4: decode steps run op by op (%s)\n", e.what());
             return forward_chunk(&token, 1, false);
         } catch (...) {
@@ -142,6 +143,7 @@ Tensor Session::replayed_decode(int32_t token) {
         decode_inputs_.tokens = nullptr;
     }
     backend_.replay(decode_recording_);
+    ++steps_replayed_;
     return decode_logits_;
 }
 

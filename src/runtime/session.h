@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -58,6 +59,12 @@ public:
     const Model& model() const { return model_; }
     uint64_t state_bytes() const { return state_->bytes(); }
 
+    // How one-token steps ran: replayed from the recording, or op by op
+    // because recording was refused (then decode_replay_refused() says
+    // why). Tests read these to prove the path they mean to check ran.
+    int64_t decode_steps_replayed() const { return steps_replayed_; }
+    const std::string& decode_replay_refused() const { return replay_refused_reason_; }
+
 private:
     Tensor forward_chunk(const int32_t* tokens, int64_t n, bool all_logits);
     Tensor replayed_decode(int32_t token);
@@ -74,6 +81,8 @@ private:
     std::shared_ptr<void> decode_recording_;
     Tensor decode_logits_;
     bool replay_refused_ = false;  // recording failed once: decode op by op
+    std::string replay_refused_reason_;
+    int64_t steps_replayed_ = 0;
 };
 
 }  // namespace ds4
