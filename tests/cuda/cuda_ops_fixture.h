@@ -27,7 +27,7 @@ protected:
         DS4_REQUIRE_CUDA_DEVICE();
         seed_ = fresh_seed();
         rng_.seed(seed_);
-        trace_.emplace(__FILE__, __LINE__, "seed " + std::to_string(seed_));
+        trace_.emplace(__FILE__, __LINE__, ds4::test::seed_note(seed_));
         cpu_ = make_cpu_backend(2);
         gpu_ = std::make_unique<CudaBackend>(0);
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"
+#include "support/test_seed.h"
 
 // Issue 4: CI has no GPU but builds these tests; they say so and stop.
 #define DS4_REQUIRE_CUDA_DEVICE()                                                    \
@@ -20,10 +21,8 @@
 
 namespace ds4::cudatest {
 
-inline uint64_t fresh_seed() {
-    std::random_device rd;
-    return (uint64_t(rd()) << 32) ^ rd();
-}
+// A new seed every run, or DS4_TEST_SEED (tests/support/test_seed.h).
+inline uint64_t fresh_seed() { return ds4::test::test_seed(); }
 
 inline std::vector<float> random_floats(std::mt19937_64& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
     std::uniform_real_distribution<float> d(lo, hi);

@@ -1,7 +1,8 @@
 // Whole-model logits of synthetic Qwen3-MoE files, CUDA against the CPU
 // backend (cuda_model_fixture.h): prefill, chunked prefill and decode
-// (recorded and replayed, and op by op) within 1e-3 relative error per
-// position, and the same greedy tokens over 64 steps. Models are made fresh
+// (recorded and replayed — checked to have really replayed — and op by op)
+// within 1e-5 relative error per position, and the same greedy tokens over
+// 64 steps. Models are made fresh
 // each run: `ds4-gguf synth` (f32, q8_0) and llama.cpp's test-llama-archs +
 // llama-quantize Q4_K_M (K-quants with q5_0/q8_0 fallbacks).
 // DS4_CUDA_TEST_Q4KM names a ready Q4_K_M file instead, for GPU machines
@@ -43,7 +44,8 @@ TEST_P(CudaModel, LogitsAndGreedyTokensMatchCpu) {
     CudaBackend gpu(0);
     gpu.attach_weights(*l.map);
     EXPECT_GT(gpu.resident_bytes(), 0u);
-    compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 20, 40), 64, GetParam());
+    compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 20, 40), 64, GetParam(),
+                     Decode::replayed_and_op_by_op);
 }
 
 // --cuda-host-weights: the kernels read the mapped file through a host
@@ -53,7 +55,39 @@ TEST_F(CudaModel, HostRegisteredWeightsMatchCpu) {
     const auto l = load(make_model("q8_0"));
     CudaBackend gpu(CudaOptions{0, true});
     gpu.attach_weights(*l.map);
-    compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 10, 20), 8, "host-registered q8_0");
+    compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 10, 20), 8, "host-registered q8_0",
+                     Decode::replayed_and_op_by_op);
+}
+
+// The bound must catch a small planted bug: the GPU runs a copy of the file
+// with one row of layer 0's query projection scaled by 1.001 (a 0.1% error in
+// one row), the CPU the original. Prefill logits must then fail 1e-5.
+TEST_F(CudaModel, PlantedWeightErrorFailsBound) {
+    const auto path = make_model("f32");
+    const auto good = load(path);
+    const auto bad = load(plant_row_scale(path, "blk.0.attn_q.weight", 3, 1.001f));
+    CudaBackend gpu(0);
+    gpu.attach_weights(*bad.map);
+    auto cpu = make_cpu_backend(2);
+    const auto prompt = random_prompt(good.model->info().n_vocab, 30, 40);
+    const int64_t n = int64_t(prompt.size());
+    const auto ref = run_prompt(*cpu, *good.model, prompt, n, n);
+    const auto got = run_prompt(gpu, *bad.model, prompt, n, n);
+    const auto verdict = per_position(got, ref, good.model->info().n_vocab, "planted");
+    EXPECT_FALSE(verdict) << "a 0.1% error in one query row passed the 1e-5 bound";
+    std::printf("  planted bug: %s\n", verdict.message());
+}
+
+// Real shapes: Qwen3-30B-A3B (128 experts, 8 used, 32/4 heads, 2048-wide
+// embeddings, 151,936 vocabulary) in Q4_K_M, truncated to 2 blocks, on a few
+// hundred tokens. The tiny models above leave the wide-row and many-expert
+// kernel paths unexercised.
+TEST_F(CudaModel, RealShapeQwen3_30B_A3B_Q4KM) {
+    const auto l = load(synth("--arch qwen3moe --preset qwen3-30b-a3b --type q4_k_m --n-layer 2", "q30b.gguf"));
+    CudaBackend gpu(0);
+    gpu.attach_weights(*l.map);
+    compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 200, 300), 16, "qwen3-30b-a3b q4_k_m",
+                     Decode::replayed_and_op_by_op);
 }
 
 INSTANTIATE_TEST_SUITE_P(SyntheticQwen3Moe, CudaModel, ::testing::Values("f32", "q8_0", "q4_k_m"),
