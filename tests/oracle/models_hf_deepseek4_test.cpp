@@ -36,6 +36,13 @@
 // its deepseek4 graph asserts 4 HC streams (build_hc_pre: GGML_ASSERT(hc ==
 // 4)) and its KV-cache Hadamard rotation needs head sizes that are multiples
 // of 64 (llama_mul_mat_hadamard reshapes to 64-wide rows).
+//
+// Every fixture file is checked against the sha256 its JSON records before
+// use (make_fixtures.py wrote both), so an edited or truncated fixture fails
+// loudly instead of becoming a new "expected" value.
+#include <array>
+#include <nlohmann/json.hpp>
+
 #include "oracle_harness.h"
 
 namespace ds4::oracle {
@@ -60,7 +67,30 @@ struct Fixture {
     Logits hf;  // every position of the full token list
 };
 
+// sha256 of a file, by coreutils' sha256sum (not code of ours).
+std::string sha256_of(const fs::path& path) {
+    const CommandResult r = run_checked({"sha256sum", "--", path.string()});
+    return r.output.substr(0, r.output.find(' '));
+}
+
+// Throws naming the first file of fixture `name` (in `dir`) whose sha256
+// differs from the one its JSON records, or that the JSON does not list.
+void verify_fixture_sha256(const fs::path& dir, const std::string& name) {
+    std::ifstream in(dir / (name + ".json"));
+    if (!in) throw std::runtime_error("cannot read " + (dir / (name + ".json")).string());
+    const auto recorded = nlohmann::json::parse(in).at("sha256");
+    for (const char* ext : {".gguf.bin", ".ids", ".logits"}) {
+        const std::string file = name + ext;
+        if (!recorded.contains(file)) throw std::runtime_error(name + ".json records no sha256 for " + file);
+        const std::string want = recorded.at(file).get<std::string>(), got = sha256_of(dir / file);
+        if (got != want)
+            throw std::runtime_error("fixture " + (dir / file).string() + " has sha256 " + got + ", its JSON records " +
+                                     want + ": regenerate it with make_fixtures.py, do not edit it");
+    }
+}
+
 Fixture load_fixture(const std::string& name) {
+    verify_fixture_sha256(kFixtures, name);
     Fixture f;
     f.model = kFixtures / (name + ".gguf.bin");
     f.ids = read_token_ids(kFixtures / (name + ".ids"));
@@ -86,7 +116,7 @@ protected:
     void SetUp() override {
         seed_ = fresh_seed();
         rng_.seed(seed_);
-        trace_.emplace(__FILE__, __LINE__, "seed " + std::to_string(seed_) + ", fixture " + GetParam());
+        trace_.emplace(__FILE__, __LINE__, ds4::test::seed_note(seed_) + ", fixture " + GetParam());
     }
 
     TempDir dir_;
@@ -111,6 +141,23 @@ TEST_P(HfDeepSeek4, Ds4MatchesTransformersFloat64AtEveryChunk) {
     }
 }
 
+// The integrity check itself fails for a changed byte, in each kind of file.
+TEST_P(HfDeepSeek4, FixtureIntegrityCheckSeesOneChangedByte) {
+    EXPECT_NO_THROW(verify_fixture_sha256(kFixtures, GetParam()));
+    for (const char* ext : {".json", ".gguf.bin", ".ids", ".logits"})
+        fs::copy_file(kFixtures / (GetParam() + ext), dir_ / (GetParam() + ext));
+    const char* victim = std::array<const char*, 3>{".gguf.bin", ".ids", ".logits"}[rng_() % 3];
+    const fs::path p = dir_ / (GetParam() + victim);
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = std::streamoff(rng_() % fs::file_size(p));
+    f.seekg(at);
+    const char c = char(f.get() ^ 0x01);
+    f.seekp(at);
+    f.put(c);
+    f.close();
+    EXPECT_THROW(verify_fixture_sha256(dir_.path(), GetParam()), std::runtime_error) << "byte " << at << " of " << p;
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfDeepSeek4,
                          ::testing::Values("csa_hca_hash_hc4", "hca_csa_nohash_hc2", "hca_csa_allhash_hc3_plainrope"));
 
@@ -119,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfDeepSeek4,
 TEST(HfDeepSeek4Llama, LlamaCppMatchesTransformersOnHc4Fixture) {
     const uint64_t seed = fresh_seed();
     std::mt19937_64 rng(seed);
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     const Fixture f = load_fixture("csa_hca_hash_hc4");
     const size_t n = std::uniform_int_distribution<size_t>(130, f.ids.size())(rng);
     const std::vector<int32_t> ids(f.ids.begin(), f.ids.begin() + ptrdiff_t(n));
