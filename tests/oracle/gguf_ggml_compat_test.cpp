@@ -138,7 +138,7 @@ void expect_ggml_sees(const RandomGguf& g, const gguf_context* ctx, ggml_context
 
 TEST(GgufGgmlCompat, OurFilesReadByGgml) {
     const uint64_t seed = testing::fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     testing::RandomOptions o;
     o.nested_arrays = false;  // ggml rejects arrays of arrays
@@ -214,7 +214,7 @@ void write_with_ggml(const RandomGguf& g, const std::string& path) {
 
 TEST(GgufGgmlCompat, GgmlFilesReadByUsAndReproducedByteForByte) {
     const uint64_t seed = testing::fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     testing::RandomOptions o;
     o.nested_arrays = false;

@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "ggml.h"
+#include "support/test_seed.h"
 #include "quant/quant.h"
 
 namespace ds4 {
 namespace {
 
-uint64_t fresh_seed() { return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}(); }
+using ds4::test::test_seed;
 
 const GgmlType kComputable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,    GgmlType::Q4_0,   GgmlType::Q4_1,
                                 GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,    GgmlType::Q2_K,   GgmlType::Q3_K,
@@ -103,8 +104,8 @@ class QuantGgmlType : public ::testing::TestWithParam<GgmlType> {};
 TEST_P(QuantGgmlType, DequantizeAndDotMatchGgml) {
     const GgmlType type = GetParam();
     const ggml_type gt = as_ggml(type);
-    const uint64_t seed = fresh_seed();
-    SCOPED_TRACE(std::string(ggml_type_name(type)) + " seed " + std::to_string(seed));
+    const uint64_t seed = test_seed();
+    SCOPED_TRACE(std::string(ggml_type_name(type)) + " " + ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     const int64_t block = ggml_blck_size(gt);
     ASSERT_EQ(block, ggml_type_traits(type).block_elems);
@@ -166,8 +167,8 @@ INSTANTIATE_TEST_SUITE_P(AllComputable, QuantGgmlType, ::testing::ValuesIn(kComp
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 TEST(QuantGgml, Q8_0QuantizerMatchesGgmlBytes) {
-    const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    const uint64_t seed = test_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     const int64_t n = 32 * 257;
     std::vector<float> src(n);
@@ -203,8 +204,8 @@ std::vector<float> random_float_bits(std::mt19937_64& rng, int64_t n) {
 }
 
 TEST(QuantGgml, HalfQuantizersMatchGgmlBytes) {
-    const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    const uint64_t seed = test_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     const int64_t n = 100003;
     std::vector<float> src = random_float_bits(rng, n);

@@ -49,7 +49,7 @@ class SessionState : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SessionState, SnapshotRestoreContinuesExactly) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     TempDir dir;
     Loaded m = load(make_model(GetParam(), seed, dir));
     std::mt19937_64 rng(seed);
@@ -79,7 +79,7 @@ TEST_P(SessionState, SnapshotRestoreContinuesExactly) {
 
 TEST_P(SessionState, RewindOnlyWhereTheCachesCanResume) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     TempDir dir;
     Loaded m = load(make_model(GetParam(), seed, dir));
     std::mt19937_64 rng(seed ^ 0x5eed);

@@ -118,7 +118,7 @@ protected:
         seed_ = fresh_seed();
         rng_.seed(seed_);
         trace_.emplace(__FILE__, __LINE__,
-                       "seed " + std::to_string(seed_) + " (DS4_KEEP_TEMP=1 keeps " + dir_.path().string() + ")");
+                       ds4::test::seed_note(seed_) + " (DS4_KEEP_TEMP=1 keeps " + dir_.path().string() + ")");
     }
 
     fs::path synth(const std::string& arch, int n_layer) {

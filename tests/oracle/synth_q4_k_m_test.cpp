@@ -64,7 +64,7 @@ TEST_P(SynthQ4KM, TypesMatchLlamaQuantizeAndValuesAreSane) {
     const uint64_t seed = fresh_seed();
     std::mt19937_64 rng(seed);
     const int64_t n_vocab = 256 + static_cast<int64_t>(rng() % 512);
-    SCOPED_TRACE("preset " + preset + ", seed " + std::to_string(seed) + ", vocab " + std::to_string(n_vocab));
+    SCOPED_TRACE("preset " + preset + ", " + ds4::test::seed_note(seed) + ", vocab " + std::to_string(n_vocab));
     TempDir dir;
 
     const fs::path f32 = write_synth(preset, false, seed, n_vocab, dir / "f32.gguf");

@@ -12,13 +12,15 @@
 #include <vector>
 
 #include "gguf/ggml_type.h"
+#include "support/test_seed.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_value.h"
 #include "gguf/gguf_writer.h"
 
 namespace ds4::testing {
 
-inline uint64_t fresh_seed() { return std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32); }
+// Fresh each run, or DS4_TEST_SEED (tests/support/test_seed.h).
+inline uint64_t fresh_seed() { return ds4::test::test_seed(); }
 
 struct RandomTensor {
     std::string name;
