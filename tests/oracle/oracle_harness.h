@@ -18,6 +18,9 @@
 #include <ggml.h>
 #include <gtest/gtest.h>
 
+#include "support/near_tie.h"
+#include "support/test_seed.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -143,11 +146,8 @@ private:
     fs::path path_;
 };
 
-// A new seed every run: nothing can be tuned to one case. Tests print it.
-inline uint64_t fresh_seed() {
-    std::random_device rd;
-    return (uint64_t(rd()) << 32) ^ rd();
-}
+// A new seed every run, or DS4_TEST_SEED (tests/support/test_seed.h). Tests print it.
+inline uint64_t fresh_seed() { return ds4::test::test_seed(); }
 
 // test-llama-archs takes a size_t seed; keep it in 31 bits so every tool
 // that might parse it as an int agrees.
@@ -288,6 +288,26 @@ inline fs::path dsv4_rewrite(const fs::path& in, const fs::path& out, const Dsv4
     return out;
 }
 
+// The F32 model redrawn at a trained checkpoint's magnitudes (norm gains ~1,
+// matrices N(0, 1/fan_in), embeddings N(0, 1); tests/oracle_tools/
+// llama_realistic.cpp). The generator's N(0, 0.1) everywhere leaves
+// attention and routing nearly uniform, so RoPE, score and routing bugs
+// barely move its logits.
+inline fs::path realistic(const fs::path& in, const fs::path& out, uint32_t seed) {
+    run_checked({oracle_tool("llama_realistic").string(), in.string(), out.string(), "--seed",
+                 std::to_string(seed + 3)});
+    return out;
+}
+
+// A copy of `in` with planted bugs (tests/oracle_tools/llama_mutate.cpp), e.g.
+// {"--scale-f32", "qwen3moe.rope.freq_base", "1.01"}.
+inline fs::path mutate(const fs::path& in, const fs::path& out, const std::vector<std::string>& mutations) {
+    std::vector<std::string> argv = {oracle_tool("llama_mutate").string(), in.string(), out.string()};
+    argv.insert(argv.end(), mutations.begin(), mutations.end());
+    run_checked(argv);
+    return out;
+}
+
 // An importance matrix in llama.cpp's legacy binary format (int32 entry
 // count; per entry int32 name length, name, int32 call count, int32 value
 // count, float values; then int32 chunk count and a dataset name) with
@@ -403,10 +423,12 @@ inline Logits engine_logits(Engine e, const fs::path& model, const std::vector<i
 // to rounding: two correct float32 engines summing in different orders may
 // pick different sets there and then differ by ~1e-2 at that position and,
 // through later layers' attention, after it. The scores themselves agree to
-// a few 1e-6 between ds4 and llama.cpp, so 1e-4 leaves a wide margin while a
-// prompt meets only a few such rows (measured: ~3 per 300-token DeepSeek V4
-// prompt).
-inline constexpr double kMinSelectionMargin = 1e-4;
+// about 1e-6 between ds4 and llama.cpp: on a 3,801-token DeepSeek V4 prompt
+// (realistic magnitudes, 92 choices within 3e-4 of a tie, the closest 6.7e-6)
+// ds4 matched llama.cpp at 7.4e-7 at every position. 1e-5 keeps a 10x margin
+// over that; 1e-4 (the earlier value) met a close call every ~130 positions,
+// so a 4,000-token prompt needed ~30 redraws of a 40 s reference run.
+inline constexpr double kMinSelectionMargin = 1e-5;
 
 struct SelectionMargin {
     double margin;
@@ -472,8 +494,12 @@ struct Tolerance {
     double min_argmax_agree;   // fraction of rows; 1.0 = every row
 };
 
+// ds4's CPU path does float arithmetic on exactly decoded weights, and so
+// does llama.cpp on an F32 file (or on a quantized file dequantized to F32):
+// the two differ only in summation order (measured ~1e-6). 1e-4 with every
+// argmax is the bound for F32 and quantized files alike; a looser one lets a
+// wrong block decode in one expert pass.
 inline constexpr Tolerance kF32Tolerance{1e-4, 1.0};
-inline constexpr Tolerance kQuantTolerance{8e-2, 0.90};
 
 inline double l2(const float* a, size_t n) {
     double s = 0;
@@ -490,15 +516,9 @@ inline double rel_l2(const float* ours, const float* ref, size_t n) {
     return r > 0 ? std::sqrt(d / r) : (d > 0 ? INFINITY : 0.0);
 }
 
-// When every row must agree, a different argmax is still accepted where the
-// reference itself cannot tell the two tokens apart within the tolerance: the
-// token ours picked scores within 2 * max_rel_l2 * ||ref row|| of the best
-// (the most two logits can move against each other inside the L2 bound).
-// Without this, fresh random inputs would now and then hit an exact near-tie
-// and fail a correct engine.
-inline bool near_tie(const float* ref, size_t n, size_t ours_arg, size_t ref_arg, double max_rel_l2) {
-    return double(ref[ref_arg]) - double(ref[ours_arg]) <= 2.0 * max_rel_l2 * l2(ref, n);
-}
+// A differing argmax is accepted only where the reference's margin is within
+// the row's measured noise, a few times per 64 rows (tests/support/near_tie.h).
+using ds4::test::near_tie;
 
 struct Comparison {
     bool passed = true;
@@ -533,7 +553,7 @@ inline Comparison compare_logits(const Logits& ours, const Logits& ref, const To
         std::string flag;
         if (ao == ar) {
             ++c.argmax_agree;
-        } else if (tol.min_argmax_agree >= 1.0 && near_tie(ref.row(i), ref.n_vocab, ao, ar, tol.max_rel_l2)) {
+        } else if (tol.min_argmax_agree >= 1.0 && near_tie(ours.row(i), ref.row(i), ref.n_vocab, ao, ar)) {
             ++c.near_ties;
             flag = " near-tie";
         } else {
@@ -551,12 +571,14 @@ inline Comparison compare_logits(const Logits& ours, const Logits& ref, const To
         t << std::setw(5) << i << "  " << std::scientific << std::setprecision(3) << r << "  " << std::setw(6) << ao
           << " / " << std::setw(6) << ar << "    " << gap << flag << "\n";
     }
+    const size_t allowed_ties = ds4::test::allowed_near_ties(c.n_rows);
+    const bool ties_ok = c.near_ties <= allowed_ties;
     const double agree = double(c.argmax_agree + c.near_ties) / double(std::max<size_t>(1, c.n_rows));
     const bool agree_ok = agree >= tol.min_argmax_agree;
-    c.passed = rows_ok && agree_ok;
+    c.passed = rows_ok && agree_ok && ties_ok;
     t << "worst rel_l2 " << std::scientific << std::setprecision(3) << c.worst_rel_l2 << " at pos " << c.worst_row
       << " (limit " << tol.max_rel_l2 << "); argmax agreement " << c.argmax_agree << "/" << c.n_rows;
-    if (c.near_ties > 0) t << " + " << c.near_ties << " near-ties";
+    if (c.near_ties > 0) t << " + " << c.near_ties << " near-ties (at most " << allowed_ties << ")";
     t << " (need " << std::fixed << std::setprecision(0) << tol.min_argmax_agree * 100 << "%)\n";
     c.table = t.str();
     return c;

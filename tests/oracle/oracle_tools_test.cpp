@@ -17,7 +17,7 @@ protected:
     void SetUp() override {
         seed_ = fresh_seed();
         rng_.seed(seed_);
-        trace_.emplace(__FILE__, __LINE__, "seed " + std::to_string(seed_) + " (tmp " + dir_.path().string() + ")");
+        trace_.emplace(__FILE__, __LINE__, ds4::test::seed_note(seed_) + " (tmp " + dir_.path().string() + ")");
         raw_ = generate_arch_model("qwen3moe", model_seed(seed_), dir_.path());
         stripped_ = strip_scales(raw_, dir_ / "stripped.gguf");
         n_vocab_ = size_t(read_gguf_summary(stripped_).n_vocab);
@@ -83,10 +83,75 @@ TEST_F(OracleTools, CompareLogitsCatchesWrongRows) {
 
     Logits shifted = ref;  // rows off by one position (a classic dump bug)
     std::rotate(shifted.values.begin(), shifted.values.begin() + long(n_vocab_), shifted.values.end());
-    EXPECT_FALSE(compare_logits(shifted, ref, kQuantTolerance).passed);
+    EXPECT_FALSE(compare_logits(shifted, ref, kF32Tolerance).passed);
 
     Logits short_dump{ref.n_tokens - 1, n_vocab_, {ref.values.begin(), ref.values.end() - long(n_vocab_)}};
-    EXPECT_FALSE(compare_logits(short_dump, ref, kQuantTolerance).passed);
+    EXPECT_FALSE(compare_logits(short_dump, ref, kF32Tolerance).passed);
+}
+
+// A differing argmax is excused only where the reference's margin is within
+// the row's measured noise (tests/support/near_tie.h), and only a few times.
+TEST_F(OracleTools, NearTieExcuseIsNarrow) {
+    const auto ids = tokens(20, 40);
+    const Logits ref = engine_logits(Engine::llama, stripped_, ids, n_vocab_, dir_.path());
+    const Tolerance argmax_only{1.0, 1.0};  // the rel-L2 bar is not under test here
+    const size_t row = std::uniform_int_distribution<size_t>(0, ref.n_tokens - 1)(rng_);
+    auto runner_up = [&](const Logits& l, size_t i) {
+        size_t best = l.argmax(i), second = best == 0 ? 1 : 0;
+        for (size_t j = 0; j < n_vocab_; ++j)
+            if (j != best && l.row(i)[j] > l.row(i)[second]) second = j;
+        return second;
+    };
+    // Rounding-like noise on every logit, RMS `sigma`.
+    auto noisy = [&](const Logits& l, double sigma) {
+        Logits o = l;
+        std::normal_distribution<double> e(0.0, sigma);
+        for (float& v : o.values) v = float(v + e(rng_));
+        return o;
+    };
+    // Row i of `r` gets a runner-up `margin` below its best, and `o` (r plus
+    // noise of RMS sigma) the two swapped by sigma each way: a genuine near-tie.
+    auto plant_tie = [&](Logits& r, Logits& o, size_t i, double margin, double sigma) {
+        const size_t b = r.argmax(i), s2 = runner_up(r, i);
+        r.values[i * n_vocab_ + s2] = float(r.row(i)[b] - margin);
+        o.values[i * n_vocab_ + b] = float(r.row(i)[b] - sigma);
+        o.values[i * n_vocab_ + s2] = float(r.row(i)[s2] + sigma);
+    };
+    const double scale = l2(ref.row(row), n_vocab_) / std::sqrt(double(n_vocab_));
+    const double sigma = 1e-6 * scale;
+
+    // Within the noise: excused once, and the comparison passes.
+    Logits r1 = ref, o1 = noisy(ref, sigma);
+    plant_tie(r1, o1, row, 0.5 * sigma, sigma);
+    Comparison c = compare_logits(o1, r1, argmax_only);
+    EXPECT_TRUE(c.passed) << c.table;
+    EXPECT_EQ(c.near_ties, 1u);
+
+    // The same flip by a margin 100x the noise: a wrong argmax.
+    Logits r2 = ref, o2 = noisy(ref, sigma);
+    plant_tie(r2, o2, row, 100 * sigma, 51 * sigma);
+    EXPECT_FALSE(near_tie(o2.row(row), r2.row(row), n_vocab_, o2.argmax(row), r2.argmax(row)));
+    c = compare_logits(o2, r2, argmax_only);
+    EXPECT_FALSE(c.passed) << c.table;
+
+    // One logit lifted from the bottom of the row to the top: the error sits
+    // on that token alone, the row's RMS stays small, no excuse.
+    Logits o3 = noisy(ref, sigma);
+    const float* r = ref.row(row);
+    const size_t lowest = size_t(std::min_element(r, r + n_vocab_) - r);
+    o3.values[row * n_vocab_ + lowest] = r[ref.argmax(row)] + float(sigma);
+    c = compare_logits(o3, ref, argmax_only);
+    EXPECT_FALSE(c.passed) << c.table;
+
+    // Excuses beyond kMaxNearTiesPer64 per 64 rows fail even where each alone would pass.
+    Logits r4 = ref, o4 = noisy(ref, sigma);
+    for (size_t i = 0; i < ref.n_tokens; ++i) {
+        const double s_i = 1e-6 * l2(ref.row(i), n_vocab_) / std::sqrt(double(n_vocab_));
+        plant_tie(r4, o4, i, 0.5 * s_i, s_i);
+    }
+    c = compare_logits(o4, r4, argmax_only);
+    EXPECT_EQ(c.near_ties, ref.n_tokens) << c.table;
+    EXPECT_EQ(c.passed, ref.n_tokens <= ds4::test::kMaxNearTiesPer64) << c.table;
 }
 
 TEST_F(OracleTools, StripScalesRemovesOnlyScaleTensors) {
@@ -128,7 +193,7 @@ TEST_F(OracleTools, StripScalesRemovesOnlyScaleTensors) {
     const auto ids = tokens(20, 40);
     const Logits with = engine_logits(Engine::llama, raw_, ids, n_vocab_, dir_.path());
     const Logits without = engine_logits(Engine::llama, stripped_, ids, n_vocab_, dir_.path());
-    const Comparison c = compare_logits(with, without, kQuantTolerance);
+    const Comparison c = compare_logits(with, without, kF32Tolerance);
     EXPECT_GT(c.worst_rel_l2, 1e-2) << "the .scale tensors do not change llama.cpp's logits:\n" << c.table;
 }
 
@@ -192,7 +257,7 @@ TEST_F(OracleTools, WidenedModelRoutesForReal) {
     // How much routing moves the logits depends on the random weights (seen
     // as low as 9e-3); anything far above float rounding (~1e-7) proves the
     // routing is real, and 1e-4 is also the F32 comparison bar.
-    EXPECT_GT(compare_logits(a, c, kQuantTolerance).worst_rel_l2, 1e-4) << "top-3 routing changes nothing";
+    EXPECT_GT(compare_logits(a, c, kF32Tolerance).worst_rel_l2, 1e-4) << "top-3 routing changes nothing";
 
     CommandResult r = run_command({oracle_tool("llama_widen_moe").string(), stripped_.string(),
                                    (dir_ / "bad.gguf").string(), "--experts", "1", "--experts-used", "1"});
@@ -224,11 +289,12 @@ TEST_P(OracleQuant, DequantizedFileMatchesQuantizedFile) {
     const auto ids = tokens(40, 80);
     const Logits lq = engine_logits(Engine::llama, q, ids, n_vocab_, dir_.path());
     const Logits ld = engine_logits(Engine::llama, deq, ids, n_vocab_, dir_.path());
-    // llama.cpp's 8-bit activations alone move 4-6% of argmaxes on these
-    // near-tied random models (measured 94-96% agreement), so the 90% bar
-    // meant for ds4 vs llama.cpp would flake here; the rel-L2 bar is what
-    // catches a wrong decode (~1.0), and 80% still rules out garbage.
-    constexpr Tolerance kLlamaSelfTolerance{kQuantTolerance.max_rel_l2, 0.80};
+    // This bounds llama.cpp against itself, not ds4: its quantized CPU path
+    // quantizes activations to 8 bits, which moves its logits 2-5% from exact
+    // arithmetic and 4-6% of argmaxes on these near-tied random models
+    // (measured 94-96% agreement). The rel-L2 bar catches a wrong decode in
+    // llama_dequant (~1.0); 80% still rules out garbage.
+    constexpr Tolerance kLlamaSelfTolerance{8e-2, 0.80};
     EXPECT_TRUE(logits_match(lq, ld, kLlamaSelfTolerance, "llama.cpp " + type + " vs its dequantized file"));
     // And the quantization did something: the dequantized file is not the F32 original.
     const Logits lf = engine_logits(Engine::llama, stripped_, ids, n_vocab_, dir_.path());
