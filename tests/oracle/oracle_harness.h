@@ -143,8 +143,10 @@ private:
     fs::path path_;
 };
 
-// A new seed every run: nothing can be tuned to one case. Tests print it.
+// A new seed every run: nothing can be tuned to one case. Tests print it;
+// DS4_TEST_SEED set to a printed seed replays that run.
 inline uint64_t fresh_seed() {
+    if (const char* s = std::getenv("DS4_TEST_SEED"); s != nullptr && *s != '\0') return std::stoull(s);
     std::random_device rd;
     return (uint64_t(rd()) << 32) ^ rd();
 }
