@@ -26,10 +26,12 @@ struct RewriteStats {
 };
 
 // Reads `in` fully into memory (the oracle models are a few MB), applies
-// `decide` to every tensor in file order and writes `out`. Throws
-// std::runtime_error with one sentence on any failure.
+// `decide` to every tensor in file order, lets `edit_metadata` (when given)
+// change the copied metadata, and writes `out`. Throws std::runtime_error
+// with one sentence on any failure.
 inline RewriteStats gguf_rewrite(const std::string& in, const std::string& out,
-                                 const std::function<TensorAction(const ggml_tensor&)>& decide) {
+                                 const std::function<TensorAction(const ggml_tensor&)>& decide,
+                                 const std::function<void(gguf_context*)>& edit_metadata = {}) {
     ggml_context* src_data = nullptr;
     gguf_init_params params{/*no_alloc=*/false, /*ctx=*/&src_data};
     gguf_context* src = gguf_init_from_file(in.c_str(), params);
@@ -51,6 +53,7 @@ inline RewriteStats gguf_rewrite(const std::string& in, const std::string& out,
     const ds4::oracle::GgufPtr dst_owner(dst);
     const ds4::oracle::GgmlPtr dst_data_owner(dst_data);
     gguf_set_kv(dst, src);
+    if (edit_metadata) edit_metadata(dst);
 
     RewriteStats stats;
     std::string error;
