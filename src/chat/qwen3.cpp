@@ -1,8 +1,12 @@
-// Qwen3 chat template, transcribed statement by statement from the Jinja
-// source in Qwen/Qwen3-* tokenizer_config.json (identical to llama.cpp's
-// models/templates/Qwen-Qwen3-0.6B.jinja). The oracle test renders random
-// conversations with the real template and compares bytes, so keep the
-// structure close to the template rather than "simplifying" it.
+// Qwen3 chat templates, transcribed statement by statement from the Jinja
+// source in Qwen/Qwen3-* tokenizer_config.json (the April 2025 one is
+// llama.cpp's models/templates/Qwen-Qwen3-0.6B.jinja; the 2507 Instruct and
+// Thinking ones are in tests/data/templates). The 2507 revision spells the
+// body differently (it copies string content into a variable first) but
+// renders string-only conversations the same; only the opening of the
+// assistant turn differs. The oracle test renders random conversations with
+// the real templates and compares bytes, so keep the structure close to the
+// template rather than "simplifying" it.
 #include "chat/chat.h"
 
 #include "common/error.h"
@@ -83,7 +87,8 @@ void render_assistant(const ChatMessage& message, bool after_last_query, bool is
 
 }  // namespace
 
-std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
+std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOptions& options,
+                         Qwen3Variant variant) {
     if (messages.empty()) throw Error("cannot render an empty chat: the Qwen3 template needs at least one message.");
     check_roles(messages);
 
@@ -116,7 +121,16 @@ std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOpt
     }
     if (options.add_generation_prompt) {
         out += "<|im_start|>assistant\n";
-        if (!options.enable_thinking) out += "<think>\n\n</think>\n\n";
+        switch (variant) {
+            case Qwen3Variant::hybrid:
+                if (!options.enable_thinking) out += "<think>\n\n</think>\n\n";
+                break;
+            case Qwen3Variant::instruct_2507:
+                break;  // the template has no thinking switch
+            case Qwen3Variant::thinking_2507:
+                out += "<think>\n";  // thinking is not optional for this model
+                break;
+        }
     }
     return out;
 }

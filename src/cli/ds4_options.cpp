@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "chat/chat.h"
 #include "common/error.h"
 
 namespace ds4 {
@@ -23,7 +24,7 @@ namespace {
 struct RawArgs {
     std::string model, prompt, prompt_file, n_predict, ctx, threads, prefill_chunk;
     std::string temp, top_p, top_k, min_p, seed, system, token_ids, dump_logits;
-    std::string backend, layers, role, ssd_cache_experts;
+    std::string backend, layers, role, ssd_cache_experts, chat_template;
     std::vector<std::string> listen, coordinator;
     int think = 0, think_max = 0, nothink = 0, ssd_streaming = 0, cuda_host_weights = 0;
 };
@@ -84,7 +85,7 @@ constexpr ValueOption kValueOptions[] = {
     {"-c,--ctx", 1}, {"-t,--threads", 1}, {"--prefill-chunk", 1}, {"--temp", 1}, {"--top-p", 1},
     {"--top-k", 1}, {"--min-p", 1}, {"--seed", 1}, {"--system", 1}, {"--token-ids", 1},
     {"--dump-logits", 1}, {"--backend", 1}, {"--layers", 1}, {"--role", 1}, {"--listen", 2},
-    {"--coordinator", 2}, {"--ssd-streaming-cache-experts", 1},
+    {"--coordinator", 2}, {"--ssd-streaming-cache-experts", 1}, {"--chat-template", 1},
 };
 constexpr const char* kFlagOptions[] = {"--think",           "--think-max", "--nothink", "--ssd-streaming",
                                         "--cuda-host-weights", "-h",          "--help",    "--version"};
@@ -193,6 +194,8 @@ void check_combinations(const Ds4Options& o, const RawArgs& raw, const CLI::App&
         throw UsageError("--dump-logits needs --token-ids (the tokens whose logits are dumped)");
     if (given("--token-ids") && !given("--dump-logits"))
         throw UsageError("--token-ids needs --dump-logits (where the logits go)");
+    if (given("--chat-template") && given("--token-ids"))
+        throw UsageError("--chat-template cannot be combined with --token-ids (raw token ids use no template)");
     if (raw.think > 0 && raw.nothink > 0) throw UsageError("--think and --nothink cannot be used together");
     if (raw.think_max > 0 && raw.nothink > 0) throw UsageError("--think-max and --nothink cannot be used together");
     if (o.role == "coordinator" && !o.layers_spec)
@@ -244,6 +247,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     app.add_flag("--think-max", raw.think_max);
     app.add_flag("--nothink", raw.nothink);
     app.add_option("--system", raw.system);
+    app.add_option("--chat-template", raw.chat_template);
     app.add_option("--token-ids", raw.token_ids);
     app.add_option("--dump-logits", raw.dump_logits);
     app.add_option("--backend", raw.backend);
@@ -292,6 +296,14 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     if (given("--system")) o.system = raw.system;
     if (raw.nothink > 0) o.think = false;
     if (raw.think_max > 0) o.think_max = true;
+    if (given("--chat-template")) {
+        const auto& names = chat_template_names();
+        if (raw.chat_template != kRawChat &&
+            std::find(names.begin(), names.end(), raw.chat_template) == names.end())
+            throw UsageError("--chat-template must be one of " + chat_template_list() + ", " + std::string(kRawChat) +
+                             "; got " + quote_value(raw.chat_template));
+        o.chat_template = raw.chat_template;
+    }
     if (given("--token-ids")) o.token_ids_file = raw.token_ids;
     if (given("--dump-logits")) o.dump_logits_file = raw.dump_logits;
     if (given("--tokens")) o.n_predict = static_cast<int>(parse_int_value("-n/--tokens", raw.n_predict, -1, kMaxContext));
@@ -357,6 +369,11 @@ Input:
       --think               let the model think before answering (default)
       --think-max           think with maximum reasoning effort (DeepSeek V4)
       --nothink             answer without a thinking block
+      --chat-template NAME  render the chat with NAME, not the template the
+                            model file names: qwen3, qwen3-instruct-2507,
+                            qwen3-thinking-2507, deepseek4, deepseek4-flash-0731,
+                            or raw (the text as is; the default for a model
+                            without a chat template, e.g. a base model)
       --token-ids FILE      raw token ids (whitespace separated), no template;
                             needs --dump-logits
       --dump-logits OUT     write the logits of every position of --token-ids

@@ -38,6 +38,7 @@ struct Ds4Options {
     std::string system;          // -sys/--system: system message for the chat template
     bool think = true;           // --think (default) / --nothink
     bool think_max = false;      // --think-max: maximum reasoning effort where the template has it
+    std::string chat_template;   // --chat-template NAME (a renderer or "raw"); "" = the model's own
     std::string token_ids_file;  // --token-ids FILE: raw token ids (whitespace separated), no template
     std::string dump_logits_file;  // --dump-logits OUT: logits of every position of --token-ids
 

@@ -97,6 +97,9 @@ usage "cache without streaming" "--ssd-streaming" "${M[@]}" --ssd-streaming-cach
 usage "host weights on the cpu" "--cuda-host-weights" "${M[@]}" --cuda-host-weights
 usage "host weights on the cpu, explicit" "--cuda-host-weights" "${M[@]}" --backend cpu --cuda-host-weights
 usage "think and nothink" "--nothink" "${M[@]}" --think --nothink
+usage "unknown chat template" "--chat-template must be one of" "${M[@]}" --chat-template chatml
+usage "empty chat template" "--chat-template" "${M[@]}" --chat-template ""
+usage "chat template with token ids" "--chat-template" "${M[@]}" --chat-template raw --token-ids "$WORK/ids.txt" --dump-logits "$WORK/l.bin"
 
 # Random out-of-range numbers, fresh each run.
 for _ in $(seq 5); do
@@ -112,6 +115,7 @@ done
 run_ds4 0 "help" --help
 grep -q "cuda" "$WORK/out" || fail "--help does not list the cuda backend"
 grep -q "cpu" "$WORK/out" || fail "--help does not list the cpu backend"
+grep -q -- "--chat-template NAME" "$WORK/out" || fail "--help does not list --chat-template"
 run_ds4 0 "version" --version
 
 # ---- bad model files: exit 1, one sentence ---------------------------------------

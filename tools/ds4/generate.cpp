@@ -13,6 +13,7 @@
 
 #include "chat/chat.h"
 #include "common/error.h"
+#include "runtime/chat_prompt.h"
 #include "runtime/session.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -68,7 +69,7 @@ struct Chat {
     Engine& engine;
     const Ds4Options& opts;
     std::unique_ptr<Tokenizer> tokenizer;
-    std::string template_name;
+    std::string template_name;  // chosen by load_engine
     Session session;
     Sampler sampler;
     std::vector<int32_t> held;  // tokens the session's cache holds, in order
@@ -94,23 +95,15 @@ struct Chat {
         : engine(e),
           opts(o),
           tokenizer(Tokenizer::from_gguf(*e.file)),
+          template_name(e.chat_template),
           session(*e.model, *e.backend, session_options(o)),
-          sampler(sampler_params(o)) {
-        if (auto tmpl = e.file->get_string("tokenizer.chat_template")) template_name = detect_chat_template(*tmpl);
-    }
+          sampler(sampler_params(o)) {}
 
     std::string render(const std::vector<ChatMessage>& messages) const {
-        if (!template_name.empty()) {
-            ChatOptions co;
-            co.enable_thinking = opts.think;
-            if (opts.think_max) co.reasoning_effort = "max";
-            return render_chat(template_name, messages, co);
-        }
-        // No known template: the raw text of the conversation, so base
-        // models still work.
-        std::string text;
-        for (const auto& m : messages) text += m.content;
-        return text;
+        ChatOptions co;
+        co.enable_thinking = opts.think;
+        if (opts.think_max) co.reasoning_effort = "max";
+        return render_chat(template_name, messages, co);
     }
 
     // Feeds `tokens` (the whole conversation) reusing the cached prefix, then
@@ -170,13 +163,7 @@ struct Chat {
         return text;
     }
 
-    std::vector<int32_t> tokenize(const std::string& text) const {
-        std::vector<int32_t> ids;
-        if (tokenizer->add_bos() && tokenizer->bos() >= 0) ids.push_back(tokenizer->bos());
-        const auto body = tokenizer->encode(text, /*parse_special=*/true);
-        ids.insert(ids.end(), body.begin(), body.end());
-        return ids;
-    }
+    std::vector<int32_t> tokenize(const std::string& text) const { return prompt_token_ids(*tokenizer, text); }
 };
 
 std::string read_file(const std::string& path) {
