@@ -23,10 +23,13 @@ for (const line of lines) {
   if (line.length === 0) continue;
   const text = JSON.parse(line);
   const ids = tokenizer.encode(text, { add_special_tokens: false });
-  // HF normalizers (Qwen3: NFC) run on the text between added tokens;
-  // ds4 follows llama.cpp and does not normalize, so the test feeds ds4 the
-  // normalized text. NFC never changes the ASCII added tokens.
-  const normalized = tokenizer.normalizer ? tokenizer.normalizer(text) : text;
+  // The text the model saw: as _encode_text builds it, added tokens cut out
+  // first and the normalizer (Qwen3: NFC) run on each section between them,
+  // so a combining mark after "<think>" does not compose with its '>'.
+  const normalized = tokenizer.added_tokens_splitter
+    .split(text)
+    .map((x) => (tokenizer.added_tokens_map.has(x) || !tokenizer.normalizer ? x : tokenizer.normalizer(x)))
+    .join("");
   out.push(JSON.stringify({ ids: Array.from(ids, Number), normalized }));
 }
 process.stdout.write(out.join("\n") + "\n");
