@@ -96,7 +96,7 @@ protected:
 
 TEST_P(HfTokenizerTest, MatchesLenmlTokenizersOnRandomText) {
     const uint64_t seed = test::fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with DS4_TEST_SEED=" + std::to_string(seed) + ")");
     std::mt19937_64 rng(seed);
     test::RandomTextOptions opt;
     opt.specials = added_tokens();
@@ -153,7 +153,7 @@ TEST_P(HfTokenizerTest, MatchesLenmlTokenizersOnRandomText) {
 TEST_P(HfTokenizerTest, MatchesLlamaCppOnTheSameFile) {
     const test::LlamaVocab ref(path_);
     const uint64_t seed = test::fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with DS4_TEST_SEED=" + std::to_string(seed) + ")");
     std::mt19937_64 rng(seed);
     test::RandomTextOptions opt;
     opt.specials = specials();
@@ -184,7 +184,7 @@ TEST_P(HfTokenizerTest, MatchesLlamaCppOnTheSameFile) {
 // bench/tokenizer_encode_bench.cpp, not asserted here).
 TEST_P(HfTokenizerTest, HundredKilobytesRoundTrip) {
     const uint64_t seed = test::fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with DS4_TEST_SEED=" + std::to_string(seed) + ")");
     std::mt19937_64 rng(seed);
     test::RandomTextOptions opt;
     opt.specials = {"<|im_start|>", "<|im_end|>"};

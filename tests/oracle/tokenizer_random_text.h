@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -97,7 +98,9 @@ inline std::string random_text(std::mt19937_64& rng, const RandomTextOptions& op
     return s;
 }
 
+// DS4_TEST_SEED when set (to rerun a failure), else a fresh random seed.
 inline uint64_t fresh_seed() {
+    if (const char* env = std::getenv("DS4_TEST_SEED"); env && *env) return std::strtoull(env, nullptr, 10);
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }

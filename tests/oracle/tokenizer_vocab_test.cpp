@@ -93,7 +93,7 @@ TEST_P(VocabTest, OfficialVectors) {
 TEST_P(VocabTest, RandomTextMatchesLlamaCpp) {
     const test::LlamaVocab ref(vocab_path(GetParam()));
     const uint64_t seed = test::fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with DS4_TEST_SEED=" + std::to_string(seed) + ")");
     std::mt19937_64 rng(seed);
     test::RandomTextOptions opt;
     opt.invalid_utf8 = true;
