@@ -22,6 +22,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "support/test_seed.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -150,7 +151,7 @@ private:
 int main(int argc, char** argv) {
     double seconds = 20;
     uint64_t iterations = 20000;
-    uint64_t seed = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
+    uint64_t seed = ds4::test::test_seed();
     std::vector<std::filesystem::path> inputs;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "chat/chat.h"
+#include "support/test_seed.h"
 
 namespace ds4_test {
 
@@ -353,6 +354,7 @@ inline ojson render_with_hf_jinja(const std::vector<std::string>& templates, con
 
 inline std::string show(const std::string& s) { return ojson(s).dump(); }
 
-inline uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) | std::random_device{}(); }
+// DS4_TEST_SEED re-runs a printed seed (tests/support/test_seed.h).
+inline uint64_t fresh_seed() { return ds4::test::test_seed(); }
 
 }  // namespace ds4_test

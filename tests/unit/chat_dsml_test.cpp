@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "chat/dsml_parse.h"
+#include "support/test_seed.h"
 
 using ds4::DsmlStatus;
 using ds4::parse_dsml_output;
@@ -123,8 +124,8 @@ TEST(ChatDsml, MalformedBlocksComeBackAsTextWithAReason) {
 }
 
 TEST(ChatDsml, RandomGarbageNeverCrashesAndStaysCoherent) {
-    const uint64_t seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    const uint64_t seed = ds4::test::test_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     const std::vector<std::string> pieces = {
         "<" + T + "tool_calls>", "</" + T + "tool_calls>", "<" + T + "invoke name=\"", "</" + T + "invoke>",

@@ -7,6 +7,7 @@
 
 #include "cli/layers_spec.h"
 #include "common/error.h"
+#include "support/test_seed.h"
 
 namespace ds4 {
 namespace {
@@ -61,8 +62,8 @@ TEST(LayersSpec, AgainstModel) {
 }
 
 TEST(LayersSpec, RandomRoundTrip) {
-    uint64_t seed = std::random_device{}();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    const uint64_t seed = ds4::test::test_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 1000; ++i) {
         int a = std::uniform_int_distribution<int>(0, 200)(rng);

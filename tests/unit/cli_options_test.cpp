@@ -14,6 +14,7 @@
 #include "chat/chat.h"
 #include "cli/ds4_options.h"
 #include "common/error.h"
+#include "support/test_seed.h"
 
 namespace ds4 {
 namespace {
@@ -246,8 +247,8 @@ TEST_F(Ds4OptionsTest, OutOfRange) {
 }
 
 TEST_F(Ds4OptionsTest, RandomNumbersRoundTripOrFail) {
-    uint64_t seed = std::random_device{}();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    const uint64_t seed = ds4::test::test_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 200; ++i) {
         int64_t t = std::uniform_int_distribution<int64_t>(-10000, 10000)(rng);

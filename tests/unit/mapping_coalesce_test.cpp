@@ -7,12 +7,13 @@
 #include <set>
 
 #include "mapping/model_map.h"
+#include "support/test_seed.h"
 
 using namespace ds4;
 
 namespace {
 
-uint64_t fresh_seed() { return std::random_device{}() * 0x100000001ull ^ std::random_device{}(); }
+uint64_t fresh_seed() { return ds4::test::test_seed(); }
 
 }  // namespace
 
@@ -64,7 +65,7 @@ TEST(MappingCoalesce, ZeroGapMergesOnlyTouchingSpans) {
 // than max_gap consecutive unwanted bytes.
 TEST(MappingCoalesce, RandomLayoutsMatchByteMarking) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     for (int iter = 0; iter < 3000; ++iter) {
         SCOPED_TRACE("iteration " + std::to_string(iter));

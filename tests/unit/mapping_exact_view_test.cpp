@@ -11,13 +11,14 @@
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
 #include "mapping_test_file.h"
+#include "support/test_seed.h"
 
 using namespace ds4;
 using namespace mapping_test;
 
 namespace {
 
-uint64_t fresh_seed() { return std::random_device{}() * 0x100000001ull ^ std::random_device{}(); }
+uint64_t fresh_seed() { return ds4::test::test_seed(); }
 
 // Layers 0..3 of a MoE model; experts big enough that unselected layers
 // leave gaps wider than max_gap.
@@ -61,7 +62,7 @@ struct Fixture {
 
 TEST(MappingExactView, RandomRangesReadTheFileBytes) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     Fixture fx(rng);
     ModelMapOptions opts;
@@ -111,7 +112,7 @@ TEST(MappingExactView, RandomRangesReadTheFileBytes) {
 
 TEST(MappingExactView, SharedWhileHeldFreedWhenLetGo) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     Fixture fx(rng);
     ModelMapOptions opts;
@@ -151,7 +152,7 @@ TEST(MappingExactView, SharedWhileHeldFreedWhenLetGo) {
 
 TEST(MappingExactView, IdleViewsAreKeptBoundedAndReused) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     Fixture fx(rng);
     ModelMapOptions opts;
@@ -211,7 +212,7 @@ TEST(MappingExactView, OutOfFileRangesThrowOneSentence) {
 
 TEST(MappingExactView, UnselectedTensorDataIsPinnedByTheMap) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     Fixture fx(rng);
     ModelMapOptions opts;
@@ -256,7 +257,7 @@ TEST(MappingExactView, ViewsOutliveTheMap) {
 
 TEST(MappingExactView, ConcurrentViewsOfOverlappingRanges) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     Fixture fx(rng);
     ModelMapOptions opts;

@@ -13,13 +13,14 @@
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
 #include "mapping_test_file.h"
+#include "support/test_seed.h"
 
 using namespace ds4;
 using namespace mapping_test;
 
 namespace {
 
-uint64_t fresh_seed() { return std::random_device{}() * 0x100000001ull ^ std::random_device{}(); }
+uint64_t fresh_seed() { return ds4::test::test_seed(); }
 
 uint64_t rand_in(std::mt19937_64& rng, uint64_t lo, uint64_t hi) { return lo + rng() % (hi - lo + 1); }
 
@@ -61,7 +62,7 @@ void expect_tensor_bytes(ModelMap& map, const WrittenFile& wf) {
 
 TEST(MappingModelMap, LayerSliceFileIsOneRegion) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     TempDir dir;
     // What a pipeline stage's own file holds: layers 30..38 and the head,
@@ -94,7 +95,7 @@ TEST(MappingModelMap, LayerSliceFileIsOneRegion) {
 
 TEST(MappingModelMap, FullModelIsOneRegionAndOneMmap) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     TempDir dir;
     // Padding between tensors must never split a region, even when the
@@ -120,7 +121,7 @@ TEST(MappingModelMap, FullModelIsOneRegionAndOneMmap) {
 
 TEST(MappingModelMap, HalfTheLayersOfAFullFileIsOneRegion) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     TempDir dir;
     const int n_layers = 10;
@@ -166,7 +167,7 @@ TEST(MappingModelMap, HalfTheLayersOfAFullFileIsOneRegion) {
 // must split, each smaller one must not.
 TEST(MappingModelMap, InterleavedLayersGiveTheMinimalRegionCount) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     TempDir dir;
     const uint64_t g = region_max_gap();
@@ -215,7 +216,7 @@ TEST(MappingModelMap, InterleavedLayersGiveTheMinimalRegionCount) {
 // marking the selected bytes of the file.
 TEST(MappingModelMap, RandomLayoutsAndSelections) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     TempDir dir;
     const uint64_t g = region_max_gap();

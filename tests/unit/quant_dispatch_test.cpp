@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "quant/quant.h"
+#include "support/test_seed.h"
 
 namespace ds4 {
 namespace {
@@ -22,7 +23,7 @@ const GgmlType kComputable[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, 
                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,    GgmlType::IQ2_XXS, GgmlType::IQ4_NL,
                                 GgmlType::IQ4_XS};
 
-uint64_t fresh_seed() { return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}(); }
+uint64_t fresh_seed() { return ds4::test::test_seed(); }
 
 // Offsets (within a block) of the half-precision scale fields, which random
 // bytes must not turn into NaN or inf.
@@ -95,7 +96,7 @@ TEST(QuantDispatch, Avx2PathIsChosenWhenTheCpuHasIt) {
 
 TEST(QuantDispatch, DequantizeMatchesReferenceBitForBit) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     std::vector<uint8_t> storage;
     for (GgmlType t : kComputable) {
@@ -116,7 +117,7 @@ TEST(QuantDispatch, DequantizeMatchesReferenceBitForBit) {
 
 TEST(QuantDispatch, DotMatchesReference) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     std::vector<uint8_t> storage;
     for (GgmlType t : kComputable) {
@@ -194,7 +195,7 @@ TEST(QuantDispatch, QuantizeSupportedTypes) {
 // times |q| <= 127).
 TEST(QuantDispatch, Q8_0RoundTripIsWithinHalfAStep) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> g(0.0f, 3.0f);
     const int64_t n = 32 * 50;
@@ -234,7 +235,7 @@ TEST(QuantHalf, EveryHalfConvertsTheSameInRowsAndScalar) {
 
 TEST(QuantHalf, FloatToHalfRowsMatchScalarOnRandomBits) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     const int64_t n = 200003;  // odd: exercises the scalar tail of the vector loop
     std::vector<float> x(n);

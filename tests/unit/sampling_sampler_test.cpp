@@ -11,10 +11,11 @@
 
 #include "common/error.h"
 #include "sampling/sampler.h"
+#include "support/test_seed.h"
 
 namespace {
 
-uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) | std::random_device{}(); }
+uint64_t fresh_seed() { return ds4::test::test_seed(); }
 
 std::vector<float> random_logits(std::mt19937_64& rng, size_t n, float scale = 3.0f) {
     std::normal_distribution<float> normal(0.0f, scale);
@@ -109,7 +110,7 @@ Crafted craft(std::mt19937_64& rng, const std::vector<double>& probs, size_t voc
 
 TEST(Sampler, GreedyIsArgmaxWithTiesToTheLowestId) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     for (int row = 0; row < 300; ++row) {
         std::vector<float> logits = random_logits(rng, 1 + rng() % 3000);
@@ -125,7 +126,7 @@ TEST(Sampler, GreedyIsArgmaxWithTiesToTheLowestId) {
 
 TEST(Sampler, TopKOneIsGreedy) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     for (int row = 0; row < 300; ++row) {
         std::vector<float> logits = random_logits(rng, 2 + rng() % 3000);
@@ -140,7 +141,7 @@ TEST(Sampler, TopKOneIsGreedy) {
 
 TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     std::vector<std::vector<float>> rows;
     for (int i = 0; i < 300; ++i) rows.push_back(random_logits(rng, 5000, 1.0f));
@@ -159,7 +160,7 @@ TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
 
 TEST(Sampler, FrequenciesMatchTheTruncatedSoftmax) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     const std::vector<ds4::SamplerParams> configs = {
         params(0.7f, 7, 0.9f, 0.02f, rng()), params(1.0f, 0, 1.0f, 0.0f, rng()), params(1.8f, 5, 1.0f, 0.0f, rng()),
@@ -188,7 +189,7 @@ TEST(Sampler, FrequenciesMatchTheTruncatedSoftmax) {
 
 TEST(Sampler, TopPKeepsTheSmallestHeadThatReachesP) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     const std::vector<double> probs = {0.5, 0.3, 0.15, 0.05};
     // {top_p, tokens kept}: the token that crosses top_p is kept.
@@ -204,7 +205,7 @@ TEST(Sampler, TopPKeepsTheSmallestHeadThatReachesP) {
 
 TEST(Sampler, MinPKeepsTokensAtLeastMinPTimesTheBest) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     const std::vector<double> probs = {0.4, 0.3, 0.2, 0.06, 0.04};
     for (auto [min_p, kept] : std::vector<std::pair<float, size_t>>{
@@ -218,7 +219,7 @@ TEST(Sampler, MinPKeepsTokensAtLeastMinPTimesTheBest) {
 
 TEST(Sampler, TopKKeepsExactlyKTokens) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     const std::vector<double> probs = {0.3, 0.25, 0.2, 0.1, 0.08, 0.07};
     for (int k : {1, 2, 3, 5, 6, 50}) {
@@ -231,7 +232,7 @@ TEST(Sampler, TopKKeepsExactlyKTokens) {
 
 TEST(Sampler, LargeVocabularyStaysInsideTheNucleus) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     std::vector<float> logits = random_logits(rng, 151936, 2.0f);
     for (auto p : {params(1.0f, 0, 0.9f, 0.0f, rng()), params(0.8f, 40, 0.95f, 0.05f, rng()),

@@ -29,16 +29,14 @@
 #include "synth/bench_preset.h"
 #include "synth/decode_traffic.h"
 #include "synth/memory_file.h"
+#include "support/test_seed.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using ds4::LayerRange;
 
-uint64_t fresh_seed() {
-    std::random_device rd;
-    return (uint64_t(rd()) << 32) ^ rd();
-}
+uint64_t fresh_seed() { return ds4::test::test_seed(); }
 
 struct TempFile {
     fs::path path;
@@ -106,7 +104,7 @@ TEST(SynthLayers, ParsedSpecBecomesTheHalfOpenBlockRange) {
 
     // Random slices of a random model, against the definition.
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 200; ++i) {
         const int n = 1 + static_cast<int>(rng() % 100);
@@ -182,7 +180,7 @@ class SynthInMemory : public ::testing::TestWithParam<const char*> {};
 // the comparison can fail).
 TEST_P(SynthInMemory, SameModelAsTheFile) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE(std::string("preset ") + GetParam() + ", seed " + std::to_string(seed));
+    SCOPED_TRACE(std::string("preset ") + GetParam() + ", " + ds4::test::seed_note(seed));
     const ds4::SyntheticPreset p = ds4::synthetic_preset(GetParam());
     const LayerRange all{0, p.n_layer};
     auto mem = ds4::MemoryModelFile::build(p, seed, all);
@@ -216,7 +214,7 @@ INSTANTIATE_TEST_SUITE_P(TinyPresets, SynthInMemory, ::testing::Values("qwen3moe
 // full model's, block_count unchanged.
 TEST(SynthInMemorySlice, BuildsOnlyTheSliceWithTheFullModelsBytes) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    SCOPED_TRACE(ds4::test::seed_note(seed));
     const ds4::SyntheticPreset p = ds4::synthetic_preset("qwen3moe-tiny-f32");
     auto full = ds4::MemoryModelFile::build(p, seed, {0, p.n_layer});
     auto part = ds4::MemoryModelFile::build(p, seed, bench_range("1:2", p.n_layer));
@@ -249,7 +247,7 @@ TEST(SynthDecodeTraffic, MatchesTheShapeFormula) {
     const uint64_t seed = fresh_seed();
     std::mt19937_64 rng(seed);
     const int a = static_cast<int>(rng() % 4), b = a + 1 + static_cast<int>(rng() % (4 - a));
-    SCOPED_TRACE("seed " + std::to_string(seed) + ", blocks [" + std::to_string(a) + ", " + std::to_string(b) + ")");
+    SCOPED_TRACE(ds4::test::seed_note(seed) + ", blocks [" + std::to_string(a) + ", " + std::to_string(b) + ")");
     auto mem = ds4::MemoryModelFile::build(ds4::synthetic_preset("qwen3moe-tiny-f32"), seed, {0, 4});
     auto f = ds4::GgufFile::open(mem->path());
     const ds4::DecodeWeightBytes d = ds4::decode_weight_bytes(*f, a, b);
