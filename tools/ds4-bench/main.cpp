@@ -221,7 +221,6 @@ int run_bench(const BenchArgs& a) {
     selection.layer_begin = run.begin;
     selection.layer_end = run.end;
     auto map = ds4::ModelMap::build(*file, selection);
-    std::fprintf(stderr, "%s\n", map->summary().c_str());
     // The loader's slice, half-open as --layers' range; without --layers its
     // default (every block), so a file without block_count fails in the
     // loader with the loader's sentence.
@@ -231,6 +230,7 @@ int run_bench(const BenchArgs& a) {
         load.layer_end = run.end;
     }
     auto model = ds4::load_model(*file, *map, load);
+    std::fprintf(stderr, "%s\n", map->summary().c_str());
     backend->attach_weights(*map);
 
     const std::vector<int64_t> frontiers = ds4::bench_frontiers(a.walk);

@@ -31,8 +31,10 @@ Engine load_engine(const Ds4Options& opts) {
     if (!e.backend) e.backend = make_cpu_backend(opts.threads);
     e.file = GgufFile::open(opts.model);
     e.map = ModelMap::build(*e.file, MapSelection{});
-    std::fprintf(stderr, "%s\n", e.map->summary().c_str());
     e.model = load_model(*e.file, *e.map);
+    // Printed once the model is known good: a file that fails to load gets
+    // the loader's sentence alone.
+    std::fprintf(stderr, "%s\n", e.map->summary().c_str());
     e.backend->attach_weights(*e.map);
     return e;
 }
