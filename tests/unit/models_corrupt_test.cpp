@@ -2,8 +2,9 @@
 // (`ds4 -m BAD --token-ids F --dump-logits O`): a tensor missing, of a wrong
 // shape (every dimension of every tensor) or type; hyper-parameters missing,
 // zero, negative, huge, NaN, or disagreeing with each other or with the
-// tensors. Each must end the run with exit status 1 and exactly one stderr
-// line naming the file and the tensor or metadata key, never a crash or a
+// tensors; NaN and infinities in weights (found by --check-tensors only).
+// Each must end the run with exit status 1 and exactly one stderr line
+// naming the file and the tensor or metadata key, never a crash or a
 // silently wrong model. The models are `ds4-gguf synth --preset micro`
 // files, read back and rewritten with one change each; the unchanged
 // rewrite, and changes a loader must accept, have to run (exit 0), so every
@@ -294,17 +295,19 @@ protected:
     std::string key(const std::string& k) const { return family().arch + "." + k; }
     EditableGguf micro() { return micro_model(family().arch, dir_); }
 
-    ProgramRun run(const EditableGguf& g) {
+    ProgramRun run(const EditableGguf& g, const std::vector<std::string>& extra = {}) {
         g.write(model_);
-        return run_program({program("ds4").string(), "-m", model_.string(), "--token-ids", ids_.string(),
-                            "--dump-logits", (dir_ / "logits.bin").string(), "-t", "1"},
-                           dir_ / "ds4.err");
+        std::vector<std::string> argv = {program("ds4").string(), "-m", model_.string(), "--token-ids", ids_.string(),
+                                         "--dump-logits", (dir_ / "logits.bin").string(), "-t", "2"};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        return run_program(argv, dir_ / "ds4.err");
     }
 
     // The change `what` must fail the load with one sentence naming the
     // file and every needle.
-    void expect_rejected(const EditableGguf& g, const std::string& what, const std::vector<std::string>& needles) {
-        expect_failure(g, what, needles, /*at_load=*/true);
+    void expect_rejected(const EditableGguf& g, const std::string& what, const std::vector<std::string>& needles,
+                         const std::vector<std::string>& extra = {}) {
+        expect_failure(g, what, needles, /*at_load=*/true, extra);
     }
 
     // Same for what only a run can find (the model map line comes first).
@@ -313,8 +316,8 @@ protected:
     }
 
     void expect_failure(const EditableGguf& g, const std::string& what, const std::vector<std::string>& needles,
-                        bool at_load) {
-        const ProgramRun r = run(g);
+                        bool at_load, const std::vector<std::string>& extra = {}) {
+        const ProgramRun r = run(g, extra);
         const std::string ctx = family().arch + ", " + what + ", " + seed_note() + ": stderr '" + r.err + "'";
         ++checked_;
         EXPECT_EQ(r.signal, 0) << "killed by signal, " << ctx;
@@ -328,8 +331,8 @@ protected:
     }
 
     // The change `what` is legal: the model must still run.
-    void expect_runs(const EditableGguf& g, const std::string& what) {
-        const ProgramRun r = run(g);
+    void expect_runs(const EditableGguf& g, const std::string& what, const std::vector<std::string>& extra = {}) {
+        const ProgramRun r = run(g, extra);
         EXPECT_EQ(r.status, 0) << family().arch << ", " << what << ", " << seed_note() << ": stderr '" << r.err << "'";
     }
 
@@ -470,6 +473,28 @@ TEST_P(CorruptModel, VocabularyMismatchIsNamed) {
     expect_runs(g, "16 tokens");
 }
 
+// NaN and infinities are found only when asked for: the default load reads
+// no weights. One bad element of a random f32 weight (a random one of its
+// rows), and one bad block scale of a q8_0 expert tensor.
+TEST_P(CorruptModel, BadValuesFailOnlyWithCheckTensors) {
+    const EditableGguf base = micro();
+    expect_runs(base, "clean, with --check-tensors", {"--check-tensors"});
+    std::vector<const EditableTensor*> floats;
+    for (const auto& t : base.tensors)
+        if (t.type == GgmlType::F32) floats.push_back(&t);
+    const EditableTensor& victim = *floats[rng_() % floats.size()];
+    const int64_t rows = static_cast<int64_t>(victim.bytes.size() / 4) / victim.ne[0];
+    const int64_t row = static_cast<int64_t>(rng_() % rows), col = static_cast<int64_t>(rng_() % victim.ne[0]);
+    const uint32_t bad_bits[] = {0x7FC00000u, 0x7F800000u, 0xFF800000u};  // NaN, +inf, -inf
+    EditableGguf g = base;
+    std::memcpy(&g.tensor(victim.name).bytes[static_cast<size_t>(4 * (row * victim.ne[0] + col))],
+                &bad_bits[rng_() % 3], 4);
+    const std::string what = "a bad value in " + victim.name + " row " + std::to_string(row);
+    expect_rejected(g, what, {"'" + victim.name + "'", " row " + std::to_string(row), "column " + std::to_string(col)},
+                    {"--check-tensors"});
+    expect_runs(g, what + ", without --check-tensors");
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, CorruptModel, ::testing::Values(qwen3moe(), deepseek4()),
                          [](const auto& info) { return info.param.arch; });
 
@@ -602,6 +627,32 @@ TEST_P(CorruptDeepseek4, InconsistentHparamsAreNamed) {
     const int32_t bad = static_cast<int32_t>(4 + rng_() % 100);
     for (size_t i = 0; i + 4 <= table.bytes.size(); i += 4) std::memcpy(&table.bytes[i], &bad, 4);
     expect_run_fails(g, "expert " + std::to_string(bad) + " in the hash table", {"'blk.0.ffn_gate_tid2eid.weight'"});
+}
+
+// A quantized weight: the f16 scale of one Q8_0 block (a real-width tiny
+// model, one layer) set to NaN or an infinity.
+TEST_P(CorruptQwen3Moe, BadQ8_0ScaleFailsOnlyWithCheckTensors) {
+    const fs::path src = dir_ / "tiny-q8_0.gguf";
+    const ProgramRun synth =
+        run_program({program("ds4-gguf").string(), "synth", "--arch", "qwen3moe", "--preset", "tiny", "--type", "q8_0",
+                     "--no-tokenizer", "--n-layer", "1", "--seed", std::to_string(test_seed()), "--out", src.string()},
+                    dir_ / "synth.err");
+    ASSERT_EQ(synth.status, 0) << synth.err;
+    EditableGguf g = EditableGguf::read(src);
+    EditableTensor& up = g.tensor("blk.0.ffn_up_exps.weight");  // [64, 64, 8]
+    ASSERT_EQ(up.type, GgmlType::Q8_0);
+    const int64_t rows = up.ne[1] * up.ne[2], blocks_per_row = up.ne[0] / 32;
+    const int64_t row = static_cast<int64_t>(rng_() % rows), block = static_cast<int64_t>(rng_() % blocks_per_row);
+    const uint16_t bad[] = {0x7E00, 0x7C00, 0xFC00};  // f16 NaN, +inf, -inf
+    std::memcpy(&up.bytes[static_cast<size_t>((row * blocks_per_row + block) * 34)], &bad[rng_() % 3], 2);
+    const std::string what = "a bad q8_0 scale in row " + std::to_string(row) + ", block " + std::to_string(block);
+    expect_rejected(g, what,
+                    {"'blk.0.ffn_up_exps.weight'", " row " + std::to_string(row) + " (matrix " +
+                                                       std::to_string(row / up.ne[1]) + ", its row " +
+                                                       std::to_string(row % up.ne[1]) + "), column " +
+                                                       std::to_string(block * 32)},
+                    {"--check-tensors"});
+    expect_runs(g, what + ", without --check-tensors");
 }
 
 INSTANTIATE_TEST_SUITE_P(Family, CorruptQwen3Moe, ::testing::Values(qwen3moe()),
