@@ -493,6 +493,25 @@ TEST_P(CorruptModel, BadValuesFailOnlyWithCheckTensors) {
     expect_rejected(g, what, {"'" + victim.name + "'", " row " + std::to_string(row), "column " + std::to_string(col)},
                     {"--check-tensors"});
     expect_runs(g, what + ", without --check-tensors");
+
+    // ds4-bench loads models the same way and takes the same flag.
+    auto bench = [&](bool check) {
+        std::vector<std::string> argv = {program("ds4-bench").string(), "-m", model_.string(), "-t", "2",
+                                         "--ctx-start", "4", "--ctx-max", "4", "--step-incr", "1", "--gen-tokens", "1"};
+        if (check) argv.push_back("--check-tensors");
+        return run_program(argv, dir_ / "bench.err");
+    };
+    const ProgramRun checked = bench(true);
+    EXPECT_EQ(checked.status, 1) << what << ", ds4-bench --check-tensors, " << seed_note() << ": " << checked.err;
+    ASSERT_EQ(checked.err_lines.size(), 1u) << checked.err;
+    EXPECT_EQ(checked.err_lines[0].rfind("ds4-bench: " + model_.string() + ": tensor '" + victim.name + "'", 0), 0u)
+        << checked.err;
+    // Without the flag the model loads (its greedy probe may then stop at
+    // the NaN logits the bad weight makes: a sentence, not a crash).
+    const ProgramRun unchecked = bench(false);
+    EXPECT_EQ(unchecked.signal, 0) << unchecked.err;
+    EXPECT_NE(unchecked.err.find("model map: "), std::string::npos) << what << ", ds4-bench, " << seed_note() << ": "
+                                                                    << unchecked.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CorruptModel, ::testing::Values(qwen3moe(), deepseek4()),
