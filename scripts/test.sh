@@ -3,9 +3,11 @@
 #   1. Debian packages, 2. the oracles (llama.cpp library + tools, npm
 #   tokenizers), 3. Release build (CUDA code compiled when nvcc exists) and
 #   every test, 4. ASan+UBSan build and every test again, 5. the GGUF
-#   fuzzer under libFuzzer for a bounded time.
+#   reader's and the model loaders' fuzzers under libFuzzer for a bounded
+#   time each.
 # Environment: DS4_JOBS (parallel jobs, default nproc), DS4_FUZZ_SECONDS
-# (default 60), DS4_SKIP_SANITIZE=1 to stop after step 3 (local use only).
+# (per fuzzer, default 60), DS4_SKIP_SANITIZE=1 to stop after step 3 (local
+# use only).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -33,13 +35,15 @@ if [[ "${DS4_SKIP_SANITIZE:-0}" != 1 ]]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1800
 
-  step "libFuzzer: GGUF reader"
+  step "libFuzzer: GGUF reader, model loaders"
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS4_FUZZ=ON -DDS4_SANITIZE=ON \
         -DDS4_CUDA=OFF -DDS4_TESTS=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-  cmake --build build-fuzz -j"$jobs" --target fuzz_gguf
-  mkdir -p build-fuzz/corpus-gguf
-  cp tests/fuzz/corpus/fuzz_gguf/* build-fuzz/corpus-gguf/
-  build-fuzz/tests/fuzz_gguf -max_total_time="${DS4_FUZZ_SECONDS:-60}" -rss_limit_mb=4096 -max_len=65536 \
-      build-fuzz/corpus-gguf 2>&1 | tail -5
+  cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_models
+  for target in fuzz_gguf fuzz_models; do
+    mkdir -p "build-fuzz/corpus-$target"
+    cp "tests/fuzz/corpus/$target"/* "build-fuzz/corpus-$target/"
+    build-fuzz/tests/$target -max_total_time="${DS4_FUZZ_SECONDS:-60}" -rss_limit_mb=4096 -max_len=65536 \
+        "build-fuzz/corpus-$target" 2>&1 | tail -5
+  done
 fi
 echo "ds4 tests: all passed"

@@ -26,7 +26,7 @@ struct RawArgs {
     std::string temp, top_p, top_k, min_p, seed, system, token_ids, dump_logits;
     std::string backend, layers, role, ssd_cache_experts, chat_template;
     std::vector<std::string> listen, coordinator;
-    int think = 0, think_max = 0, nothink = 0, ssd_streaming = 0, cuda_host_weights = 0;
+    int think = 0, think_max = 0, nothink = 0, ssd_streaming = 0, cuda_host_weights = 0, check_tensors = 0;
 };
 
 // How to describe a missing value of each option, by CLI11's option name.
@@ -88,7 +88,7 @@ constexpr ValueOption kValueOptions[] = {
     {"--coordinator", 2}, {"--ssd-streaming-cache-experts", 1}, {"--chat-template", 1},
 };
 constexpr const char* kFlagOptions[] = {"--think",           "--think-max", "--nothink", "--ssd-streaming",
-                                        "--cuda-host-weights", "-h",          "--help",    "--version"};
+                                        "--cuda-host-weights", "--check-tensors", "-h", "--help", "--version"};
 
 std::vector<std::string> split_spellings(const char* s) {
     std::vector<std::string> out;
@@ -257,6 +257,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     app.add_option("--coordinator", raw.coordinator)->expected(2);
     app.add_flag("--ssd-streaming", raw.ssd_streaming);
     app.add_flag("--cuda-host-weights", raw.cuda_host_weights);
+    app.add_flag("--check-tensors", raw.check_tensors);
     app.add_option("--ssd-streaming-cache-experts", raw.ssd_cache_experts);
 
     // CLI11 wants argv order reversed in a vector.
@@ -330,6 +331,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     if (given("--coordinator")) parse_host_port("--coordinator", raw.coordinator, o.coordinator_host, o.coordinator_port);
     o.ssd_streaming = raw.ssd_streaming > 0;
     o.cuda_host_weights = raw.cuda_host_weights > 0;
+    o.check_tensors = raw.check_tensors > 0;
     if (given("--ssd-streaming-cache-experts")) {
         o.ssd_cache_experts = raw.ssd_cache_experts;
         o.expert_cache = parse_expert_cache_budget("--ssd-streaming-cache-experts", raw.ssd_cache_experts);
@@ -361,6 +363,8 @@ Model and execution:
   -t, --threads N           CPU threads, >= 1 (default: all hardware threads)
   -c, --ctx N               context length in tokens, 1..16777216 (default: 4096)
       --prefill-chunk N     prompt tokens per forward pass, >= 1 (default: 4096)
+      --check-tensors       read every weight before running and stop at the first
+                            NaN or infinity (reads the whole file: slow for big models)
 
 Input:
   -p, --prompt TEXT         user message; the chat template is applied

@@ -29,6 +29,7 @@ struct Ds4Options {
     int threads = 1;                        // -t/--threads; default: hardware concurrency
     int ctx = 4096;                         // -c/--ctx: context length in tokens
     int prefill_chunk = 4096;               // --prefill-chunk: prompt tokens per forward pass
+    bool check_tensors = false;             // --check-tensors: read every weight, fail on NaN/inf
 
     // Input. At most one of prompt / prompt_file / token_ids_file; none of
     // them means an interactive chat.

@@ -10,19 +10,28 @@ std::string shape_str(const int64_t* ne, size_t n) {
     for (size_t i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
     return s + "]";
 }
+
+std::string tensor_shape(const GgufTensorInfo& t) { return shape_str(t.ne, t.n_dims ? t.n_dims : 1); }
 }  // namespace
 
-WeightRef WeightBinder::bind(const GgufTensorInfo& t, std::initializer_list<int64_t> ne) {
-    int64_t want[4] = {1, 1, 1, 1};
-    size_t i = 0;
-    for (int64_t v : ne) want[i++] = v;
-    for (int d = 0; d < 4; ++d)
-        if (t.ne[d] != want[d])
-            throw Error(file_.path() + ": tensor '" + t.name + "' has shape " + shape_str(t.ne, t.n_dims ? t.n_dims : 1) +
-                        ", expected " + shape_str(want, ne.size()) + ".");
+void WeightBinder::check_shape(const GgufTensorInfo& t, std::initializer_list<Dim> ne) const {
+    int64_t want[kGgufMaxDims] = {1, 1, 1, 1};
+    const Dim* dims = ne.begin();
+    for (size_t i = 0; i < ne.size(); ++i) want[i] = dims[i].n;
+    for (int d = 0; d < kGgufMaxDims; ++d) {
+        if (t.ne[d] == want[d]) continue;
+        const bool sourced = static_cast<size_t>(d) < ne.size() && !dims[d].from.empty();
+        throw Error(file_.path() + ": tensor '" + t.name + "' has shape " + tensor_shape(t) + ", expected " +
+                    shape_str(want, ne.size()) +
+                    (sourced ? " (dimension " + std::to_string(d) + " from " + dims[d].from + ")" : std::string()) + ".");
+    }
+}
+
+WeightRef WeightBinder::bind(const GgufTensorInfo& t, std::initializer_list<Dim> ne) {
+    check_shape(t, ne);
     if (!ggml_type_traits(t.type).computable)
         throw Error(file_.path() + ": tensor '" + t.name + "' has type " + std::string(ggml_type_name(t.type)) +
-                    ", which ds4 cannot compute with yet.");
+                    ", which ds4 cannot compute with.");
     WeightRef w;
     w.type = t.type;
     w.data = map_.tensor_data(t);
@@ -33,22 +42,56 @@ WeightRef WeightBinder::bind(const GgufTensorInfo& t, std::initializer_list<int6
     return w;
 }
 
-WeightRef WeightBinder::require(const std::string& name, std::initializer_list<int64_t> ne) {
+WeightRef WeightBinder::require(const std::string& name, std::initializer_list<Dim> ne) {
     return bind(file_.require_tensor(name), ne);
 }
 
-WeightRef WeightBinder::optional(const std::string& name, std::initializer_list<int64_t> ne) {
+WeightRef WeightBinder::optional(const std::string& name, std::initializer_list<Dim> ne) {
     const GgufTensorInfo* t = file_.find_tensor(name);
     return t ? bind(*t, ne) : WeightRef{};
 }
 
-WeightRef WeightBinder::optional_scale(const std::string& name, int64_t n) {
+WeightRef WeightBinder::optional_scale(const std::string& name, Dim n) {
     const GgufTensorInfo* t = file_.find_tensor(name);
     if (!t) return WeightRef{};
     if (t->type != GgmlType::F32)
         throw Error(file_.path() + ": scale tensor '" + name + "' must be f32, not " +
                     std::string(ggml_type_name(t->type)) + ".");
-    return bind(*t, {n});
+    return bind(*t, {std::move(n)});
+}
+
+const uint8_t* WeightBinder::require_i32(const std::string& name, std::initializer_list<Dim> ne) {
+    const GgufTensorInfo& t = file_.require_tensor(name);
+    check_shape(t, ne);
+    if (t.type != GgmlType::I32)
+        throw Error(file_.path() + ": tensor '" + name + "' has type " + std::string(ggml_type_name(t.type)) +
+                    "; it must be i32.");
+    return map_.tensor_data(t);
+}
+
+int64_t WeightBinder::dim(const std::string& name, int d) {
+    const GgufTensorInfo& t = file_.require_tensor(name);
+    const int64_t n = t.ne[d];
+    if (n < 1 || n > kMaxHparamCount)
+        throw Error(file_.path() + ": tensor '" + name + "' has shape " + tensor_shape(t) + "; its dimension " +
+                    std::to_string(d) + " must be 1.." + std::to_string(kMaxHparamCount) + ".");
+    return n;
+}
+
+int64_t bind_vocab_size(const Hparams& hp, WeightBinder& wb) {
+    const GgufFile& f = hp.file();
+    const std::string embd = "token_embd.weight";
+    const int64_t n = wb.dim(embd, 1);
+    const int64_t stated = hp.count_or("vocab_size", n);
+    if (stated != n)
+        throw Error(f.path() + ": tensor '" + embd + "' has " + std::to_string(n) + " rows, but metadata key '" +
+                    hp.key("vocab_size") + "' is " + std::to_string(stated) + ".");
+    if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
+        tokens && tokens->type == GgufValueType::ARRAY && static_cast<int64_t>(tokens->array_size()) > n)
+        throw Error(f.path() + ": its tokenizer has " + std::to_string(tokens->array_size()) +
+                    " tokens (tokenizer.ggml.tokens), but tensor '" + embd + "' has only " + std::to_string(n) +
+                    " rows.");
+    return n;
 }
 
 }  // namespace ds4

@@ -1,4 +1,7 @@
-// Binding GGUF tensors to WeightRefs with shape checks, shared by families.
+// Binding GGUF tensors to WeightRefs with shape and type checks, shared by
+// families: every problem is one sentence naming the file and the tensor
+// (whose name holds the layer), and for a wrong dimension the metadata key
+// that set the expected size.
 #pragma once
 
 #include <initializer_list>
@@ -7,25 +10,51 @@
 #include "backend/backend.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
+#include "models/hparams.h"
 
 namespace ds4 {
+
+// One expected dimension: its size and where the size comes from ("" for a
+// fixed size): a metadata key, a product of keys, another tensor's rows.
+// Converts from a plain number, so shapes read {E, n_ff, X}.
+struct Dim {
+    int64_t n;
+    std::string from;
+    Dim(int64_t size) : n(size) {}  // NOLINT: implicit on purpose
+    Dim(int64_t size, std::string source) : n(size), from(std::move(source)) {}
+};
 
 class WeightBinder {
 public:
     WeightBinder(const GgufFile& file, ModelMap& map) : file_(file), map_(map) {}
 
     // The tensor `name` with exactly the shape `ne` (ggml order; trailing
-    // dims of 1 may be omitted). Throws naming the file, tensor and shape.
-    WeightRef require(const std::string& name, std::initializer_list<int64_t> ne);
+    // dims of 1 may be omitted), of a type ds4 computes with.
+    WeightRef require(const std::string& name, std::initializer_list<Dim> ne);
     // Same, but an absent tensor gives an empty WeightRef.
-    WeightRef optional(const std::string& name, std::initializer_list<int64_t> ne);
+    WeightRef optional(const std::string& name, std::initializer_list<Dim> ne);
     // Optional F32 scale tensor with n elements (llama.cpp's ".scale").
-    WeightRef optional_scale(const std::string& name, int64_t n);
+    WeightRef optional_scale(const std::string& name, Dim n);
+    // The bytes of a table of i32 values (routing tables) of exactly shape
+    // `ne`: little-endian, at any alignment (read them with memcpy). The
+    // values are the caller's to check where they are used.
+    const uint8_t* require_i32(const std::string& name, std::initializer_list<Dim> ne);
+
+    // Dimension d of a required tensor, for sizes only the tensors give
+    // (the vocabulary, an expert width a file does not state): 1 to
+    // kMaxHparamCount.
+    int64_t dim(const std::string& name, int d);
 
 private:
-    WeightRef bind(const GgufTensorInfo& t, std::initializer_list<int64_t> ne);
+    WeightRef bind(const GgufTensorInfo& t, std::initializer_list<Dim> ne);
+    void check_shape(const GgufTensorInfo& t, std::initializer_list<Dim> ne) const;
     const GgufFile& file_;
     ModelMap& map_;
 };
+
+// The vocabulary size: the rows of token_embd.weight, which must agree with
+// "<arch>.vocab_size" and hold every id of the tokenizer's token list when
+// the file has them (a larger list would give ids the embedding lacks).
+int64_t bind_vocab_size(const Hparams& hp, WeightBinder& wb);
 
 }  // namespace ds4

@@ -144,6 +144,38 @@ Deepseek4Shape tiny() {
     return s;
 }
 
+// The smallest model with every layer kind of tiny (ratio 4 + hash routing,
+// ratio 128, dense window; scored routing on layers 1 and 2), width 8, two
+// hyper-connection streams and a 16-token vocabulary: tens of KB, for fuzz
+// seeds and corrupt-file tests. F32 only (rows of 8 are no whole quant
+// block); no tokenizer fits it.
+Deepseek4Shape micro() {
+    Deepseek4Shape s = tiny();
+    s.preset = "micro";
+    s.n_layer = 3;
+    s.n_embd = 8;
+    s.n_head = 2;
+    s.head_dim = 8;
+    s.n_rot = 4;
+    s.q_lora_rank = 4;
+    s.o_groups = 2;
+    s.o_lora_rank = 4;
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    s.n_ff_exp = 8;
+    s.n_hash_layers = 1;
+    s.n_swa = 4;
+    s.indexer_heads = 2;
+    s.indexer_dim = 4;
+    s.indexer_top_k = 2;
+    s.hc_mult = 2;
+    s.n_ctx_train = 256;
+    s.rope_yarn_orig_ctx = 64;
+    s.compress_ratios = {4, 128, 0, 0};
+    s.n_vocab = 16;
+    return s;
+}
+
 // ---- tensor roles and their types ----------------------------------------------
 
 enum class Role {
@@ -255,10 +287,11 @@ std::string find_chat_template(const std::string& explicit_file) {
 }  // namespace
 
 Deepseek4Shape deepseek4_preset(const std::string& name) {
+    if (name == "micro") return micro();
     if (name == "tiny") return tiny();
     if (name == "flash") return flash();
     if (name == "pro") return pro();
-    throw UsageError("--preset for deepseek4 must be tiny, flash or pro, got '" + name + "'");
+    throw UsageError("--preset for deepseek4 must be micro, tiny, flash or pro, got '" + name + "'");
 }
 
 Deepseek4Shape truncate_deepseek4_shape(const Deepseek4Shape& shape, int n_layer) {
@@ -294,6 +327,10 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
     // Tokenizer and template first: a missing one fails before anything is
     // written. The tokenizer's 128,815 entries are padded to the model's
     // 129,280 embedding rows, as the converter does.
+    if (s.preset == "micro" && opts.tokenizer)
+        throw UsageError("--preset micro has a 16-token vocabulary, which no tokenizer fits; add --no-tokenizer");
+    if (s.preset == "micro" && opts.quant != Deepseek4Quant::F32)
+        throw UsageError("--preset micro has rows of 8 values, no whole quant block; use --quant f32");
     GgufTokenizer tokenizer;
     std::string chat_template;
     const int64_t n_vocab = s.n_vocab;

@@ -54,6 +54,7 @@ struct Deepseek4Shape {
     int64_t n_vocab = 0;            // token_embd rows (the tokenizer padded to it)
 };
 
+// "micro" (3 layers of width 8, 16 tokens, F32, tokenizer-less only),
 // "tiny" (5 small layers covering every layer kind, the real tokenizer),
 // "flash" (DeepSeek V4 Flash) or "pro" (DeepSeek V4 Pro). Throws
 // ds4::UsageError for another name.

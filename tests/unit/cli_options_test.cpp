@@ -86,6 +86,7 @@ TEST_F(Ds4OptionsTest, Defaults) {
     EXPECT_FALSE(o.has_prompt);
     EXPECT_FALSE(o.layers_spec.has_value());
     EXPECT_FALSE(o.ssd_streaming);
+    EXPECT_FALSE(o.check_tensors);
     EXPECT_FALSE(o.help);
     EXPECT_FALSE(o.version);
     EXPECT_EQ(Ds4Options{}.model, "./ds4flash.gguf");
@@ -96,7 +97,7 @@ TEST_F(Ds4OptionsTest, EveryFlagAccepted) {
                           "--temp", "0", "--top-p", "1", "--top-k", "0", "--min-p", "0.05", "--seed", "18446744073709551615",
                           "--nothink", "-sys", "be brief", "--backend", "cuda", "--layers", "0:11", "--role",
                           "coordinator", "--coordinator", "10.0.0.1", "9000", "--ssd-streaming",
-                          "--ssd-streaming-cache-experts", "64"});
+                          "--ssd-streaming-cache-experts", "64", "--check-tensors"});
     EXPECT_TRUE(o.has_prompt);
     EXPECT_EQ(o.prompt, "hi there");
     EXPECT_EQ(o.n_predict, 17);
@@ -119,6 +120,7 @@ TEST_F(Ds4OptionsTest, EveryFlagAccepted) {
     EXPECT_EQ(o.coordinator_host, "10.0.0.1");
     EXPECT_EQ(o.coordinator_port, 9000);
     EXPECT_TRUE(o.ssd_streaming);
+    EXPECT_TRUE(o.check_tensors);
     ASSERT_TRUE(o.expert_cache.has_value());
     EXPECT_EQ(o.expert_cache->experts, 64u);
     EXPECT_FALSE(o.expert_cache->by_bytes());
@@ -167,7 +169,7 @@ TEST_F(Ds4OptionsTest, HelpAndVersionNeedNothingElse) {
     std::string text = ds4_help_text();
     for (const char* needle : {"cpu", "cuda", "--layers", "N:output", "-sys", "--ssd-streaming-cache-experts",
                                "--token-ids", "--dump-logits", "--role", "--listen", "--coordinator", "--nothink",
-                               "--min-p", "--prefill-chunk", "--version"})
+                               "--min-p", "--prefill-chunk", "--check-tensors", "--version"})
         EXPECT_NE(text.find(needle), std::string::npos) << needle;
     // Every value --chat-template takes is listed.
     EXPECT_NE(text.find("--chat-template NAME"), std::string::npos);

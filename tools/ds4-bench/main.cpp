@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
+#include "models/check_tensors.h"
 #include "models/family.h"
 #include "synth/bench_preset.h"
 #include "synth/decode_traffic.h"
@@ -52,6 +53,8 @@ const char* const kHelp =
     "  --backend cpu|cuda     compute backend (default cpu)\n"
     "  --cuda-host-weights    CUDA reads weights from registered host memory\n"
     "  -t, --threads N        CPU threads (default: all cores)\n"
+    "  --check-tensors        read every weight of the layers run before the walk and\n"
+    "                         stop at the first NaN or infinity\n"
     "  --ctx-start N          first frontier (default 512)\n"
     "  --ctx-max N            last frontier at most (default 4096)\n"
     "  --step-incr N          frontiers grow by N tokens\n"
@@ -87,7 +90,7 @@ struct BenchArgs {
     std::optional<ds4::LayersSpec> layers_spec;
     int threads = 0;
     ds4::BenchWalkOptions walk;
-    bool help = false, version = false, cuda_host_weights = false;
+    bool help = false, version = false, cuda_host_weights = false, check_tensors = false;
 };
 
 BenchArgs parse_args(int argc, char** argv) {
@@ -99,6 +102,7 @@ BenchArgs parse_args(int argc, char** argv) {
     app.add_flag("-h,--help", a.help);
     app.add_flag("--version", a.version);
     app.add_flag("--cuda-host-weights", a.cuda_host_weights);
+    app.add_flag("--check-tensors", a.check_tensors);
     app.add_option("-m,--model", a.model)->check(CLI::ExistingFile);
     app.add_option("--backend", a.backend)->check(CLI::IsMember({"cpu", "cuda"}));
     app.add_option("-t,--threads", a.threads)->check(CLI::Range(1, 4096));
@@ -221,7 +225,6 @@ int run_bench(const BenchArgs& a) {
     selection.layer_begin = run.begin;
     selection.layer_end = run.end;
     auto map = ds4::ModelMap::build(*file, selection);
-    std::fprintf(stderr, "%s\n", map->summary().c_str());
     // The loader's slice, half-open as --layers' range; without --layers its
     // default (every block), so a file without block_count fails in the
     // loader with the loader's sentence.
@@ -231,6 +234,8 @@ int run_bench(const BenchArgs& a) {
         load.layer_end = run.end;
     }
     auto model = ds4::load_model(*file, *map, load);
+    if (a.check_tensors) ds4::check_tensor_values(*file, *map, selection, a.threads);
+    std::fprintf(stderr, "%s\n", map->summary().c_str());
     backend->attach_weights(*map);
 
     const std::vector<int64_t> frontiers = ds4::bench_frontiers(a.walk);

@@ -4,7 +4,7 @@
 //   ds4-gguf synth --arch qwen3moe --preset tiny --out FILE [--seed N]
 //                  [--type f32|f16|bf16|q8_0|q4_k|q6_k|q4_k_m] [--embd-type T]
 //                  [--tokenizer-dir DIR | --no-tokenizer] [--n-layer N]
-//   ds4-gguf synth --arch deepseek4 --preset tiny|flash|pro --out FILE [--seed N]
+//   ds4-gguf synth --arch deepseek4 --preset micro|tiny|flash|pro --out FILE [--seed N]
 //                  [--quant q2|q4|f32] [--tokenizer-dir DIR | --no-tokenizer] [--template-file F]
 //                  [--n-layer N]
 //
@@ -35,7 +35,9 @@ const char* kHelp = R"(usage:
       model map ds4 builds for the whole file
   ds4-gguf synth --arch qwen3moe --preset NAME --out FILE [options]
       write a random-weight model with a real tokenizer and chat template
-      --preset NAME          tiny | tiny-kquant | qwen3-30b-a3b | qwen3-235b-a22b
+      --preset NAME          micro | tiny | tiny-kquant | qwen3-30b-a3b | qwen3-235b-a22b
+                             (micro: 2 layers of width 8 and 16 tokens, a
+                             few KB; --no-tokenizer, f32/f16/bf16 only)
       --seed N               weights seed (default: a fresh one, printed)
       --type T               matrices: f32 | f16 | bf16 | q8_0 | q4_k | q6_k, or
                              q4_k_m: the per-tensor mix llama-quantize makes
@@ -50,7 +52,9 @@ const char* kHelp = R"(usage:
   ds4-gguf synth --arch deepseek4 --preset NAME --out FILE [options]
       the published DeepSeek V4 GGUF layout and quant mix, random weights,
       the DeepSeek V3/V4 tokenizer and the DeepSeek V4 chat template
-      --preset NAME          tiny | flash | pro
+      --preset NAME          micro | tiny | flash | pro
+                             (micro: tiny's layer kinds at width 8 and 16
+                             tokens, tens of KB; --no-tokenizer, --quant f32)
       --seed N               weights seed (default: a fresh one, printed)
       --quant Q              q2 (routed gate/up iq2_xxs, down q2_K) | q4 (routed
                              q4_K) | f32 (everything f32); default f32

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "models/check_tensors.h"
 #include "runtime/chat_prompt.h"
 #ifdef DS4_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -39,8 +40,16 @@ Engine load_engine(const Ds4Options& opts) {
         e.chat_template = choice.name;
     }
     e.map = ModelMap::build(*e.file, MapSelection{});
-    std::fprintf(stderr, "%s\n", e.map->summary().c_str());
     e.model = load_model(*e.file, *e.map);
+    TensorCheckStats checked;
+    if (opts.check_tensors) checked = check_tensor_values(*e.file, *e.map, MapSelection{}, opts.threads);
+    // Printed once the model is known good: a file that fails to load gets
+    // the loader's sentence alone.
+    std::fprintf(stderr, "%s\n", e.map->summary().c_str());
+    if (opts.check_tensors)
+        std::fprintf(stderr, "check-tensors: %llu tensors (%.2f GiB), every value finite\n",
+                     static_cast<unsigned long long>(checked.tensors),
+                     static_cast<double>(checked.bytes) / double(uint64_t{1} << 30));
     e.backend->attach_weights(*e.map);
     return e;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -12,6 +13,7 @@
 namespace ds4 {
 
 struct Dsv4Hparams {
+    std::string path;         // the file, for messages about its contents at run time
     int64_t n_vocab = 0, n_embd = 0, n_ctx_train = 0;
     int n_layer = 0;          // trunk layers (MTP layers excluded)
     int n_head = 0;

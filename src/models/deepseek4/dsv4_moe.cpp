@@ -1,6 +1,10 @@
 #include "models/deepseek4/dsv4_moe.h"
 
+#include <cstring>
+#include <string>
 #include <vector>
+
+#include "common/error.h"
 
 namespace ds4 {
 
@@ -11,10 +15,25 @@ Tensor dsv4_ffn(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, i
     be.matmul(L.gate_inp, x, logits);
     std::vector<int32_t> forced;
     if (L.tid2eid) {
-        forced.resize(static_cast<size_t>(n * hp.n_expert_used));
-        for (int64_t t = 0; t < n; ++t)
-            for (int j = 0; j < hp.n_expert_used; ++j)
-                forced[t * hp.n_expert_used + j] = L.tid2eid[int64_t(tokens[t]) * hp.n_expert_used + j];
+        // The table is read only here, a row per token, so its ids are
+        // checked here too (the load reads none of its bytes).
+        const int64_t u = hp.n_expert_used;
+        forced.resize(static_cast<size_t>(n * u));
+        for (int64_t t = 0; t < n; ++t) {
+            if (tokens[t] < 0 || tokens[t] >= hp.n_vocab)
+                throw Error(hp.path + ": token " + std::to_string(tokens[t]) + " is outside its vocabulary of " +
+                            std::to_string(hp.n_vocab) + " tokens.");
+            std::memcpy(&forced[static_cast<size_t>(t * u)], L.tid2eid + (int64_t(tokens[t]) * u) * 4,
+                        static_cast<size_t>(u) * 4);
+            for (int64_t j = 0; j < u; ++j) {
+                const int32_t e = forced[static_cast<size_t>(t * u + j)];
+                if (e < 0 || e >= hp.n_expert)
+                    throw Error(hp.path + ": hash-routing table 'blk." + std::to_string(layer) +
+                                ".ffn_gate_tid2eid.weight' sends token " + std::to_string(tokens[t]) + " to expert " +
+                                std::to_string(e) + ", but the model has " + std::to_string(hp.n_expert) +
+                                " experts.");
+            }
+        }
     }
     // Hash layers weight their fixed experts by the unbiased scores.
     const Routing r = be.route_sqrt_softplus(logits, L.tid2eid ? nullptr : &L.exp_probs_b,

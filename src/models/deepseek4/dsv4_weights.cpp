@@ -6,21 +6,44 @@
 namespace ds4 {
 
 Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp, int first, int last) {
+    const Hparams meta(f, "deepseek4");
     WeightBinder wb(f, map);
     Dsv4Weights w;
-    const GgufTensorInfo& emb = f.require_tensor("token_embd.weight");
-    hp.n_vocab = emb.ne[1];
-    const int64_t E = hp.n_embd, D = hp.head_dim, hc = hp.n_hc;
-    const int64_t hc_dim = hc * E, mix_dim = (2 + hc) * hc;
-    w.tok_embd = wb.require("token_embd.weight", {E, hp.n_vocab});
+    hp.n_vocab = bind_vocab_size(meta, wb);
+
+    // Expected sizes with the metadata they come from, for messages.
+    auto k = [&](const char* key) { return meta.quoted(key); };
+    const std::string heads = k("attention.head_count"), head_len = k("attention.key_length");
+    const std::string groups = k("attention.output_group_count"), o_rank = k("attention.output_lora_rank");
+    const std::string streams = k("hyper_connection.count"), q_rank = k("attention.q_lora_rank");
+    const std::string idx_len = k("attention.indexer.key_length");
+    const int64_t hc = hp.n_hc, D = hp.head_dim, Di = hp.indexer_head_dim;
+    const Dim E{hp.n_embd, k("embedding_length")};
+    const Dim V{hp.n_vocab, "the rows of 'token_embd.weight'"};
+    const Dim HC{hc, streams};
+    const Dim hc_dim{hc * hp.n_embd, streams + " x " + k("embedding_length")};
+    const Dim mix_dim{(2 + hc) * hc, "(2 + " + streams + ") x " + streams};
+    const Dim head{D, head_len};
+    const Dim QL{hp.q_lora_rank, q_rank};
+    const Dim Q{int64_t(hp.n_head) * D, heads + " x " + head_len};
+    const Dim H{hp.n_head, heads};
+    const Dim group_in{int64_t(hp.n_head) * D / hp.o_groups, heads + " x " + head_len + " / " + groups};
+    const Dim OL{hp.o_lora_rank, o_rank}, G{hp.o_groups, groups};
+    const Dim OLG{hp.o_groups * hp.o_lora_rank, groups + " x " + o_rank};
+    const Dim IH{hp.indexer_n_head, k("attention.indexer.head_count")};
+    const Dim IQ{int64_t(hp.indexer_n_head) * Di, k("attention.indexer.head_count") + " x " + idx_len};
+    const Dim idx_head{Di, idx_len}, idx_pair{2 * Di, "2 x " + idx_len};
+    const Dim X{hp.n_expert, k("expert_count")};
+    const Dim used{hp.n_expert_used, k("expert_used_count")};
+
+    w.tok_embd = wb.require("token_embd.weight", {E, V});
     w.output_norm = wb.require("output_norm.weight", {E});
-    w.output = wb.require("output.weight", {E, hp.n_vocab});
-    w.hc_head.fn = wb.require("output_hc_fn.weight", {hc_dim, hc});
-    w.hc_head.base = wb.require("output_hc_base.weight", {hc});
+    w.output = wb.require("output.weight", {E, V});
+    w.hc_head.fn = wb.require("output_hc_fn.weight", {hc_dim, HC});
+    w.hc_head.base = wb.require("output_hc_base.weight", {HC});
     w.hc_head.scale = wb.require("output_hc_scale.weight", {1});
 
-    const int64_t group_in = int64_t(hp.n_head) * D / hp.o_groups;
-    const int64_t Di = hp.indexer_head_dim;
+    const bool ff_given = f.find(meta.key("expert_feed_forward_length")) != nullptr;
     for (int l = first; l < last; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         Dsv4LayerWeights L;
@@ -34,64 +57,63 @@ Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp,
         L.hc_attn = hcw("attn");
         L.hc_ffn = hcw("ffn");
         L.attn_norm = wb.require(p + "attn_norm.weight", {E});
-        L.attn_sinks = wb.require(p + "attn_sinks.weight", {hp.n_head});
-        L.wq_a = wb.require(p + "attn_q_a.weight", {E, hp.q_lora_rank});
-        L.q_a_norm = wb.require(p + "attn_q_a_norm.weight", {hp.q_lora_rank});
-        L.wq_b = wb.require(p + "attn_q_b.weight", {hp.q_lora_rank, int64_t(hp.n_head) * D});
-        L.wkv = wb.require(p + "attn_kv.weight", {E, D});
-        L.kv_norm = wb.require(p + "attn_kv_a_norm.weight", {D});
+        L.attn_sinks = wb.require(p + "attn_sinks.weight", {H});
+        L.wq_a = wb.require(p + "attn_q_a.weight", {E, QL});
+        L.q_a_norm = wb.require(p + "attn_q_a_norm.weight", {QL});
+        L.wq_b = wb.require(p + "attn_q_b.weight", {QL, Q});
+        L.wkv = wb.require(p + "attn_kv.weight", {E, head});
+        L.kv_norm = wb.require(p + "attn_kv_a_norm.weight", {head});
         // Published files store wo_a 2-D as [group_in, rank * groups]; the
         // bytes are the same as the 3-D [group_in, rank, groups] layout.
         const std::string wo_a = p + "attn_output_a.weight";
         const GgufTensorInfo& woa = f.require_tensor(wo_a);
         if (woa.n_dims <= 2) {
-            L.wo_a = wb.require(wo_a, {group_in, hp.o_lora_rank * hp.o_groups});
+            L.wo_a = wb.require(wo_a, {group_in, OLG});
             L.wo_a.ne[1] = hp.o_lora_rank;
             L.wo_a.ne[2] = hp.o_groups;
             L.wo_a.matrix_bytes = L.wo_a.row_bytes * static_cast<size_t>(hp.o_lora_rank);
         } else {
-            L.wo_a = wb.require(wo_a, {group_in, hp.o_lora_rank, hp.o_groups});
+            L.wo_a = wb.require(wo_a, {group_in, OL, G});
         }
-        L.wo_b = wb.require(p + "attn_output_b.weight", {hp.o_groups * hp.o_lora_rank, E});
+        L.wo_b = wb.require(p + "attn_output_b.weight", {OLG, E});
 
         const int ratio = hp.compress_ratios[static_cast<size_t>(l)];
         if (ratio != 0) {
-            const int64_t coff = ratio == kDsv4CsaRatio ? 2 : 1;
-            L.compressor.wkv = wb.require(p + "attn_compressor_kv.weight", {E, coff * D});
-            L.compressor.wgate = wb.require(p + "attn_compressor_gate.weight", {E, coff * D});
-            L.compressor.ape = wb.require(p + "attn_compressor_ape.weight", {coff * D, ratio});
-            L.compressor.norm = wb.require(p + "attn_compressor_norm.weight", {D});
-            if (ratio == kDsv4CsaRatio) {
-                L.indexer_proj = wb.require(p + "indexer.proj.weight", {E, hp.indexer_n_head});
-                L.indexer_q_b = wb.require(p + "indexer.attn_q_b.weight", {hp.q_lora_rank, hp.indexer_n_head * Di});
-                L.indexer_compressor.wkv = wb.require(p + "indexer_compressor_kv.weight", {E, 2 * Di});
-                L.indexer_compressor.wgate = wb.require(p + "indexer_compressor_gate.weight", {E, 2 * Di});
-                L.indexer_compressor.ape = wb.require(p + "indexer_compressor_ape.weight", {2 * Di, ratio});
-                L.indexer_compressor.norm = wb.require(p + "indexer_compressor_norm.weight", {Di});
+            // Ratio 4 pools two overlapping windows: twice the width.
+            const bool csa = ratio == kDsv4CsaRatio;
+            const Dim width{(csa ? 2 : 1) * D, (csa ? "2 x " : "") + head_len};
+            const Dim R{ratio, k("attention.compress_ratios")};
+            L.compressor.wkv = wb.require(p + "attn_compressor_kv.weight", {E, width});
+            L.compressor.wgate = wb.require(p + "attn_compressor_gate.weight", {E, width});
+            L.compressor.ape = wb.require(p + "attn_compressor_ape.weight", {width, R});
+            L.compressor.norm = wb.require(p + "attn_compressor_norm.weight", {head});
+            if (csa) {
+                L.indexer_proj = wb.require(p + "indexer.proj.weight", {E, IH});
+                L.indexer_q_b = wb.require(p + "indexer.attn_q_b.weight", {QL, IQ});
+                L.indexer_compressor.wkv = wb.require(p + "indexer_compressor_kv.weight", {E, idx_pair});
+                L.indexer_compressor.wgate = wb.require(p + "indexer_compressor_gate.weight", {E, idx_pair});
+                L.indexer_compressor.ape = wb.require(p + "indexer_compressor_ape.weight", {idx_pair, R});
+                L.indexer_compressor.norm = wb.require(p + "indexer_compressor_norm.weight", {idx_head});
             }
         }
 
         L.ffn_norm = wb.require(p + "ffn_norm.weight", {E});
-        L.gate_inp = wb.require(p + "ffn_gate_inp.weight", {E, hp.n_expert});
-        if (l < hp.n_hash_layers) {
-            const std::string name = p + "ffn_gate_tid2eid.weight";
-            const GgufTensorInfo& t = f.require_tensor(name);
-            if (t.type != GgmlType::I32 || t.ne[0] != hp.n_expert_used || t.ne[1] != hp.n_vocab || t.ne[2] != 1)
-                throw Error(f.path() + ": hash-routing table '" + name + "' must be i32 [" +
-                            std::to_string(hp.n_expert_used) + ", " + std::to_string(hp.n_vocab) + "].");
-            L.tid2eid = reinterpret_cast<const int32_t*>(map.tensor_data(t));
-        } else {
-            L.exp_probs_b = wb.require(p + "exp_probs_b.bias", {hp.n_expert});
-        }
-        const GgufTensorInfo& ge = f.require_tensor(p + "ffn_gate_exps.weight");
-        const int64_t n_ff = ge.ne[1];
-        L.gate_exps = wb.require(p + "ffn_gate_exps.weight", {E, n_ff, hp.n_expert});
-        L.up_exps = wb.require(p + "ffn_up_exps.weight", {E, n_ff, hp.n_expert});
-        L.down_exps = wb.require(p + "ffn_down_exps.weight", {n_ff, E, hp.n_expert});
-        const int64_t n_ff_sh = n_ff * hp.n_expert_shared;
-        L.gate_shexp = wb.require(p + "ffn_gate_shexp.weight", {E, n_ff_sh});
-        L.up_shexp = wb.require(p + "ffn_up_shexp.weight", {E, n_ff_sh});
-        L.down_shexp = wb.require(p + "ffn_down_shexp.weight", {n_ff_sh, E});
+        L.gate_inp = wb.require(p + "ffn_gate_inp.weight", {E, X});
+        if (l < hp.n_hash_layers)
+            L.tid2eid = wb.require_i32(p + "ffn_gate_tid2eid.weight", {used, V});
+        else
+            L.exp_probs_b = wb.require(p + "exp_probs_b.bias", {X});
+        // The expert width: stated by the file, or that of this layer's tensors.
+        const std::string gate = p + "ffn_gate_exps.weight";
+        const int64_t n_ff = ff_given ? meta.count("expert_feed_forward_length") : wb.dim(gate, 1);
+        const Dim F{n_ff, ff_given ? k("expert_feed_forward_length") : "dimension 1 of '" + gate + "'"};
+        L.gate_exps = wb.require(gate, {E, F, X});
+        L.up_exps = wb.require(p + "ffn_up_exps.weight", {E, F, X});
+        L.down_exps = wb.require(p + "ffn_down_exps.weight", {F, E, X});
+        const Dim FS{n_ff * hp.n_expert_shared, F.from + " x " + k("expert_shared_count")};
+        L.gate_shexp = wb.require(p + "ffn_gate_shexp.weight", {E, FS});
+        L.up_shexp = wb.require(p + "ffn_up_shexp.weight", {E, FS});
+        L.down_shexp = wb.require(p + "ffn_down_shexp.weight", {FS, E});
         w.layers.push_back(std::move(L));
     }
     return w;

@@ -37,7 +37,9 @@ struct Dsv4LayerWeights {
     WeightRef indexer_q_b, indexer_proj;       // ratio 4
 
     WeightRef ffn_norm, gate_inp, exp_probs_b;
-    const int32_t* tid2eid = nullptr;  // hash layers: [n_vocab x n_expert_used]
+    // Hash layers: i32 [n_vocab x n_expert_used] expert ids, little-endian
+    // bytes at any alignment; checked per token when used.
+    const uint8_t* tid2eid = nullptr;
     WeightRef gate_exps, up_exps, down_exps;
     WeightRef gate_shexp, up_shexp, down_shexp;
 };

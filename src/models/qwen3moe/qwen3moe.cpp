@@ -135,42 +135,61 @@ private:
 
     void load(const GgufFile& f, ModelMap& map, const LoadOptions& opts) {
         Hparams hp(f, "qwen3moe");
-        hp_.n_embd = static_cast<int64_t>(hp.require_uint("embedding_length"));
-        hp_.n_layer = static_cast<int>(hp.require_uint("block_count"));
-        hp_.n_ctx_train = static_cast<int64_t>(hp.uint_or("context_length", 0));
-        hp_.n_head = static_cast<int>(hp.require_uint("attention.head_count"));
-        hp_.n_head_kv = static_cast<int>(hp.uint_or("attention.head_count_kv", static_cast<uint64_t>(hp_.n_head)));
-        if (hp_.n_head <= 0 || hp_.n_head_kv <= 0 || hp_.n_head % hp_.n_head_kv != 0)
-            throw Error(f.path() + " has " + std::to_string(hp_.n_head) + " attention heads and " +
-                        std::to_string(hp_.n_head_kv) + " KV heads; the first must be a multiple of the second.");
-        hp_.head_dim_k = static_cast<int>(hp.uint_or("attention.key_length", hp_.n_embd / hp_.n_head));
-        hp_.head_dim_v = static_cast<int>(hp.uint_or("attention.value_length", hp_.n_embd / hp_.n_head));
-        hp_.n_expert = static_cast<int>(hp.require_uint("expert_count"));
-        hp_.n_expert_used = static_cast<int>(hp.require_uint("expert_used_count"));
-        if (hp_.n_expert <= 0 || hp_.n_expert_used <= 0 || hp_.n_expert_used > hp_.n_expert)
-            throw Error(f.path() + " routes " + std::to_string(hp_.n_expert_used) + " of " + std::to_string(hp_.n_expert) +
-                        " experts per token; need 0 < used <= count.");
-        hp_.rms_eps = static_cast<float>(hp.float_or("attention.layer_norm_rms_epsilon", 1e-6));
-        hp_.expert_weights_scale = static_cast<float>(hp.float_or("expert_weights_scale", 0.0));
-        const int n_rot = static_cast<int>(hp.uint_or("rope.dimension_count", static_cast<uint64_t>(hp_.head_dim_k)));
-        if (n_rot != hp_.head_dim_k || hp_.head_dim_k != hp_.head_dim_v)
-            throw Error(f.path() + ": qwen3moe needs rope dimensions == key length == value length (got " +
+        auto key = [&](const char* k) { return hp.quoted(k); };
+        hp_.n_embd = hp.count("embedding_length");
+        hp_.n_layer = static_cast<int>(hp.count("block_count"));
+        hp_.n_ctx_train = hp.count_or("context_length", 0, 0, kMaxHparamContext);
+        hp_.n_head = static_cast<int>(hp.count("attention.head_count"));
+        hp_.n_head_kv = static_cast<int>(hp.count_or("attention.head_count_kv", hp_.n_head));
+        if (hp_.n_head % hp_.n_head_kv != 0)
+            throw Error(f.path() + ": metadata key " + key("attention.head_count") + " (" + std::to_string(hp_.n_head) +
+                        ") is not a multiple of " + key("attention.head_count_kv") + " (" +
+                        std::to_string(hp_.n_head_kv) + ").");
+        // Without key/value lengths a head is an equal share of the embedding.
+        const bool head_dims_given = f.find(hp.key("attention.key_length")) && f.find(hp.key("attention.value_length"));
+        if (!head_dims_given && hp_.n_embd % hp_.n_head != 0)
+            throw Error(f.path() + ": metadata key " + key("embedding_length") + " (" + std::to_string(hp_.n_embd) +
+                        ") does not split into " + key("attention.head_count") + " (" + std::to_string(hp_.n_head) +
+                        ") heads, and the file gives no head length (" + key("attention.key_length") + ").");
+        hp_.head_dim_k = static_cast<int>(hp.count_or("attention.key_length", hp_.n_embd / hp_.n_head));
+        hp_.head_dim_v = static_cast<int>(hp.count_or("attention.value_length", hp_.n_embd / hp_.n_head));
+        hp_.n_expert = static_cast<int>(hp.count("expert_count"));
+        hp_.n_expert_used = static_cast<int>(hp.count("expert_used_count"));
+        if (hp_.n_expert_used > hp_.n_expert)
+            throw Error(f.path() + ": metadata key " + key("expert_used_count") + " (" +
+                        std::to_string(hp_.n_expert_used) + ") exceeds " + key("expert_count") + " (" +
+                        std::to_string(hp_.n_expert) + ").");
+        hp_.rms_eps = static_cast<float>(hp.number_or("attention.layer_norm_rms_epsilon", 1e-6, NumberRange::NonNegative));
+        hp_.expert_weights_scale = static_cast<float>(hp.number_or("expert_weights_scale", 0.0, NumberRange::NonNegative));
+        const int n_rot = static_cast<int>(hp.count_or("rope.dimension_count", hp_.head_dim_k));
+        if (n_rot != hp_.head_dim_k || hp_.head_dim_k != hp_.head_dim_v || n_rot % 2 != 0)
+            throw Error(f.path() + ": qwen3moe needs " + key("rope.dimension_count") + " == " +
+                        key("attention.key_length") + " == " + key("attention.value_length") + ", even (got " +
                         std::to_string(n_rot) + ", " + std::to_string(hp_.head_dim_k) + ", " +
                         std::to_string(hp_.head_dim_v) + ").");
         hp_.rope = rope_params_from_metadata(hp, n_rot, /*neox=*/true);
 
         WeightBinder wb(f, map);
-        const GgufTensorInfo& emb = f.require_tensor("token_embd.weight");
-        hp_.n_vocab = emb.ne[1];
-        tok_embd_ = wb.require("token_embd.weight", {hp_.n_embd, hp_.n_vocab});
-        output_norm_ = wb.require("output_norm.weight", {hp_.n_embd});
-        output_ = wb.optional("output.weight", {hp_.n_embd, hp_.n_vocab});
+        hp_.n_vocab = bind_vocab_size(hp, wb);
+        // Expected sizes with the metadata they come from, for messages.
+        const std::string heads = key("attention.head_count"), kv_heads = key("attention.head_count_kv");
+        const std::string k_len = key("attention.key_length"), v_len = key("attention.value_length");
+        const Dim E{hp_.n_embd, key("embedding_length")};
+        const Dim V{hp_.n_vocab, "the rows of 'token_embd.weight'"};
+        const Dim Q{int64_t(hp_.n_head) * hp_.head_dim_k, heads + " x " + k_len};
+        const Dim K{int64_t(hp_.n_head_kv) * hp_.head_dim_k, kv_heads + " x " + k_len};
+        const Dim Vd{int64_t(hp_.n_head_kv) * hp_.head_dim_v, kv_heads + " x " + v_len};
+        const Dim O{int64_t(hp_.n_head) * hp_.head_dim_v, heads + " x " + v_len};
+        const Dim head{hp_.head_dim_k, k_len};
+        const Dim X{hp_.n_expert, key("expert_count")};
+        const bool ff_given = f.find(hp.key("expert_feed_forward_length")) != nullptr;
+
+        tok_embd_ = wb.require("token_embd.weight", {E, V});
+        output_norm_ = wb.require("output_norm.weight", {E});
+        output_ = wb.optional("output.weight", {E, V});
         if (!output_) output_ = tok_embd_;  // tied embeddings
         output_scale_ = wb.optional_scale("output.scale", 1);
 
-        const int64_t E = hp_.n_embd;
-        const int64_t q_dim = int64_t(hp_.n_head) * hp_.head_dim_k;
-        const int64_t kv_dim = int64_t(hp_.n_head_kv) * hp_.head_dim_k;
         const auto [first, last] = layer_range(opts, hp_.n_layer, f.path());
         for (int l = first; l < last; ++l) {
             const std::string p = "blk." + std::to_string(l) + ".";
@@ -178,29 +197,31 @@ private:
                 throw Error(f.path() + ": fused '" + p + "attn_qkv.weight' is not supported for qwen3moe; expected separate q/k/v.");
             Layer L;
             L.attn_norm = wb.require(p + "attn_norm.weight", {E});
-            auto proj = [&](const std::string& name, int64_t in, int64_t out) {
+            auto proj = [&](const std::string& name, const Dim& in, const Dim& out) {
                 Projection pr;
                 pr.w = wb.require(p + name + ".weight", {in, out});
                 pr.bias = wb.optional(p + name + ".bias", {out});
                 pr.scale = wb.optional_scale(p + name + ".scale", 1);
                 return pr;
             };
-            L.q = proj("attn_q", E, q_dim);
-            L.k = proj("attn_k", E, kv_dim);
-            L.v = proj("attn_v", E, int64_t(hp_.n_head_kv) * hp_.head_dim_v);
-            L.o = proj("attn_output", int64_t(hp_.n_head) * hp_.head_dim_v, E);
-            L.q_norm = wb.require(p + "attn_q_norm.weight", {hp_.head_dim_k});
-            L.k_norm = wb.require(p + "attn_k_norm.weight", {hp_.head_dim_k});
+            L.q = proj("attn_q", E, Q);
+            L.k = proj("attn_k", E, K);
+            L.v = proj("attn_v", E, Vd);
+            L.o = proj("attn_output", O, E);
+            L.q_norm = wb.require(p + "attn_q_norm.weight", {head});
+            L.k_norm = wb.require(p + "attn_k_norm.weight", {head});
             L.ffn_norm = wb.require(p + "ffn_norm.weight", {E});
-            L.gate_inp = wb.require(p + "ffn_gate_inp.weight", {E, hp_.n_expert});
-            const GgufTensorInfo& ge = f.require_tensor(p + "ffn_gate_exps.weight");
-            hp_.n_ff_exp = ge.ne[1];
-            L.gate_exps = wb.require(p + "ffn_gate_exps.weight", {E, hp_.n_ff_exp, hp_.n_expert});
-            L.up_exps = wb.require(p + "ffn_up_exps.weight", {E, hp_.n_ff_exp, hp_.n_expert});
-            L.down_exps = wb.require(p + "ffn_down_exps.weight", {hp_.n_ff_exp, E, hp_.n_expert});
-            L.gate_exps_scale = wb.optional_scale(p + "ffn_gate_exps.scale", hp_.n_expert);
-            L.up_exps_scale = wb.optional_scale(p + "ffn_up_exps.scale", hp_.n_expert);
-            L.down_exps_scale = wb.optional_scale(p + "ffn_down_exps.scale", hp_.n_expert);
+            L.gate_inp = wb.require(p + "ffn_gate_inp.weight", {E, X});
+            // The expert width: stated by the file, or that of this layer's tensors.
+            const std::string gate = p + "ffn_gate_exps.weight";
+            hp_.n_ff_exp = ff_given ? hp.count("expert_feed_forward_length") : wb.dim(gate, 1);
+            const Dim F{hp_.n_ff_exp, ff_given ? key("expert_feed_forward_length") : "dimension 1 of '" + gate + "'"};
+            L.gate_exps = wb.require(gate, {E, F, X});
+            L.up_exps = wb.require(p + "ffn_up_exps.weight", {E, F, X});
+            L.down_exps = wb.require(p + "ffn_down_exps.weight", {F, E, X});
+            L.gate_exps_scale = wb.optional_scale(p + "ffn_gate_exps.scale", X);
+            L.up_exps_scale = wb.optional_scale(p + "ffn_up_exps.scale", X);
+            L.down_exps_scale = wb.optional_scale(p + "ffn_down_exps.scale", X);
             layers_.push_back(std::move(L));
         }
         info_.arch = "qwen3moe";
