@@ -198,7 +198,7 @@ void check_combinations(const Ds4Options& o, const RawArgs& raw, const CLI::App&
         throw UsageError("--chat-template cannot be combined with --token-ids (raw token ids use no template)");
     if (raw.think > 0 && raw.nothink > 0) throw UsageError("--think and --nothink cannot be used together");
     if (raw.think_max > 0 && raw.nothink > 0) throw UsageError("--think-max and --nothink cannot be used together");
-    if (o.role == "coordinator" && !o.layers_spec)
+    if (o.role == "coordinator" && !o.layers)
         throw UsageError("--role coordinator needs --layers (the slice this process runs)");
     if (o.role == "worker" && o.listen_port == 0)
         throw UsageError("--role worker needs --listen HOST PORT");
@@ -281,8 +281,8 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     // One value at a time, in the order of the help text.
     if (given("--model")) o.model = raw.model;
     if (given("--backend")) {
-        if (raw.backend != "cpu" && raw.backend != "cuda")
-            throw UsageError("--backend must be cpu or cuda, got " + quote_value(raw.backend));
+        if (raw.backend != "auto" && raw.backend != "cpu" && raw.backend != "cuda")
+            throw UsageError("--backend must be auto, cpu or cuda, got " + quote_value(raw.backend));
         o.backend = raw.backend;
     }
     if (given("--threads")) o.threads = static_cast<int>(parse_int_value("--threads", raw.threads, 1, kMaxThreads));
@@ -319,8 +319,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     if (given("--top-k")) o.top_k = static_cast<int>(parse_int_value("--top-k", raw.top_k, 0, INT32_MAX));
     if (given("--seed")) o.seed = parse_u64_value("--seed", raw.seed);
     if (given("--layers")) {
-        o.layers = raw.layers;
-        o.layers_spec = parse_layers_spec(raw.layers);
+        o.layers = parse_layer_range(raw.layers);
     }
     if (given("--role")) {
         if (raw.role != "coordinator" && raw.role != "worker")
@@ -356,7 +355,8 @@ a logits dump (--token-ids with --dump-logits), or an interactive chat (neither)
 
 Model and execution:
   -m, --model FILE          GGUF model file (default: ./ds4flash.gguf)
-      --backend NAME        cpu or cuda (default: cpu)
+      --backend NAME        auto, cpu or cuda (default: auto, CUDA when the build
+                            has it and a GPU is present, else the CPU)
       --cuda-host-weights   CUDA reads the weights from page-locked host memory
                             (the mapped file, registered) instead of copying them
                             to the GPU: for models larger than GPU memory

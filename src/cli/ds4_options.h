@@ -13,7 +13,7 @@
 #include <string>
 
 #include "cli/cli_values.h"
-#include "cli/layers_spec.h"
+#include "common/layer_range.h"
 
 namespace ds4 {
 
@@ -25,7 +25,7 @@ constexpr int kMaxThreads = 4096;
 struct Ds4Options {
     // Model and execution.
     std::string model = "./ds4flash.gguf";  // -m/--model
-    std::string backend = "cpu";            // --backend cpu|cuda
+    std::string backend = "auto";           // --backend auto|cpu|cuda
     int threads = 1;                        // -t/--threads; default: hardware concurrency
     int ctx = 4096;                         // -c/--ctx: context length in tokens
     int prefill_chunk = 4096;               // --prefill-chunk: prompt tokens per forward pass
@@ -52,8 +52,7 @@ struct Ds4Options {
     std::optional<uint64_t> seed;  // --seed; absent = random
 
     // Pipeline of layer slices across processes.
-    std::string layers;                     // --layers as typed
-    std::optional<LayersSpec> layers_spec;  // parsed --layers
+    std::optional<LayerRange> layers;       // --layers (absent: every block)
     std::string role;                       // --role coordinator|worker ("" = single process)
     std::string listen_host;                // --listen HOST PORT
     int listen_port = 0;                    // 0 = not given

@@ -33,9 +33,10 @@ std::string gib(uint64_t bytes) {
 }
 
 void check_selection(const GgufFile& file, const MapSelection& sel) {
-    if (sel.layer_begin < 0 || sel.layer_end < -1 || (sel.layer_end >= 0 && sel.layer_end < sel.layer_begin))
-        throw Error("cannot map model file " + file.path() + " for layers [" + std::to_string(sel.layer_begin) + ", " +
-                    std::to_string(sel.layer_end) + "): a layer slice needs 0 <= begin <= end (end -1 = the last layer).");
+    const LayerRange& r = sel.layers;
+    if (r.begin < 0 || r.end < LayerRange::kThroughLast || (r.end != LayerRange::kThroughLast && r.end < r.begin))
+        throw Error("cannot map model file " + file.path() + " for layers [" + std::to_string(r.begin) + ", " +
+                    std::to_string(r.end) + "): a layer slice needs 0 <= begin <= end (end -1 = the last layer).");
 }
 
 class EmptyView final : public FileView {

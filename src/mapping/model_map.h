@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/layer_range.h"
 #include "gguf/gguf_file.h"
 
 namespace ds4 {
@@ -45,10 +46,10 @@ TensorRole tensor_role(const std::string& name);
 // Layer index of a "blk.N." tensor; -1 for tensors outside the blocks.
 int tensor_layer(const std::string& name);
 
-// What a process needs: a layer slice [layer_begin, layer_end) and roles.
+// What a process needs: a layer slice and roles. An empty slice maps only
+// the embedding and the output head.
 struct MapSelection {
-    int layer_begin = 0;
-    int layer_end = -1;  // exclusive; -1 = through the last layer
+    LayerRange layers;
     bool embedding = true;
     bool output = true;
     bool non_routed = true;

@@ -67,7 +67,7 @@ bool MapSelection::selects(const std::string& tensor_name) const {
     if (role == TensorRole::Output) return output;
     if (!(role == TensorRole::RoutedExperts ? routed_experts : non_routed)) return false;
     const int layer = tensor_layer(tensor_name);
-    const bool slice_empty = layer_end >= 0 && layer_end <= layer_begin;
+    const bool slice_empty = layers.end != LayerRange::kThroughLast && layers.end <= layers.begin;
     if (layer < 0) {
         // A global non-layer tensor (rope_freqs, ...) is read by the layers
         // themselves, so every stage that runs at least one layer needs it,
@@ -75,7 +75,7 @@ bool MapSelection::selects(const std::string& tensor_name) const {
         // every stage costs little, while leaving one out breaks a stage.
         return !slice_empty;
     }
-    return layer >= layer_begin && (layer_end < 0 || layer < layer_end);
+    return layer >= layers.begin && (layers.end == LayerRange::kThroughLast || layer < layers.end);
 }
 
 }  // namespace ds4

@@ -21,8 +21,7 @@ struct ModelInfo {
     int64_t n_vocab = 0;
     int64_t n_embd = 0;
     int n_layer = 0;          // blocks of the model
-    int layer_begin = 0;      // blocks this process runs: [layer_begin, layer_end)
-    int layer_end = 0;
+    LayerRange layers;        // blocks this process runs, resolved: [layers.begin, layers.end)
     int64_t n_ctx_train = 0;
 };
 
@@ -52,12 +51,11 @@ struct StepInputs {
     IntArray positions;  // pos0 .. pos0 + n - 1, backend copy
 };
 
-// Which transformer blocks a process runs: [layer_begin, layer_end), plus
-// the token embedding and the output head. Tensors of other blocks are not
-// bound, so the model map never maps them.
+// Which transformer blocks a process runs, plus the token embedding and the
+// output head. Tensors of other blocks are not bound, so the model map never
+// maps them.
 struct LoadOptions {
-    int layer_begin = 0;
-    int layer_end = -1;  // -1: through the last block
+    LayerRange layers;
 };
 
 class Model {
@@ -78,8 +76,9 @@ public:
 // the chosen layers to `map`. Throws ds4::Error naming the file and the
 // problem (also for a layer range outside the model).
 std::unique_ptr<Model> load_model(const GgufFile& file, ModelMap& map, const LoadOptions& opts = {});
-// The checked block range [begin, end) of `opts` for a model of n_layer blocks.
-std::pair<int, int> layer_range(const LoadOptions& opts, int n_layer, const std::string& path);
+// The checked, resolved block range of `opts` for a model of n_layer blocks;
+// throws ds4::Error naming `path` when it does not fit.
+LayerRange layer_range(const LoadOptions& opts, int n_layer, const std::string& path);
 
 // The architectures load_model knows.
 std::vector<std::string> supported_architectures();

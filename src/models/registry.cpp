@@ -22,12 +22,10 @@ std::vector<std::string> supported_architectures() {
     return v;
 }
 
-std::pair<int, int> layer_range(const LoadOptions& opts, int n_layer, const std::string& path) {
-    const int end = opts.layer_end < 0 ? n_layer : opts.layer_end;
-    if (opts.layer_begin < 0 || opts.layer_begin >= end || end > n_layer)
-        throw Error("layers " + std::to_string(opts.layer_begin) + ":" + std::to_string(end) + " are not a slice of " +
-                    path + ", which has " + std::to_string(n_layer) + " layers (0:" + std::to_string(n_layer) + ").");
-    return {opts.layer_begin, end};
+LayerRange layer_range(const LoadOptions& opts, int n_layer, const std::string& path) {
+    if (const std::string problem = layer_range_problem(opts.layers, n_layer); !problem.empty())
+        throw Error(path + ": layers " + problem + ".");
+    return opts.layers.resolved(n_layer);
 }
 
 std::unique_ptr<Model> load_model(const GgufFile& file, ModelMap& map, const LoadOptions& opts) {

@@ -64,21 +64,6 @@ SyntheticPreset synthetic_preset(const std::string& name) {
     throw UsageError("--synthetic must be one of " + known + "; got '" + name + "'");
 }
 
-LayerRange layer_range_of(const LayersSpec& spec, int n_layer) {
-    // parse_layers_spec never yields these; a spec built by hand might.
-    if (spec.first < 0 || (!spec.through_output && spec.last < spec.first))
-        throw UsageError("--layers A:B needs 0 <= A <= B, got '" + spec.to_string() + "'");
-    layers_spec_check_against_model(spec, n_layer);
-    return LayerRange{spec.first, spec.end_exclusive(n_layer)};
-}
-
-LayersSpec all_layers_spec(int n_layer) {
-    LayersSpec spec;
-    spec.first = 0;
-    spec.last = n_layer - 1;
-    return spec;
-}
-
 SynthResult write_synthetic_model(const SyntheticPreset& preset, uint64_t seed, const LayerRange& range,
                                   const std::string& path, const std::function<void(uint64_t)>& on_size) {
     if (preset.arch == "qwen3moe") {
@@ -90,8 +75,7 @@ SynthResult write_synthetic_model(const SyntheticPreset& preset, uint64_t seed, 
         o.type = preset.type;
         o.embd_type = preset.type;
         o.tokenizer = false;
-        o.layer_begin = range.begin;
-        o.layer_end = range.end;
+        o.layers = range;
         o.on_size = on_size;
         return synth_qwen3moe(o);
     }
@@ -101,8 +85,7 @@ SynthResult write_synthetic_model(const SyntheticPreset& preset, uint64_t seed, 
     o.seed = seed;
     o.quant = preset.quant;
     o.tokenizer = false;
-    o.layer_begin = range.begin;
-    o.layer_end = range.end;
+    o.layers = range;
     o.on_size = on_size;
     return synth_deepseek4(o);
 }

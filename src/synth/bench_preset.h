@@ -1,7 +1,6 @@
 // The models ds4-bench --synthetic builds: ARCH-SIZE-QUANT names for the
-// synthetic generators (qwen3moe.h, deepseek4.h), and the blocks a --layers
-// slice runs. --layers is spelled as the ds4 program's (cli/layers_spec.h:
-// "A:B" both inclusive, or "N:output"), parsed by the same parser, so a
+// synthetic generators (qwen3moe.h, deepseek4.h). A --layers slice is a
+// LayerRange (common/layer_range.h), parsed as the ds4 program's, so a
 // benchmark slice and a pipeline stage are written the same way.
 #pragma once
 
@@ -10,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/layers_spec.h"
+#include "common/layer_range.h"
 #include "synth/deepseek4.h"
 #include "synth/qwen3moe.h"
 
@@ -32,25 +31,8 @@ std::vector<std::string> synthetic_preset_names();
 // Throws ds4::UsageError listing the valid names for an unknown one.
 SyntheticPreset synthetic_preset(const std::string& name);
 
-// Blocks [begin, end), half-open as the model map, the loader and the
-// generators take them (never empty once made by layer_range_of).
-struct LayerRange {
-    int begin = 0;
-    int end = 0;
-};
-
-// The blocks of a --layers slice of a model with n_layer blocks: "A:B" is
-// [A, B + 1), "N:output" is [N, n_layer). Throws ds4::UsageError naming the
-// model's layer count when the slice does not fit the model
-// (layers_spec_check_against_model).
-LayerRange layer_range_of(const LayersSpec& spec, int n_layer);
-
-// The ds4 spelling of every block of a model with n_layer > 0 blocks,
-// "0:<n_layer - 1>", for output that shows what ran without --layers.
-LayersSpec all_layers_spec(int n_layer);
-
 // Writes the preset's model (no tokenizer: the real vocabulary size only)
-// with blocks [range.begin, range.end) to `path`. `on_size` is called with
+// with the blocks of `range` to `path`. `on_size` is called with
 // the file size before anything is written and may throw to refuse it.
 SynthResult write_synthetic_model(const SyntheticPreset& preset, uint64_t seed, const LayerRange& range,
                                   const std::string& path,

@@ -322,7 +322,7 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
                                               : deepseek4_preset(opts.preset);
 
     const uint32_t L = s.n_layer;
-    const int layer_end = synth_layer_end(opts.layer_begin, opts.layer_end, static_cast<int>(L), "deepseek4 " + s.preset);
+    const int layer_end = synth_layer_end(opts.layers, static_cast<int>(L), "deepseek4 " + s.preset);
 
     // Tokenizer and template first: a missing one fails before anything is
     // written. The tokenizer's 128,815 entries are padded to the model's
@@ -390,7 +390,7 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
     w.set(key("hyper_connection.sinkhorn_iterations"), GgufValue::u32(s.hc_sinkhorn_iters));
     w.set(key("hyper_connection.epsilon"), GgufValue::f32(s.hc_eps));
     w.set(key("hash_layer_count"), GgufValue::u32(s.n_hash_layers));
-    record_synth_recipe(w, s.preset, opts.seed, opts.n_layer, static_cast<int>(L), opts.layer_begin, layer_end);
+    record_synth_recipe(w, s.preset, opts.seed, opts.n_layer, static_cast<int>(L), opts.layers);
     if (opts.tokenizer) {
         for (auto& [k, v] : tokenizer.kv) w.set(k, std::move(v));
         w.set("tokenizer.chat_template", GgufValue::string(chat_template));
@@ -413,7 +413,7 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
     // Unit-variance embeddings: the first RMS norm sees unit-scale input.
     plan.add("token_embd.weight", Role::Embedding, {E, V}, small(1.0));
     // Each block's tensors together, so a layer slice is one run of the file.
-    for (uint32_t il = static_cast<uint32_t>(opts.layer_begin); il < static_cast<uint32_t>(layer_end); ++il) {
+    for (uint32_t il = static_cast<uint32_t>(opts.layers.begin); il < static_cast<uint32_t>(layer_end); ++il) {
         const std::string b = "blk." + std::to_string(il) + ".";
         plan.add(b + "hc_attn_fn.weight", Role::HyperConnFn, {hc_dim, hc_mix}, fan_in(hc_dim));
         plan.add(b + "hc_attn_base.weight", Role::PlainF32, {hc_mix}, small(0.1));

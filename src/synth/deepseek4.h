@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/layer_range.h"
 #include "synth/qwen3moe.h"  // SynthResult
 
 namespace ds4 {
@@ -86,10 +87,9 @@ struct Deepseek4SynthOptions {
     // Not 0: a truncated model with only the first n_layer blocks
     // (truncate_deepseek4_shape); 0: the preset's block count.
     int n_layer = 0;
-    // Blocks [layer_begin, layer_end) get tensors (-1: through the last);
+    // The blocks that get tensors (default: all);
     // block_count stays the model's (the preset's, or n_layer).
-    int layer_begin = 0;
-    int layer_end = -1;
+    LayerRange layers;
     // Called with the file size before anything is written; may throw to refuse.
     std::function<void(uint64_t file_bytes)> on_size;
     bool progress = false;

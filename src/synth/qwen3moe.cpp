@@ -161,7 +161,7 @@ SynthResult synth_qwen3moe(const SynthOptions& opts) {
     const Qwen3MoeShape s = opts.n_layer != 0 ? truncate_qwen3moe_shape(qwen3moe_preset(opts.preset), opts.n_layer)
                                              : qwen3moe_preset(opts.preset);
     const int n_layer = static_cast<int>(s.n_layer);
-    const int layer_end = synth_layer_end(opts.layer_begin, opts.layer_end, n_layer, "qwen3moe " + s.preset);
+    const int layer_end = synth_layer_end(opts.layers, n_layer, "qwen3moe " + s.preset);
     if (opts.mix == Qwen3MoeMix::Uniform)
         for (GgmlType t : {opts.type, opts.embd_type})
             if (ggml_type_traits(t).block_elems > 1 && s.n_embd % ggml_type_traits(t).block_elems != 0)
@@ -205,7 +205,7 @@ SynthResult synth_qwen3moe(const SynthOptions& opts) {
     w.set(a + ".expert_count", GgufValue::u32(s.n_expert));
     w.set(a + ".expert_used_count", GgufValue::u32(s.n_expert_used));
     w.set(a + ".expert_feed_forward_length", GgufValue::u32(s.n_ff_exp));
-    record_synth_recipe(w, s.preset, opts.seed, opts.n_layer, n_layer, opts.layer_begin, layer_end);
+    record_synth_recipe(w, s.preset, opts.seed, opts.n_layer, n_layer, opts.layers);
     if (opts.tokenizer) {
         for (auto& [k, v] : tokenizer.kv) w.set(k, std::move(v));
     } else {
@@ -236,7 +236,7 @@ SynthResult synth_qwen3moe(const SynthOptions& opts) {
 
     // Unit-variance embeddings: the first RMS norm sees unit-scale input.
     matrix("token_embd.weight", opts.embd_type, {E, V}, WeightDistribution::with_stddev(1.0));
-    for (int il = opts.layer_begin; il < layer_end; ++il) {
+    for (int il = opts.layers.begin; il < layer_end; ++il) {
         const std::string b = "blk." + std::to_string(il) + ".";
         add(b + "attn_norm.weight", GgmlType::F32, {E}, gain);
         matrix(b + "attn_q.weight", opts.type, {E, Q}, fan_in(E));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/layer_range.h"
 #include "gguf/ggml_type.h"
 
 namespace ds4 {
@@ -65,11 +66,10 @@ struct SynthOptions {
     // Not 0: a truncated model with only the first n_layer blocks
     // (truncate_qwen3moe_shape); 0: the preset's block count.
     int n_layer = 0;
-    // Blocks [layer_begin, layer_end) get tensors (-1: through the last);
+    // The blocks that get tensors (default: all);
     // block_count stays the model's (the preset's, or n_layer), so a slice
     // of a huge model is cheap.
-    int layer_begin = 0;
-    int layer_end = -1;
+    LayerRange layers;
     // Called with the file size before anything is written; may throw to refuse.
     std::function<void(uint64_t file_bytes)> on_size;
     bool progress = false;               // per-tensor lines on stderr

@@ -42,7 +42,7 @@
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
 #include "models/family.h"
-#include "runtime/session.h"
+#include "engine/session.h"
 
 namespace ds4::cudatest {
 

@@ -55,8 +55,8 @@ void check_info(const Model& m, const GgufFile& f, const LoadOptions& opts) {
     const ModelInfo& info = m.info();
     FUZZ_REQUIRE(info.arch == f.architecture());
     FUZZ_REQUIRE(info.n_vocab >= 1 && info.n_embd >= 1 && info.n_layer >= 1);
-    FUZZ_REQUIRE(0 <= info.layer_begin && info.layer_begin < info.layer_end && info.layer_end <= info.n_layer);
-    FUZZ_REQUIRE(info.layer_begin == opts.layer_begin);
+    FUZZ_REQUIRE(0 <= info.layers.begin && info.layers.begin < info.layers.end && info.layers.end <= info.n_layer);
+    FUZZ_REQUIRE(info.layers.begin == opts.layers.begin);
 }
 
 }  // namespace
@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check_info(*model, *file, LoadOptions{});
         // The last block alone, as a pipeline stage would load it.
         LoadOptions last;
-        last.layer_begin = model->info().n_layer - 1;
+        last.layers.begin = model->info().n_layer - 1;
         check_info(*load_model(*file, *map, last), *file, last);
         check_tensor_values(*file, *map, MapSelection{}, 1);
     } catch (const Error&) {

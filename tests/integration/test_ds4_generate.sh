@@ -16,6 +16,9 @@ seed=$RANDOM
 "$bin/ds4" -m "$tmp/m.gguf" -p "Hello, who are you?" -n 12 --temp 0 -t 2 >"$tmp/out" 2>"$tmp/err" \
   || fail "ds4 -p exited $? (seed $seed): $(cat "$tmp/err")"
 grep -q "^model map: 1 region across [0-9]* tensor spans" "$tmp/err" || fail "no single-region model map line: $(cat "$tmp/err")"
+# --backend auto (the default) names its choice; this machine has no GPU.
+grep -qE "^backend: cpu, [0-9]+ threads? \(auto: (no CUDA GPU on this machine|this build has no CUDA)\)$" "$tmp/err" \
+  || fail "no startup line naming the automatic backend choice: $(cat "$tmp/err")"
 grep -q "prefill: [0-9.]* t/s, generation: [0-9.]* t/s" "$tmp/err" || fail "no speed line: $(cat "$tmp/err")"
 [[ -s "$tmp/out" ]] || fail "no text generated (seed $seed)"
 

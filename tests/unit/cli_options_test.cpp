@@ -78,13 +78,13 @@ protected:
 TEST_F(Ds4OptionsTest, Defaults) {
     Ds4Options o = parse({});
     EXPECT_EQ(o.model, model_.path());
-    EXPECT_EQ(o.backend, "cpu");
+    EXPECT_EQ(o.backend, "auto");
     EXPECT_GE(o.threads, 1);
     EXPECT_EQ(o.prefill_chunk, 4096);
     EXPECT_TRUE(o.think);
     EXPECT_FALSE(o.seed.has_value());
     EXPECT_FALSE(o.has_prompt);
-    EXPECT_FALSE(o.layers_spec.has_value());
+    EXPECT_FALSE(o.layers.has_value());
     EXPECT_FALSE(o.ssd_streaming);
     EXPECT_FALSE(o.check_tensors);
     EXPECT_FALSE(o.help);
@@ -113,9 +113,9 @@ TEST_F(Ds4OptionsTest, EveryFlagAccepted) {
     EXPECT_FALSE(o.think);
     EXPECT_EQ(o.system, "be brief");
     EXPECT_EQ(o.backend, "cuda");
-    ASSERT_TRUE(o.layers_spec.has_value());
-    EXPECT_EQ(o.layers_spec->first, 0);
-    EXPECT_EQ(o.layers_spec->last, 11);
+    ASSERT_TRUE(o.layers.has_value());
+    EXPECT_EQ(o.layers->begin, 0);
+    EXPECT_EQ(o.layers->end, 12);
     EXPECT_EQ(o.role, "coordinator");
     EXPECT_EQ(o.coordinator_host, "10.0.0.1");
     EXPECT_EQ(o.coordinator_port, 9000);
@@ -144,8 +144,8 @@ TEST_F(Ds4OptionsTest, WorkerAndLogitsDump) {
     Ds4Options w = parse({"--role", "worker", "--listen", "0.0.0.0", "65535", "--layers", "12:output"});
     EXPECT_EQ(w.listen_host, "0.0.0.0");
     EXPECT_EQ(w.listen_port, 65535);
-    EXPECT_TRUE(w.layers_spec->through_output);
-    EXPECT_EQ(w.layers_spec->first, 12);
+    EXPECT_EQ(w.layers->end, LayerRange::kThroughLast);
+    EXPECT_EQ(w.layers->begin, 12);
 
     Ds4Options d = parse({"--token-ids", ids_.path(), "--dump-logits", "/tmp/ds4_logits_out.bin"});
     EXPECT_EQ(d.token_ids_file, ids_.path());
@@ -307,7 +307,7 @@ TEST_F(Ds4OptionsTest, LayersValue) {
     expect_usage({"--layers", ":5"}, {"--layers"});
     expect_usage({"--layers", "-1:5"}, {"--layers"});
     expect_usage({"--layers", "0:Output"}, {"--layers"});
-    EXPECT_EQ(parse({"--layers", "7:7"}).layers_spec->last, 7);
+    EXPECT_EQ(parse({"--layers", "7:7"}).layers->end, 8);
 }
 
 TEST_F(Ds4OptionsTest, ExpertCacheValue) {

@@ -169,8 +169,8 @@ TEST(MappingRoles, SelectionByRoleAndSlice) {
         EXPECT_TRUE(all.selects(n)) << n;
 
     MapSelection mid;
-    mid.layer_begin = 10;
-    mid.layer_end = 20;
+    mid.layers.begin = 10;
+    mid.layers.end = 20;
     mid.embedding = false;
     mid.output = false;
     EXPECT_FALSE(mid.selects("token_embd.weight"));
@@ -197,15 +197,15 @@ TEST(MappingRoles, SelectionByRoleAndSlice) {
 
     // A process with no layers (an empty slice) needs no globals.
     MapSelection head;
-    head.layer_begin = 5;
-    head.layer_end = 5;
+    head.layers.begin = 5;
+    head.layers.end = 5;
     head.embedding = false;
     EXPECT_TRUE(head.selects("output.weight"));
     EXPECT_FALSE(head.selects("rope_freqs.weight"));
     EXPECT_FALSE(head.selects("blk.5.attn_q.weight"));
 
     MapSelection tail;
-    tail.layer_begin = 30;  // layer_end -1: through the last layer
+    tail.layers.begin = 30;  // layer_end -1: through the last layer
     EXPECT_FALSE(tail.selects("blk.29.attn_q.weight"));
     EXPECT_TRUE(tail.selects("blk.30.attn_q.weight"));
     EXPECT_TRUE(tail.selects("blk.100000.attn_q.weight"));

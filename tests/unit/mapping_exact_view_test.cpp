@@ -38,8 +38,8 @@ struct Fixture {
     // Layer 1 and the head only: the embedding, layers 0, 2, 3 are not mapped.
     static MapSelection layer1() {
         MapSelection sel;
-        sel.layer_begin = 1;
-        sel.layer_end = 2;
+        sel.layers.begin = 1;
+        sel.layers.end = 2;
         sel.embedding = false;
         return sel;
     }

@@ -74,7 +74,7 @@ TEST(MappingModelMap, LayerSliceFileIsOneRegion) {
     auto file = GgufFile::open(wf.path);
 
     MapSelection sel;
-    sel.layer_begin = 30;
+    sel.layers.begin = 30;
     sel.embedding = false;
     const int before = mappings_of(wf.path);
     auto map = ModelMap::build(*file, sel);
@@ -131,13 +131,13 @@ TEST(MappingModelMap, HalfTheLayersOfAFullFileIsOneRegion) {
 
     // First stage: embedding + layers [0, 5). Second: layers [5, 10) + head.
     MapSelection first;
-    first.layer_end = n_layers / 2;
+    first.layers.end = n_layers / 2;
     first.output = false;
     MapSelection second;
-    second.layer_begin = n_layers / 2;
+    second.layers.begin = n_layers / 2;
     second.embedding = false;
     for (const MapSelection& sel : {first, second}) {
-        SCOPED_TRACE("layers from " + std::to_string(sel.layer_begin));
+        SCOPED_TRACE("layers from " + std::to_string(sel.layers.begin));
         size_t want_spans = 0;
         uint64_t lo = UINT64_MAX, hi = 0;
         for (const PlacedTensor& t : wf.tensors) {
@@ -145,7 +145,7 @@ TEST(MappingModelMap, HalfTheLayersOfAFullFileIsOneRegion) {
             const bool head = t.name.starts_with("output");
             const int layer = embd || head ? -1 : std::stoi(t.name.substr(4));
             const bool in = embd ? sel.embedding
-                                 : head ? sel.output : (layer >= sel.layer_begin && (sel.layer_end < 0 || layer < sel.layer_end));
+                                 : head ? sel.output : (layer >= sel.layers.begin && (sel.layers.end < 0 || layer < sel.layers.end));
             if (!in) continue;
             ++want_spans;
             lo = std::min(lo, t.file_offset);
@@ -202,7 +202,7 @@ TEST(MappingModelMap, InterleavedLayersGiveTheMinimalRegionCount) {
         if (mode == 1) EXPECT_EQ(want, 1u);
 
         MapSelection sel;
-        sel.layer_end = 1;
+        sel.layers.end = 1;
         const int before = mappings_of(wf.path);
         auto map = ModelMap::build(*file, sel);
         EXPECT_EQ(map->regions().size(), want);
@@ -264,17 +264,17 @@ TEST(MappingModelMap, RandomLayoutsAndSelections) {
         auto file = GgufFile::open(wf.path);
 
         MapSelection sel;
-        sel.layer_begin = static_cast<int>(rng() % (n_layers + 1));
-        sel.layer_end = rng() % 3 == 0 ? -1 : sel.layer_begin + static_cast<int>(rng() % (n_layers + 1 - sel.layer_begin));
+        sel.layers.begin = static_cast<int>(rng() % (n_layers + 1));
+        sel.layers.end = rng() % 3 == 0 ? -1 : sel.layers.begin + static_cast<int>(rng() % (n_layers + 1 - sel.layers.begin));
         sel.embedding = rng() % 2;
         sel.output = rng() % 2;
         sel.non_routed = rng() % 2;
         sel.routed_experts = rng() % 2;
-        SCOPED_TRACE("layers [" + std::to_string(sel.layer_begin) + ", " + std::to_string(sel.layer_end) + ") roles " +
+        SCOPED_TRACE("layers [" + std::to_string(sel.layers.begin) + ", " + std::to_string(sel.layers.end) + ") roles " +
                      std::to_string(sel.embedding) + std::to_string(sel.output) + std::to_string(sel.non_routed) +
                      std::to_string(sel.routed_experts));
 
-        const bool runs_layers = sel.layer_end < 0 || sel.layer_end > sel.layer_begin;
+        const bool runs_layers = sel.layers.end < 0 || sel.layers.end > sel.layers.begin;
         std::vector<uint8_t> marked(wf.file_size, 0);
         size_t want_spans = 0;
         std::vector<bool> wanted(specs.size());
@@ -284,8 +284,8 @@ TEST(MappingModelMap, RandomLayoutsAndSelections) {
             if (m.kind == 'e') in = sel.embedding;
             else if (m.kind == 'o') in = sel.output;
             else if (m.kind == 'g') in = sel.non_routed && runs_layers;
-            else in = (m.kind == 'x' ? sel.routed_experts : sel.non_routed) && m.layer >= sel.layer_begin &&
-                      (sel.layer_end < 0 || m.layer < sel.layer_end);
+            else in = (m.kind == 'x' ? sel.routed_experts : sel.non_routed) && m.layer >= sel.layers.begin &&
+                      (sel.layers.end < 0 || m.layer < sel.layers.end);
             if (!in || wf.tensors[i].nbytes == 0) continue;
             wanted[i] = true;
             ++want_spans;
@@ -361,8 +361,8 @@ TEST(MappingModelMap, SummaryOfAFullSizeModel) {
     EXPECT_EQ(map->tensor_data("output.weight")[tensor_bytes - 1], 0);
 
     MapSelection two;
-    two.layer_begin = 4;
-    two.layer_end = 4;  // no layers: embedding and head, far apart
+    two.layers.begin = 4;
+    two.layers.end = 4;  // no layers: embedding and head, far apart
     auto heads = ModelMap::build(*file, two);
     EXPECT_EQ(heads->summary(), "model map: 2 regions across 3 tensor spans (8.19 GiB of 426.10 GiB file)");
 }
@@ -406,11 +406,11 @@ TEST(MappingModelMap, BadUseIsOneSentence) {
     auto file = GgufFile::open(wf.path);
 
     MapSelection backwards;
-    backwards.layer_begin = 3;
-    backwards.layer_end = 2;
+    backwards.layers.begin = 3;
+    backwards.layers.end = 2;
     EXPECT_THROW(ModelMap::build(*file, backwards), Error);
     MapSelection negative;
-    negative.layer_begin = -2;
+    negative.layers.begin = -2;
     EXPECT_THROW(ModelMap::build(*file, negative), Error);
 
     const auto bytes = pread_bytes(wf.path, 0, wf.file_size);

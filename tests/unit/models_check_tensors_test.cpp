@@ -198,13 +198,13 @@ TEST_F(CheckTensors, OnlySelectedFloatTensorsAreRead) {
     w.add_tensor_bytes("blk.0.ffn_gate_tid2eid.weight", GgmlType::I32, {4, 16}, table);
     w.add_tensor_bytes("blk.1.attn_q.weight", GgmlType::F32, {8, 8}, bad);
     MapSelection first;
-    first.layer_begin = 0;
-    first.layer_end = 1;
+    first.layers.begin = 0;
+    first.layers.end = 1;
     TensorCheckStats stats;
     EXPECT_EQ(check(w, first, 2, &stats), "") << note();
     EXPECT_EQ(stats.tensors, 1u);  // the embedding
     MapSelection second;
-    second.layer_begin = 1;
+    second.layers.begin = 1;
     EXPECT_NE(check(w, second, 2).find("'blk.1.attn_q.weight' holds NaN in row 3, column 5"), std::string::npos)
         << note();
 }

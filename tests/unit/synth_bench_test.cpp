@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "cli/layers_spec.h"
+#include "common/layer_range.h"
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
@@ -87,7 +87,7 @@ TEST(SynthPreset, UnknownNameIsOneLineListingTheValidOnes) {
 // ds4-bench's --layers goes through the ds4 program's parser; A:B is both
 // inclusive, so the blocks run are [A, B + 1), and N:output is [N, n_layer).
 ds4::LayerRange bench_range(const std::string& text, int n_layer) {
-    return ds4::layer_range_of(ds4::parse_layers_spec(text), n_layer);
+    return ds4::check_layers_flag(ds4::parse_layer_range(text), n_layer);
 }
 
 TEST(SynthLayers, ParsedSpecBecomesTheHalfOpenBlockRange) {
@@ -117,7 +117,7 @@ TEST(SynthLayers, ParsedSpecBecomesTheHalfOpenBlockRange) {
         const ds4::LayerRange tail = bench_range(std::to_string(a) + ":output", n);
         EXPECT_EQ(tail.begin, a) << a << ":output of " << n;
         EXPECT_EQ(tail.end, n) << a << ":output of " << n;
-        EXPECT_EQ(ds4::parse_layers_spec(text).to_string(), text);
+        EXPECT_EQ(ds4::parse_layer_range(text).spelling(), text);
     }
 }
 
@@ -133,16 +133,15 @@ TEST(SynthLayers, BadSlicesAreOneSentence) {
         const std::string msg = usage_message([&] { bench_range(outside, 4); });
         EXPECT_NE(msg.find("4 layers"), std::string::npos) << outside << ": " << msg;
     }
-    // A spec made by hand, not by the parser, is refused as well.
-    ds4::LayersSpec backwards;
-    backwards.first = 3;
-    backwards.last = 1;
-    EXPECT_FALSE(usage_message([&] { ds4::layer_range_of(backwards, 4); }).empty());
+    // A range made by hand, not by the parser, is refused as well.
+    EXPECT_FALSE(usage_message([&] { ds4::check_layers_flag(ds4::LayerRange{3, 2}, 4); }).empty());
+    EXPECT_FALSE(usage_message([&] { ds4::check_layers_flag(ds4::LayerRange{-1, 2}, 4); }).empty());
 }
 
 TEST(SynthLayers, AllLayersIsSpelledInclusive) {
-    EXPECT_EQ(ds4::all_layers_spec(4).to_string(), "0:3");
-    EXPECT_EQ(bench_range(ds4::all_layers_spec(43).to_string(), 43).end, 43);
+    EXPECT_EQ((ds4::LayerRange{0, 4}).spelling(), "0:3");
+    EXPECT_EQ(bench_range((ds4::LayerRange{0, 43}).spelling(), 43).end, 43);
+    EXPECT_EQ(ds4::LayerRange::all().spelling(43), "0:output");
 }
 
 // Logits of every position of `tokens` from a model file (by path).

@@ -6,7 +6,7 @@
 #include <random>
 #include <span>
 
-#include "runtime/session.h"
+#include "engine/session.h"
 #include "sampling/sampler.h"
 
 namespace ds4 {
@@ -53,8 +53,10 @@ std::vector<int32_t> bench_tokens(uint64_t seed, int64_t n, int64_t n_vocab) {
     return toks;
 }
 
-std::vector<BenchRow> run_bench_walk(const Model& model, Backend& backend, const BenchWalkOptions& opts,
+std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOptions& opts,
                                      const std::function<void(const BenchRow&)>& on_row) {
+    const Model& model = engine.model();
+    Backend& backend = engine.backend();
     const std::vector<int64_t> frontiers = bench_frontiers(opts);
     const int64_t n_vocab = model.info().n_vocab;
     const std::vector<int32_t> tokens = bench_tokens(opts.seed, frontiers.back(), n_vocab);
@@ -66,7 +68,8 @@ std::vector<BenchRow> run_bench_walk(const Model& model, Backend& backend, const
     for (int64_t f : frontiers) kv_bytes.push_back(model.new_state(backend, f)->bytes());
 
     // Room for the deepest frontier plus its probe.
-    Session session(model, backend, SessionOptions{frontiers.back() + opts.gen_tokens, opts.prefill_chunk});
+    const std::unique_ptr<Session> owned = engine.new_session(SessionOptions{frontiers.back() + opts.gen_tokens, opts.prefill_chunk});
+    Session& session = *owned;
     SamplerParams greedy;
     greedy.temperature = 0.0f;
     Sampler sampler(greedy);

@@ -9,8 +9,7 @@
 #include <functional>
 #include <vector>
 
-#include "backend/backend.h"
-#include "models/family.h"
+#include "engine/engine.h"
 
 namespace ds4 {
 
@@ -41,7 +40,7 @@ std::vector<int32_t> bench_tokens(uint64_t seed, int64_t n, int64_t n_vocab);
 // Runs the walk; calls `on_row` as each frontier completes (so a long run
 // shows progress) and returns every row. Throws ds4::Error from the session
 // (e.g. a context the backend cannot allocate).
-std::vector<BenchRow> run_bench_walk(const Model& model, Backend& backend, const BenchWalkOptions& opts,
+std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOptions& opts,
                                      const std::function<void(const BenchRow&)>& on_row = {});
 
 }  // namespace ds4

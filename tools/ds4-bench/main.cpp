@@ -18,18 +18,14 @@
 #include <thread>
 
 #include "bench_walk.h"
-#include "cli/layers_spec.h"
 #include "common/error.h"
+#include "common/layer_range.h"
+#include "engine/engine.h"
 #include "gguf/gguf_file.h"
-#include "mapping/model_map.h"
-#include "models/check_tensors.h"
 #include "models/family.h"
 #include "synth/bench_preset.h"
 #include "synth/decode_traffic.h"
 #include "synth/memory_file.h"
-#ifdef DS4_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace {
 
@@ -50,7 +46,8 @@ const char* const kHelp =
     "on stderr. kv_bytes: the model state sized for exactly ctx positions.\n"
     "\n"
     "  -m, --model FILE       GGUF model (or --synthetic)\n"
-    "  --backend cpu|cuda     compute backend (default cpu)\n"
+    "  --backend NAME         auto, cpu or cuda (default auto: CUDA when the build has it\n"
+    "                         and a GPU is present, else the CPU)\n"
     "  --cuda-host-weights    CUDA reads weights from registered host memory\n"
     "  -t, --threads N        CPU threads (default: all cores)\n"
     "  --check-tensors        read every weight of the layers run before the walk and\n"
@@ -85,9 +82,9 @@ std::string one_line(std::string s) {
 }
 
 struct BenchArgs {
-    std::string model, backend = "cpu", csv, json, synthetic, layers;
+    std::string model, backend = "auto", csv, json, synthetic, layers;
     std::optional<ds4::SyntheticPreset> preset;
-    std::optional<ds4::LayersSpec> layers_spec;
+    std::optional<ds4::LayerRange> layers_spec;
     int threads = 0;
     ds4::BenchWalkOptions walk;
     bool help = false, version = false, cuda_host_weights = false, check_tensors = false;
@@ -104,7 +101,7 @@ BenchArgs parse_args(int argc, char** argv) {
     app.add_flag("--cuda-host-weights", a.cuda_host_weights);
     app.add_flag("--check-tensors", a.check_tensors);
     app.add_option("-m,--model", a.model)->check(CLI::ExistingFile);
-    app.add_option("--backend", a.backend)->check(CLI::IsMember({"cpu", "cuda"}));
+    app.add_option("--backend", a.backend)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     app.add_option("-t,--threads", a.threads)->check(CLI::Range(1, 4096));
     app.add_option("--ctx-start", a.walk.ctx_start)->check(CLI::Range(int64_t{1}, kMaxContext));
     app.add_option("--ctx-max", a.walk.ctx_max)->check(CLI::Range(int64_t{1}, kMaxContext));
@@ -148,10 +145,10 @@ BenchArgs parse_args(int argc, char** argv) {
         throw UsageError("-m/--model FILE or --synthetic PRESET is required (see --help).");
     if (!a.synthetic.empty()) a.preset = ds4::synthetic_preset(a.synthetic);
     if (!a.layers.empty()) {
-        a.layers_spec = ds4::parse_layers_spec(a.layers);
+        a.layers_spec = ds4::parse_layer_range(a.layers);
         // A preset's layer count is known now (so nothing is built for a bad
         // slice); a file's once it is opened.
-        if (a.preset) ds4::layer_range_of(*a.layers_spec, a.preset->n_layer);
+        if (a.preset) ds4::check_layers_flag(*a.layers_spec, a.preset->n_layer);
     }
     if (a.walk.ctx_max < a.walk.ctx_start)
         throw UsageError("--ctx-max (" + std::to_string(a.walk.ctx_max) + ") must be at least --ctx-start (" +
@@ -166,14 +163,14 @@ constexpr double kGiB = double(uint64_t{1} << 30);
 
 // The blocks to run: the --layers slice (checked against the model's
 // n_layer, one sentence naming it), or all of them.
-ds4::LayerRange blocks_to_run(const std::optional<ds4::LayersSpec>& spec, int n_layer) {
-    return spec ? ds4::layer_range_of(*spec, n_layer) : ds4::LayerRange{0, n_layer};
+ds4::LayerRange blocks_to_run(const std::optional<ds4::LayerRange>& spec, int n_layer) {
+    return spec ? ds4::check_layers_flag(*spec, n_layer) : ds4::LayerRange{0, n_layer};
 }
 
 // How output names the slice: as given to --layers, else every block, in
 // the ds4 spelling ("0:3", "1:output").
-std::string layers_spelling(const std::optional<ds4::LayersSpec>& spec, int n_layer) {
-    return (spec ? *spec : ds4::all_layers_spec(n_layer)).to_string();
+std::string layers_spelling(const std::optional<ds4::LayerRange>& spec, int n_layer) {
+    return (spec ? *spec : ds4::LayerRange{0, n_layer}).spelling();
 }
 
 int run_bench(const BenchArgs& a) {
@@ -191,17 +188,6 @@ int run_bench(const BenchArgs& a) {
         if (!json_file) throw UsageError("--json: cannot write '" + a.json + "'.");
     }
 
-    // As in the ds4 program: the backend first (no GPU fails before the
-    // model is read), then file, map, model, weights.
-    std::unique_ptr<ds4::Backend> backend;
-#ifdef DS4_HAVE_CUDA
-    if (a.backend == "cuda") backend = ds4::make_cuda_backend(ds4::CudaOptions{0, a.cuda_host_weights});
-#else
-    if (a.backend == "cuda")
-        throw ds4::Error("this ds4-bench was built without CUDA (configure with -DDS4_CUDA=ON); use --backend cpu.");
-#endif
-    if (!backend) backend = ds4::make_cpu_backend(a.threads);
-
     // The model: a file, or a synthetic one built into memory and then
     // opened by the same path-based loader as a file.
     std::unique_ptr<ds4::MemoryModelFile> memory_model;
@@ -217,35 +203,36 @@ int run_bench(const BenchArgs& a) {
                      static_cast<double>(memory_model->bytes()) / kGiB, secs);
         path = memory_model->path();
     }
-    auto file = ds4::GgufFile::open(path);
-    const int n_layer = static_cast<int>(file->get_uint(file->architecture() + ".block_count").value_or(0));
-    const ds4::LayerRange run = blocks_to_run(a.layers_spec, n_layer);
-    const std::string layers = layers_spelling(a.layers_spec, n_layer);
-    ds4::MapSelection selection;
-    selection.layer_begin = run.begin;
-    selection.layer_end = run.end;
-    auto map = ds4::ModelMap::build(*file, selection);
-    // The loader's slice, half-open as --layers' range; without --layers its
-    // default (every block), so a file without block_count fails in the
-    // loader with the loader's sentence.
-    ds4::LoadOptions load;
+    // --layers against the file's block count is a usage error, found from
+    // the header before anything is loaded; without --layers the engine
+    // loads every block, so a file without block_count fails in the loader
+    // with the loader's sentence.
     if (a.layers_spec) {
-        load.layer_begin = run.begin;
-        load.layer_end = run.end;
+        const auto header = ds4::GgufFile::open(path);
+        blocks_to_run(a.layers_spec,
+                      static_cast<int>(header->get_uint(header->architecture() + ".block_count").value_or(0)));
     }
-    auto model = ds4::load_model(*file, *map, load);
-    if (a.check_tensors) ds4::check_tensor_values(*file, *map, selection, a.threads);
-    std::fprintf(stderr, "%s\n", map->summary().c_str());
-    backend->attach_weights(*map);
+    ds4::EngineOptions eo;
+    eo.model = path;
+    eo.backend.name = a.backend;
+    eo.backend.threads = a.threads;
+    eo.backend.host_weights = a.cuda_host_weights;
+    eo.layers = a.layers_spec.value_or(ds4::LayerRange::all());
+    eo.check_tensors = a.check_tensors;
+    eo.chat = false;
+    const std::unique_ptr<ds4::Engine> engine = ds4::Engine::open(eo);
+    const int n_layer = engine->info().n_layer;
+    const ds4::LayerRange run = engine->info().layers;
+    const std::string layers = layers_spelling(a.layers_spec, n_layer);
 
     const std::vector<int64_t> frontiers = ds4::bench_frontiers(a.walk);
-    std::fprintf(stderr, "ds4-bench: %s backend, %zu frontier(s) %lld..%lld, %lld-token probes, seed %llu\n",
-                 a.backend.c_str(), frontiers.size(), static_cast<long long>(frontiers.front()),
+    std::fprintf(stderr, "ds4-bench: %s, %zu frontier(s) %lld..%lld, %lld-token probes, seed %llu\n",
+                 engine->backend_description().c_str(), frontiers.size(), static_cast<long long>(frontiers.front()),
                  static_cast<long long>(frontiers.back()), static_cast<long long>(a.walk.gen_tokens),
                  static_cast<unsigned long long>(a.walk.seed));
     std::fprintf(out, "ctx,prefill_tps,gen_tps,kv_bytes\n");
     std::fflush(out);
-    const auto rows = ds4::run_bench_walk(*model, *backend, a.walk, [&](const ds4::BenchRow& r) {
+    const auto rows = ds4::run_bench_walk(*engine, a.walk, [&](const ds4::BenchRow& r) {
         std::fprintf(out, "%lld,%.3f,%.3f,%llu\n", static_cast<long long>(r.ctx), r.prefill_tps, r.gen_tps,
                      static_cast<unsigned long long>(r.kv_bytes));
         std::fflush(out);
@@ -253,7 +240,7 @@ int run_bench(const BenchArgs& a) {
                      static_cast<long long>(r.ctx), r.prefill_tps, r.gen_tps, static_cast<double>(r.kv_bytes) / (1 << 20));
     });
     std::fprintf(stderr, "ds4-bench: %zu rows written to %s\n", rows.size(), a.csv.empty() ? "stdout" : a.csv.c_str());
-    const ds4::DecodeWeightBytes traffic = ds4::decode_weight_bytes(*file, run.begin, run.end);
+    const ds4::DecodeWeightBytes traffic = ds4::decode_weight_bytes(engine->file(), run.begin, run.end);
     std::fprintf(stderr,
                  "weights per decoded token: %.0f bytes (%.3f GiB), layers %s: routed experts %.3f GiB (expected "
                  "share), other layer weights %.3f GiB, output head %.3f GiB, embedding row %llu bytes\n",
@@ -265,7 +252,7 @@ int run_bench(const BenchArgs& a) {
         nlohmann::json j;
         j["model"] = a.preset ? a.preset->name : a.model;
         j["synthetic"] = a.preset.has_value();
-        j["backend"] = a.backend;
+        j["backend"] = engine->backend().name();
         j["layers"] = layers;
         j["n_layer"] = n_layer;
         j["weights_bytes_per_token"] = traffic.total;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "runtime/session.h"
+#include "engine/session.h"
 
 namespace ds4 {
 
@@ -37,13 +37,13 @@ std::vector<int32_t> read_token_ids(const std::string& path, int64_t n_vocab) {
 }  // namespace
 
 int run_dump_logits(Engine& engine, const Ds4Options& opts) {
-    const int64_t V = engine.model->info().n_vocab;
+    const int64_t V = engine.info().n_vocab;
     const std::vector<int32_t> ids = read_token_ids(opts.token_ids_file, V);
     SessionOptions so;
     so.n_ctx = std::max<int64_t>(opts.ctx, static_cast<int64_t>(ids.size()));
     so.prefill_chunk = opts.prefill_chunk;
-    Session session(*engine.model, *engine.backend, so);
-    const std::vector<float> logits = session.eval(ids, /*all_logits=*/true);
+    const std::unique_ptr<Session> session = engine.new_session(so);
+    const std::vector<float> logits = session->eval(ids, /*all_logits=*/true);
 
     FILE* f = std::fopen(opts.dump_logits_file.c_str(), "wb");
     if (!f) throw Error("cannot write logits to " + opts.dump_logits_file + ".");

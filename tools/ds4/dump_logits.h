@@ -3,7 +3,7 @@
 #pragma once
 
 #include "cli/ds4_options.h"
-#include "engine.h"
+#include "engine/engine.h"
 
 namespace ds4 {
 

@@ -13,8 +13,8 @@
 
 #include "chat/chat.h"
 #include "common/error.h"
-#include "runtime/chat_prompt.h"
-#include "runtime/session.h"
+#include "engine/detokenizer.h"
+#include "engine/session.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,43 +36,14 @@ void install_sigint() {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Writes bytes to stdout holding back an incomplete UTF-8 sequence, so a
-// character split across tokens is never printed half.
-class Utf8Printer {
-public:
-    void put(const std::string& bytes) {
-        pending_ += bytes;
-        size_t cut = pending_.size();
-        // Find the start of a trailing incomplete sequence, if any.
-        for (size_t back = 1; back <= 4 && back <= pending_.size(); ++back) {
-            const unsigned char c = static_cast<unsigned char>(pending_[pending_.size() - back]);
-            if ((c & 0xC0) == 0x80) continue;  // continuation byte
-            const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-            if (need > back) cut = pending_.size() - back;
-            break;
-        }
-        std::fwrite(pending_.data(), 1, cut, stdout);
-        std::fflush(stdout);
-        pending_.erase(0, cut);
-    }
-    void flush() {
-        std::fwrite(pending_.data(), 1, pending_.size(), stdout);
-        std::fflush(stdout);
-        pending_.clear();
-    }
-
-private:
-    std::string pending_;
-};
-
+// The CLI's chat loop over one engine session: the conversation so far is
+// re-rendered each turn and the session keeps whatever prefix of it the
+// cache still holds (Session::reuse_prefix).
 struct Chat {
     Engine& engine;
     const Ds4Options& opts;
-    std::unique_ptr<Tokenizer> tokenizer;
-    std::string template_name;  // chosen by load_engine
-    Session session;
+    std::unique_ptr<Session> session;
     Sampler sampler;
-    std::vector<int32_t> held;  // tokens the session's cache holds, in order
 
     static SamplerParams sampler_params(const Ds4Options& o) {
         SamplerParams p;
@@ -91,79 +62,68 @@ struct Chat {
         return s;
     }
 
-    Chat(Engine& e, const Ds4Options& o)
-        : engine(e),
-          opts(o),
-          tokenizer(Tokenizer::from_gguf(*e.file)),
-          template_name(e.chat_template),
-          session(*e.model, *e.backend, session_options(o)),
-          sampler(sampler_params(o)) {}
+    Chat(Engine& e, const Ds4Options& o) : engine(e), opts(o), session(e.new_session(session_options(o))), sampler(sampler_params(o)) {}
 
-    std::string render(const std::vector<ChatMessage>& messages) const {
+    std::vector<int32_t> prompt(const std::vector<ChatMessage>& messages) const {
         ChatOptions co;
         co.enable_thinking = opts.think;
         if (opts.think_max) co.reasoning_effort = "max";
-        return render_chat(template_name, messages, co);
+        return engine.chat_prompt(messages, co);
     }
 
     // Feeds `tokens` (the whole conversation) reusing the cached prefix, then
     // samples until end of generation. Returns the generated text.
     std::string generate(const std::vector<int32_t>& tokens, bool* interrupted) {
-        size_t common = 0;
-        while (common < held.size() && common < tokens.size() && held[common] == tokens[common]) ++common;
-        if (common == tokens.size() && common > 0) --common;  // must evaluate at least one token for logits
-        if (!session.try_rewind(static_cast<int64_t>(common))) {
-            session.reset();  // the model's caches cannot resume mid-way: prefill again
-            common = 0;
-        }
-        held.resize(common);
-        const std::vector<int32_t> todo(tokens.begin() + static_cast<long>(common), tokens.end());
-        if (session.n_past() + static_cast<int64_t>(todo.size()) >= session.n_ctx())
+        if (static_cast<int64_t>(tokens.size()) >= session->n_ctx())
             throw Error("the prompt needs " + std::to_string(tokens.size()) + " tokens but the context holds " +
-                        std::to_string(session.n_ctx()) + "; raise --ctx.");
+                        std::to_string(session->n_ctx()) + "; raise --ctx.");
+        const int64_t kept = session->reuse_prefix(tokens);
+        const std::span<const int32_t> todo = std::span<const int32_t>(tokens).subspan(static_cast<size_t>(kept));
 
         const bool show_progress = isatty(STDERR_FILENO) && static_cast<int64_t>(todo.size()) > opts.prefill_chunk;
         const auto t0 = Clock::now();
-        std::vector<float> logits = session.eval(todo, false, [&](int64_t done, int64_t total) {
+        std::vector<float> logits = session->eval(todo, false, [&](int64_t done, int64_t total) {
             if (show_progress)
                 std::fprintf(stderr, "\rprefill: %lld/%lld tokens (%d%%)", static_cast<long long>(done),
                              static_cast<long long>(total), static_cast<int>(100 * done / total));
         });
         if (show_progress) std::fprintf(stderr, "\n");
         const double t_prefill = seconds_since(t0);
-        held.insert(held.end(), todo.begin(), todo.end());
 
-        Utf8Printer out;
+        const Tokenizer& tokenizer = engine.tokenizer();
+        Detokenizer detok(tokenizer);
+        auto print = [](const std::string& text) {
+            std::fwrite(text.data(), 1, text.size(), stdout);
+            std::fflush(stdout);
+        };
         std::string text;
         int64_t generated = 0;
         const auto t1 = Clock::now();
-        const int64_t limit = opts.n_predict < 0 ? session.n_ctx() : opts.n_predict;
-        while (generated < limit && session.n_past() < session.n_ctx()) {
+        const int64_t limit = opts.n_predict < 0 ? session->n_ctx() : opts.n_predict;
+        while (generated < limit && session->n_past() < session->n_ctx()) {
             if (g_interrupted.exchange(false)) {
                 *interrupted = true;
                 break;
             }
             const int32_t id = sampler.sample(logits);
-            if (tokenizer->is_eog(id)) {
-                held.push_back(id);  // the template writes it after the reply too
-                break;
-            }
-            const std::string piece = tokenizer->decode(std::span<const int32_t>(&id, 1));
-            out.put(piece);
+            // The end-of-generation token is evaluated too: the template
+            // writes it after the reply, so the next turn's prompt keeps it
+            // in the cached prefix.
+            logits = session->eval(std::span<const int32_t>(&id, 1), false);
+            if (tokenizer.is_eog(id)) break;
+            const std::string piece = detok.push(id);
+            print(piece);
             text += piece;
             ++generated;
-            held.push_back(id);
-            if (session.n_past() >= session.n_ctx()) break;
-            logits = session.eval(std::span<const int32_t>(&id, 1), false);
         }
-        out.flush();
+        const std::string rest = detok.flush();
+        print(rest);
+        text += rest;
         const double t_gen = seconds_since(t1);
         std::fprintf(stderr, "\nprefill: %.2f t/s, generation: %.2f t/s\n",
                      t_prefill > 0 ? todo.size() / t_prefill : 0.0, t_gen > 0 ? generated / t_gen : 0.0);
         return text;
     }
-
-    std::vector<int32_t> tokenize(const std::string& text) const { return prompt_token_ids(*tokenizer, text); }
 };
 
 std::string read_file(const std::string& path) {
@@ -184,7 +144,7 @@ int run_prompt(Engine& engine, const Ds4Options& opts) {
     if (!opts.system.empty()) messages.push_back({"system", opts.system, std::nullopt});
     messages.push_back({"user", prompt, std::nullopt});
     bool interrupted = false;
-    chat.generate(chat.tokenize(chat.render(messages)), &interrupted);
+    chat.generate(chat.prompt(messages), &interrupted);
     return interrupted ? 130 : 0;
 }
 
@@ -206,7 +166,7 @@ int run_interactive(Engine& engine, const Ds4Options& opts) {
         messages.push_back({"user", text, std::nullopt});
         bool interrupted = false;
         try {
-            const std::string reply = chat.generate(chat.tokenize(chat.render(messages)), &interrupted);
+            const std::string reply = chat.generate(chat.prompt(messages), &interrupted);
             messages.push_back({"assistant", reply, std::nullopt});
         } catch (const Error& e) {
             std::fprintf(stderr, "ds4: %s\n", e.what());

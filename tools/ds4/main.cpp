@@ -6,7 +6,7 @@
 #include "cli/ds4_options.h"
 #include "common/error.h"
 #include "dump_logits.h"
-#include "engine.h"
+#include "open_engine.h"
 #include "generate.h"
 
 int main(int argc, char** argv) {
@@ -26,10 +26,10 @@ int main(int argc, char** argv) {
         return 0;
     }
     try {
-        ds4::Engine engine = ds4::load_engine(opts);
-        if (!opts.dump_logits_file.empty()) return ds4::run_dump_logits(engine, opts);
-        if (opts.has_prompt || !opts.prompt_file.empty()) return ds4::run_prompt(engine, opts);
-        return ds4::run_interactive(engine, opts);
+        const std::unique_ptr<ds4::Engine> engine = ds4::open_engine(opts);
+        if (!opts.dump_logits_file.empty()) return ds4::run_dump_logits(*engine, opts);
+        if (opts.has_prompt || !opts.prompt_file.empty()) return ds4::run_prompt(*engine, opts);
+        return ds4::run_interactive(*engine, opts);
     } catch (const ds4::Error& e) {
         std::fprintf(stderr, "ds4: %s\n", e.what());
         return 1;

@@ -17,10 +17,15 @@ namespace ds4 {
 
 namespace {
 
-// (token, slot) pairs the device path takes at once: the pair index is a
-// grid dimension, and beyond a few tokens reading each expert once per
-// batch (grouped path) beats reading it once per pair.
-constexpr int64_t kMaxDevicePairs = 64;
+// (token, slot) pairs the device path takes at once. It reads each chosen
+// expert once per pair; the grouped path reads each expert once per batch
+// but decodes whole experts to float for cuBLAS (8x the bytes of a 4-bit
+// expert, written and read again) and needs the choices on the host, so it
+// cannot be recorded. Up to 512 pairs (64 decode rows of 8 experts) the
+// device path wins and keeps batched decode steps recordable: measured on
+// the H200, 16 and 32 decode rows (128 and 256 pairs) went to the grouped
+// path under the old limit of 64 and could not be recorded.
+constexpr int64_t kMaxDevicePairs = 512;
 
 // Expert matrices decoded to float at once for a grouped GEMM (1 GiB): all
 // 128 experts of one Qwen3-30B-A3B matrix kind fit; larger models batch.

@@ -164,10 +164,12 @@ __device__ __forceinline__ float expert_factor(const float* s, int64_t n, int64_
     return s ? s[n == 1 ? 0 : e] : 1.0f;
 }
 
+// Pairs stride over grid.y (at most 65535 blocks), so a prefill batch of
+// any size fits one launch.
 __global__ void expert_swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u,
-                                     const int32_t* __restrict__ experts, int64_t n_ff, const float* gs, int64_t n_gs,
-                                     const float* us, int64_t n_us, float limit, float* __restrict__ h) {
-    const int p = blockIdx.y;
+                                     const int32_t* __restrict__ experts, int64_t n_pairs, int64_t n_ff, const float* gs,
+                                     int64_t n_gs, const float* us, int64_t n_us, float limit, float* __restrict__ h) {
+  for (int64_t p = blockIdx.y; p < n_pairs; p += gridDim.y) {
     const int64_t e = gs || us ? experts[p] : 0;
     const bool clamp = limit > 1e-6f;
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_ff; i += int64_t(gridDim.x) * blockDim.x) {
@@ -180,13 +182,15 @@ __global__ void expert_swiglu_kernel(const float* __restrict__ g, const float* _
         }
         h[p * n_ff + i] = gv / (1.0f + expf(-gv)) * uv;
     }
+  }
 }
 
 // out[t][c] = sum over slots j, in slot order, of d[p][c] * (w * ds[e]), p = t*n_used+j.
+// Tokens stride over grid.y, as pairs above.
 __global__ void expert_combine_kernel(const float* __restrict__ d, const int32_t* __restrict__ experts, const float* __restrict__ weights,
-                                      const float* ds, int64_t n_ds, int n_used, int64_t n_embd,
+                                      const float* ds, int64_t n_ds, int64_t n_tok, int n_used, int64_t n_embd,
                                       float* __restrict__ out) {
-    const int t = blockIdx.y;
+  for (int64_t t = blockIdx.y; t < n_tok; t += gridDim.y) {
     for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < n_embd; c += int64_t(gridDim.x) * blockDim.x) {
         float acc = 0.0f;
         for (int j = 0; j < n_used; ++j) {
@@ -195,6 +199,7 @@ __global__ void expert_combine_kernel(const float* __restrict__ d, const int32_t
         }
         out[int64_t(t) * n_embd + c] = acc;
     }
+  }
 }
 
 }  // namespace
@@ -249,8 +254,9 @@ void expert_swiglu(const float* g, const float* u, const int32_t* experts, int64
                    const float* gate_scale, int64_t n_gs, const float* up_scale, int64_t n_us, float limit, float* h,
                    cudaStream_t stream) {
     if (n_pairs <= 0 || n_ff <= 0) return;
-    const dim3 grid(std::min<unsigned>(blocks_for(n_ff, 256), 64u), unsigned(n_pairs));
-    expert_swiglu_kernel<<<grid, 256, 0, stream>>>(g, u, experts, n_ff, gate_scale, n_gs, up_scale, n_us, limit, h);
+    const dim3 grid(std::min<unsigned>(blocks_for(n_ff, 256), 64u), unsigned(std::min<int64_t>(n_pairs, 65535)));
+    expert_swiglu_kernel<<<grid, 256, 0, stream>>>(g, u, experts, n_pairs, n_ff, gate_scale, n_gs, up_scale, n_us,
+                                                   limit, h);
     check_launch("expert_swiglu_kernel");
 }
 
@@ -258,9 +264,8 @@ void expert_combine(const float* d, const int32_t* experts, const float* weights
                     const float* down_scale, int64_t n_ds, int64_t n_tok, int n_used, int64_t n_embd, float* out,
                     cudaStream_t stream) {
     if (n_tok <= 0 || n_embd <= 0) return;
-    if (n_tok > 65535) throw Error("CUDA expert_combine takes at most 65535 tokens at once.");
-    const dim3 grid(std::min<unsigned>(blocks_for(n_embd, 256), 64u), unsigned(n_tok));
-    expert_combine_kernel<<<grid, 256, 0, stream>>>(d, experts, weights, down_scale, n_ds, n_used, n_embd,
+    const dim3 grid(std::min<unsigned>(blocks_for(n_embd, 256), 64u), unsigned(std::min<int64_t>(n_tok, 65535)));
+    expert_combine_kernel<<<grid, 256, 0, stream>>>(d, experts, weights, down_scale, n_ds, n_tok, n_used, n_embd,
                                                     out);
     check_launch("expert_combine_kernel");
 }

@@ -22,15 +22,16 @@ class DeepSeek4 final : public Model {
 public:
     DeepSeek4(const GgufFile& file, ModelMap& map, const LoadOptions& opts) {
         hp_ = read_dsv4_hparams(file);
-        std::tie(first_, last_) = layer_range(opts, hp_.n_layer, file.path());
+        const LayerRange range = layer_range(opts, hp_.n_layer, file.path());
+        first_ = range.begin;
+        last_ = range.end;
         w_ = bind_dsv4_weights(file, map, hp_, first_, last_);
         info_.arch = "deepseek4";
         info_.name = file.get_string("general.name").value_or("");
         info_.n_vocab = hp_.n_vocab;
         info_.n_embd = hp_.n_embd;
         info_.n_layer = hp_.n_layer;
-        info_.layer_begin = first_;
-        info_.layer_end = last_;
+        info_.layers = range;
         info_.n_ctx_train = hp_.n_ctx_train;
     }
 

@@ -190,7 +190,8 @@ private:
         if (!output_) output_ = tok_embd_;  // tied embeddings
         output_scale_ = wb.optional_scale("output.scale", 1);
 
-        const auto [first, last] = layer_range(opts, hp_.n_layer, f.path());
+        const LayerRange range = layer_range(opts, hp_.n_layer, f.path());
+        const int first = range.begin, last = range.end;
         for (int l = first; l < last; ++l) {
             const std::string p = "blk." + std::to_string(l) + ".";
             if (f.find_tensor(p + "attn_qkv.weight"))
@@ -229,8 +230,7 @@ private:
         info_.n_vocab = hp_.n_vocab;
         info_.n_embd = hp_.n_embd;
         info_.n_layer = hp_.n_layer;
-        info_.layer_begin = first;
-        info_.layer_end = last;
+        info_.layers = range;
         info_.n_ctx_train = hp_.n_ctx_train;
     }
 

@@ -26,6 +26,7 @@ struct SessionOptions {
 // A copy of a session's whole state in host memory.
 struct SessionSnapshot {
     int64_t n_past = 0;
+    std::vector<int32_t> tokens;  // what the session held
     std::vector<std::vector<float>> tensors;
     uint64_t bytes() const;
 };
@@ -51,6 +52,16 @@ public:
     // nothing) when the model's state cannot resume there, e.g. ring caches.
     bool try_rewind(int64_t n);
 
+    // The tokens the session holds, in order: everything eval() was given
+    // since the last reset (n_past() of them).
+    const std::vector<int32_t>& tokens() const { return tokens_; }
+    // Prefix reuse: keeps the longest prefix of `prompt` that the session
+    // holds and can resume from (rewinding where the model's caches allow,
+    // starting over where they do not) and returns its length. At least one
+    // token of a non-empty prompt is always left to evaluate, since its
+    // logits are what the caller wants next.
+    int64_t reuse_prefix(std::span<const int32_t> prompt);
+
     // Copies the whole state (caches of every kind, position) to host memory
     // and back; after restore the session continues exactly as it would have
     // from the snapshot, whatever was evaluated in between.
@@ -74,6 +85,7 @@ private:
     SessionOptions opts_;
     std::unique_ptr<ModelState> state_;
     int64_t n_past_ = 0;
+    std::vector<int32_t> tokens_;
     // The recorded decode step: its inputs live at fixed backend addresses
     // and are rewritten before each replay; its logits tensor belongs to the
     // recording. Dropped when the state is replaced.

@@ -33,7 +33,7 @@
 #include "chat/chat.h"
 #include "gguf/gguf_file.h"
 #include "oracle_harness.h"
-#include "runtime/chat_prompt.h"
+#include "engine/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds4::oracle {

@@ -1,4 +1,4 @@
-#include "runtime/chat_prompt.h"
+#include "engine/chat_prompt.h"
 
 #include "common/error.h"
 #include "gguf/gguf_file.h"
@@ -52,14 +52,14 @@ ChatTemplateChoice choose_chat_template(const GgufFile& file, std::string_view r
                         chat_template_list() + " (or " + std::string(kRawChat) + ").");
         if (requested == kRawChat)
             return {std::string(kRawChat),
-                    "warning: --chat-template raw: the prompt text is sent as is, without a chat template."};
+                    "--chat-template raw: the prompt text is sent as is, without a chat template."};
         if (!detected.empty() && detected != requested)
-            return {std::string(requested), "warning: --chat-template " + std::string(requested) +
+            return {std::string(requested), "--chat-template " + std::string(requested) +
                                                 " replaces the model's own template (" + detected + ")."};
         return {std::string(requested), ""};
     }
     if (!source)
-        return {std::string(kRawChat), "warning: " + file.path() +
+        return {std::string(kRawChat), file.path() +
                                            " has no chat template (tokenizer.chat_template), as base models do; "
                                            "the prompt text is sent as is."};
     if (detected.empty())

@@ -1,9 +1,10 @@
-#include "runtime/session.h"
+#include "engine/session.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace ds4 {
 
@@ -19,12 +20,25 @@ void Session::reset() {
     decode_logits_ = Tensor{};
     state_ = model_.new_state(backend_, opts_.n_ctx);
     n_past_ = 0;
+    tokens_.clear();
 }
 
 bool Session::try_rewind(int64_t n) {
     if (n < 0 || n > n_past_ || !state_->can_rewind(n, n_past_)) return false;
     n_past_ = n;
+    tokens_.resize(static_cast<size_t>(n));
     return true;
+}
+
+int64_t Session::reuse_prefix(std::span<const int32_t> prompt) {
+    size_t common = 0;
+    while (common < tokens_.size() && common < prompt.size() && tokens_[common] == prompt[common]) ++common;
+    if (common == prompt.size() && common > 0) --common;  // evaluate at least one token for its logits
+    if (!try_rewind(static_cast<int64_t>(common))) {
+        reset();  // the model's caches cannot resume there: evaluate from the start
+        return 0;
+    }
+    return static_cast<int64_t>(common);
 }
 
 uint64_t SessionSnapshot::bytes() const {
@@ -36,6 +50,7 @@ uint64_t SessionSnapshot::bytes() const {
 SessionSnapshot Session::snapshot() const {
     SessionSnapshot snap;
     snap.n_past = n_past_;
+    snap.tokens = tokens_;
     for (Tensor* t : state_->tensors()) {
         snap.tensors.emplace_back(static_cast<size_t>(t->size()));
         backend_.download(*t, snap.tensors.back().data());
@@ -53,6 +68,7 @@ void Session::restore(const SessionSnapshot& snap) {
             throw Error("the snapshot does not belong to this session (tensor " + std::to_string(i) + " differs in size).");
     for (size_t i = 0; i < ts.size(); ++i) backend_.upload(*ts[i], snap.tensors[i].data());
     n_past_ = snap.n_past;
+    tokens_ = snap.tokens;
 }
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logits,
@@ -80,6 +96,7 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
         } else if (last_chunk) {
             backend_.download(logits, out.data());
         }
+        tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + m);
         n_past_ += m;
         done += m;
         if (progress) progress(done, n);
@@ -129,7 +146,7 @@ Tensor Session::replayed_decode(int32_t token) {
             decode_logits_ = Tensor{};
             replay_refused_ = true;
             replay_refused_reason_ = e.what();
-            std::fprintf(stderr, "ds4: decode steps run op by op (%s)\n", e.what());
+            log_warning(std::string("decode steps run op by op (") + e.what() + ")");
             return forward_chunk(&token, 1, false);
         } catch (...) {
             try {

@@ -7,13 +7,14 @@
 
 #include <cstring>
 #include <random>
+#include <span>
 
 #include "backend/backend.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
 #include "models/family.h"
 #include "oracle_harness.h"
-#include "runtime/session.h"
+#include "engine/session.h"
 
 namespace ds4 {
 namespace {
@@ -113,6 +114,69 @@ TEST_P(SessionState, RewindOnlyWhereTheCachesCanResume) {
     const auto got = s.eval(next, true);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+}
+
+// Prefix reuse (Session::reuse_prefix): a follow-up prompt keeps what the
+// session holds of it, evaluates the rest, and gives the logits a fresh
+// session gives the whole prompt; a prompt that leaves the held tokens
+// starts over where the caches cannot rewind. The session's token list
+// follows every step, snapshots included.
+TEST_P(SessionState, ReusePrefixKeepsWhatTheCacheHolds) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    TempDir dir;
+    Loaded m = load(make_model(GetParam(), seed, dir));
+    std::mt19937_64 rng(seed ^ 0x9e3779b9);
+    const auto V = static_cast<int32_t>(m.model->info().n_vocab);
+    const auto turn1 = random_token_ids(rng, 20 + rng() % 30, V);
+    auto turn2 = turn1;  // the next turn's prompt extends the first
+    const auto more = random_token_ids(rng, 3 + rng() % 10, V);
+    turn2.insert(turn2.end(), more.begin(), more.end());
+    SessionOptions so;
+    so.n_ctx = 160;
+
+    auto fresh_last_row = [&](const std::vector<int32_t>& prompt) {
+        Session f(*m.model, *m.backend, so);
+        return f.eval(prompt, false);
+    };
+
+    Session s(*m.model, *m.backend, so);
+    EXPECT_EQ(s.reuse_prefix(turn1), 0);
+    s.eval(turn1, false);
+    EXPECT_EQ(s.tokens(), turn1);
+    const int64_t kept = s.reuse_prefix(turn2);
+    EXPECT_EQ(kept, static_cast<int64_t>(turn1.size()));
+    const auto got = s.eval(std::span<const int32_t>(turn2).subspan(size_t(kept)), false);
+    EXPECT_EQ(s.tokens(), turn2);
+    EXPECT_EQ(got, fresh_last_row(turn2));
+
+    // The same prompt again: all but its last token could be kept, so there
+    // are logits to return; ring caches cannot step back that one token.
+    const int64_t again = s.reuse_prefix(turn2);
+    EXPECT_EQ(again, GetParam() == "deepseek4" ? 0 : static_cast<int64_t>(turn2.size()) - 1);
+    EXPECT_EQ(s.eval(std::span<const int32_t>(turn2).subspan(size_t(again)), false), fresh_last_row(turn2));
+
+    // A prompt that leaves the held tokens after position k.
+    const size_t k = 1 + rng() % (turn1.size() - 1);
+    std::vector<int32_t> branch(turn1.begin(), turn1.begin() + ptrdiff_t(k));
+    const auto tail = random_token_ids(rng, 5, V);
+    branch.insert(branch.end(), tail.begin(), tail.end());
+    const int64_t kept2 = s.reuse_prefix(branch);
+    if (GetParam() == "deepseek4") {
+        EXPECT_EQ(kept2, 0) << "ring caches cannot rewind: the session starts over";
+        EXPECT_EQ(s.n_past(), 0);
+    } else {
+        EXPECT_GE(kept2, static_cast<int64_t>(k));
+    }
+    EXPECT_EQ(s.eval(std::span<const int32_t>(branch).subspan(size_t(kept2)), false), fresh_last_row(branch));
+
+    // Snapshots carry the token list.
+    const SessionSnapshot snap = s.snapshot();
+    EXPECT_EQ(snap.tokens, branch);
+    s.reset();
+    EXPECT_TRUE(s.tokens().empty());
+    s.restore(snap);
+    EXPECT_EQ(s.tokens(), branch);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, SessionState, ::testing::Values("qwen3moe", "deepseek4"));

@@ -1,0 +1,68 @@
+#include "common/layer_range.h"
+
+#include <charconv>
+
+#include "common/error.h"
+
+namespace ds4 {
+
+namespace {
+
+constexpr int kMaxLayer = 1 << 20;  // far beyond any model; keeps int math safe
+
+std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+
+[[noreturn]] void malformed(std::string_view text) {
+    throw UsageError("--layers must be A:B or N:output, got " + quoted(text));
+}
+
+int parse_layer(std::string_view part, std::string_view whole) {
+    int v = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (part.empty() || ec == std::errc::invalid_argument || end != part.data() + part.size()) malformed(whole);
+    if (ec == std::errc::result_out_of_range || v < 0 || v > kMaxLayer)
+        throw UsageError("--layers layer numbers must be in [0, " + std::to_string(kMaxLayer) + "], got " +
+                         quoted(whole));
+    return v;
+}
+
+}  // namespace
+
+std::string LayerRange::spelling(int n_layer) const {
+    if (end_of(n_layer) >= n_layer) return std::to_string(begin) + ":output";
+    return std::to_string(begin) + ":" + std::to_string(end - 1);
+}
+
+std::string LayerRange::spelling() const {
+    if (end == kThroughLast) return std::to_string(begin) + ":output";
+    return std::to_string(begin) + ":" + std::to_string(end - 1);
+}
+
+LayerRange parse_layer_range(std::string_view text) {
+    const size_t colon = text.find(':');
+    if (colon == std::string_view::npos || text.find(':', colon + 1) != std::string_view::npos) malformed(text);
+    const std::string_view a = text.substr(0, colon), b = text.substr(colon + 1);
+    LayerRange r;
+    r.begin = parse_layer(a, text);
+    if (b == "output") return r;
+    const int last = parse_layer(b, text);
+    if (r.begin > last) throw UsageError("--layers A:B needs A <= B, got " + quoted(text));
+    r.end = last + 1;
+    return r;
+}
+
+std::string layer_range_problem(const LayerRange& r, int n_layer) {
+    const std::string have = "the model's " + std::to_string(n_layer) + " layers (0.." + std::to_string(n_layer - 1) + ")";
+    if (n_layer <= 0) return "the model has no layers";
+    if (r.begin < 0 || r.begin >= n_layer || r.end_of(n_layer) > n_layer) return r.spelling() + " is outside " + have;
+    if (r.end_of(n_layer) <= r.begin) return r.spelling() + " holds no layer";
+    return "";
+}
+
+LayerRange check_layers_flag(const LayerRange& range, int n_layer) {
+    if (const std::string problem = layer_range_problem(range, n_layer); !problem.empty())
+        throw UsageError("--layers " + problem);
+    return range.resolved(n_layer);
+}
+
+}  // namespace ds4

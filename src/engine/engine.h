@@ -1,0 +1,84 @@
+// The engine: the only API programs see. It opens a model (file, backend,
+// layer slice, weight placement) in one call, chooses the chat template,
+// and hands out sessions that evaluate tokens; the CLI, ds4-bench and later
+// the server and pipeline workers are thin clients of it. No backend's own
+// header and no tensor internals cross this line.
+//
+// Startup lines (backend choice, model map, tensor check) go to the log
+// sink (common/log.h), not to stderr directly.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/chat.h"
+#include "common/layer_range.h"
+#include "engine/backend_factory.h"
+#include "engine/session.h"
+
+namespace ds4 {
+
+class GgufFile;
+class ModelMap;
+class Model;
+struct ModelInfo;
+class Tokenizer;
+
+struct EngineOptions {
+    std::string model;         // GGUF path
+    BackendOptions backend;    // "auto" (default), "cpu" or "cuda"; threads; device; host-registered weights
+    LayerRange layers;         // the blocks this process runs (default: all, with embedding and head)
+    bool check_tensors = false;  // read every selected weight once and refuse NaN/Inf (--check-tensors)
+    // Chat: whether this process renders conversations at all (false for raw
+    // token ids, e.g. --dump-logits), and which template: "" for the one the
+    // file names, a renderer name, or "raw".
+    bool chat = true;
+    std::string chat_template;
+};
+
+class Engine {
+public:
+    // Backend first (no GPU is one sentence before the file is read), then
+    // the file, the chat template (a model ds4 cannot talk to fails before
+    // its weights load), the model map, the model, the weights on the
+    // backend. Throws ds4::Error with one sentence.
+    static std::unique_ptr<Engine> open(const EngineOptions& options);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    const ModelInfo& info() const;
+    const GgufFile& file() const;
+    const std::string& backend_description() const;
+    const std::string& map_summary() const;
+
+    // The vocabulary; throws ds4::Error when the file carries none.
+    const Tokenizer& tokenizer() const;
+    // The renderer chosen at open ("raw" included); "" when chat is off.
+    const std::string& chat_template() const { return chat_template_; }
+    // BOS (when the vocabulary adds one) and the tokens of the conversation
+    // rendered with the chosen template.
+    std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, const ChatOptions& options) const;
+
+    // A new sequence of up to n_ctx tokens on this engine's model and backend.
+    std::unique_ptr<Session> new_session(const SessionOptions& options) const;
+
+    // For tests and benchmarks that drive the model directly.
+    const Model& model() const { return *model_; }
+    Backend& backend() const { return *backend_; }
+
+private:
+    Engine() = default;
+    std::unique_ptr<Backend> backend_;
+    std::string backend_description_;
+    std::unique_ptr<GgufFile> file_;
+    std::unique_ptr<ModelMap> map_;
+    std::string map_summary_;
+    std::unique_ptr<Model> model_;
+    std::string chat_template_;
+    mutable std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+}  // namespace ds4

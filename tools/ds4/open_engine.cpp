@@ -1,0 +1,24 @@
+#include "open_engine.h"
+
+#include "common/error.h"
+
+namespace ds4 {
+
+std::unique_ptr<Engine> open_engine(const Ds4Options& opts) {
+    if (!opts.role.empty())
+        throw Error("--role " + opts.role + " needs the distributed pipeline, which this build does not include yet.");
+    if (opts.ssd_streaming) throw Error("--ssd-streaming is not available in this build yet.");
+    if (opts.layers)
+        throw Error("--layers runs a layer slice as a pipeline stage, which this build does not include yet.");
+    EngineOptions e;
+    e.model = opts.model;
+    e.backend.name = opts.backend;
+    e.backend.threads = opts.threads;
+    e.backend.host_weights = opts.cuda_host_weights;
+    e.check_tensors = opts.check_tensors;
+    e.chat = opts.dump_logits_file.empty();
+    e.chat_template = opts.chat_template;
+    return Engine::open(e);
+}
+
+}  // namespace ds4
