@@ -63,6 +63,17 @@ struct IntArray {
     std::shared_ptr<void> owner;
 };
 
+// Where the rows of a step live in a key/value cache shared by sequence
+// slots: row t belongs to slot slots[t], which owns cache rows
+// [slots[t] * slot_rows, (slots[t] + 1) * slot_rows), and sits at position
+// positions[t] of that sequence. Ids live in backend memory, so a recorded
+// step reads the new step's slots and positions at every replay.
+struct CacheRows {
+    IntArray positions;
+    IntArray slots;
+    int64_t slot_rows = 0;
+};
+
 struct RopeParams {
     int n_rot = 0;            // rotated dimensions per head (<= head_dim)
     float freq_base = 10000.0f;
@@ -153,13 +164,16 @@ public:
     virtual void rms_norm(const Tensor& x, const WeightRef* weight, float eps, int64_t group, Tensor& y) = 0;
     // Rotates each head of row t of x (cols = n_heads * head_dim) at positions[t].
     virtual void rope(Tensor& x, int head_dim, const IntArray& positions, const RopeParams& p) = 0;
-    // Writes k/v row t into cache row positions[t] (the caller checks that
-    // the positions fit the cache).
+    // Writes k/v row t into its slot's cache row positions[t] (the caller
+    // checks that the slots and positions fit the cache).
     virtual void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v,
-                          const IntArray& positions) = 0;
-    // Causal attention: q row t attends to cache rows [0, positions[t]].
-    virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const IntArray& positions,
+                          const CacheRows& rows) = 0;
+    // Causal attention: q row t attends to its own slot's cache rows
+    // [0, positions[t]], so one call serves rows of many sequences.
+    virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const CacheRows& rows,
                            const AttentionParams& p, Tensor& out) = 0;
+    // dst row i = src row rows[i] (e.g. each sequence's last row, for logits).
+    virtual void gather_rows(const Tensor& src, const IntArray& rows, Tensor& dst) = 0;
     virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;       // out = a + b
     virtual void scale(Tensor& x, float s) = 0;                                  // x *= s
     virtual void mul_row(Tensor& x, const WeightRef& w) = 0;                     // x[t][i] *= w[i] (or w[0] if 1 element)

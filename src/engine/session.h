@@ -1,6 +1,8 @@
-// A session: one model, one backend, one context. Feeds tokens through the
-// model in prefill chunks and keeps the position; the same logits come out
-// whatever the chunk size.
+// A session: one sequence on one model and backend. Feeds tokens through the
+// model in prefill chunks and keeps the position and the tokens it holds;
+// the same logits come out whatever the chunk size. It is one slot of a
+// SlotPool of one, so a session and a batch of many sequences run the same
+// step code.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "models/family.h"
+#include "engine/slot_pool.h"
 
 namespace ds4 {
 
@@ -25,10 +26,10 @@ struct SessionOptions {
 
 // A copy of a session's whole state in host memory.
 struct SessionSnapshot {
-    int64_t n_past = 0;
+    SlotSnapshot state;
     std::vector<int32_t> tokens;  // what the session held
-    std::vector<std::vector<float>> tensors;
-    uint64_t bytes() const;
+    int64_t n_past() const { return state.n_past; }
+    uint64_t bytes() const { return state.bytes(); }
 };
 
 class Session {
@@ -42,10 +43,10 @@ public:
     std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits,
                             const std::function<void(int64_t, int64_t)>& progress = {});
 
-    int64_t n_past() const { return n_past_; }
+    int64_t n_past() const { return pool_.n_past(0); }
     int64_t n_ctx() const { return opts_.n_ctx; }
-    int64_t n_vocab() const { return model_.info().n_vocab; }
-    // Starts over at position 0 with a fresh state.
+    int64_t n_vocab() const { return pool_.n_vocab(); }
+    // Starts over at position 0.
     void reset();
     // Forgets every position from n on, so the next eval continues at n;
     // used to reuse a shared prompt prefix. Returns false (and changes
@@ -62,39 +63,23 @@ public:
     // logits are what the caller wants next.
     int64_t reuse_prefix(std::span<const int32_t> prompt);
 
-    // Copies the whole state (caches of every kind, position) to host memory
-    // and back; after restore the session continues exactly as it would have
-    // from the snapshot, whatever was evaluated in between.
+    // Copies the whole state (caches of every kind, position, tokens) to
+    // host memory and back; after restore the session continues exactly as
+    // it would have from the snapshot, whatever was evaluated in between.
     SessionSnapshot snapshot() const;
     void restore(const SessionSnapshot& snap);
-    const Model& model() const { return model_; }
-    uint64_t state_bytes() const { return state_->bytes(); }
+    uint64_t state_bytes() const { return pool_.state_bytes(); }
 
     // How one-token steps ran: replayed from the recording, or op by op
     // because recording was refused (then decode_replay_refused() says
     // why). Tests read these to prove the path they mean to check ran.
-    int64_t decode_steps_replayed() const { return steps_replayed_; }
-    const std::string& decode_replay_refused() const { return replay_refused_reason_; }
+    int64_t decode_steps_replayed() const { return pool_.decode_steps_replayed(); }
+    const std::string& decode_replay_refused() const { return pool_.decode_replay_refused(); }
 
 private:
-    Tensor forward_chunk(const int32_t* tokens, int64_t n, bool all_logits);
-    Tensor replayed_decode(int32_t token);
-
-    const Model& model_;
-    Backend& backend_;
     SessionOptions opts_;
-    std::unique_ptr<ModelState> state_;
-    int64_t n_past_ = 0;
+    SlotPool pool_;
     std::vector<int32_t> tokens_;
-    // The recorded decode step: its inputs live at fixed backend addresses
-    // and are rewritten before each replay; its logits tensor belongs to the
-    // recording. Dropped when the state is replaced.
-    StepInputs decode_inputs_;
-    std::shared_ptr<void> decode_recording_;
-    Tensor decode_logits_;
-    bool replay_refused_ = false;  // recording failed once: decode op by op
-    std::string replay_refused_reason_;
-    int64_t steps_replayed_ = 0;
 };
 
 }  // namespace ds4

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "mapping/exact_view.h"
 #include "mapping/mapped_pages.h"
 
@@ -82,7 +83,7 @@ std::unique_ptr<ModelMap> ModelMap::build(const GgufFile& file, const MapSelecti
                                      std::to_string(map->regions_.size()) + " (" + gib(region.bytes()) +
                                      " GiB) of model file " + file.path() + " in memory (" + std::strerror(err) +
                                      "); it stays mapped and may be paged out.");
-            std::fprintf(stderr, "ds4: warning: %s\n", map->warnings_.back().c_str());
+            log_warning(map->warnings_.back());
         }
         map->impl_->region_pages.push_back(std::move(pages));
     }

@@ -25,30 +25,41 @@ struct ModelInfo {
     int64_t n_ctx_train = 0;
 };
 
-// Per-session state a family keeps between calls (KV caches, ...). Opaque to
-// callers except for its size and snapshot support.
+// The state a family keeps between forward passes (KV caches, ...) for
+// n_slots sequences of up to n_ctx positions each. Opaque to callers except
+// for its size, rewinding and snapshots.
 class ModelState {
 public:
     virtual ~ModelState() = default;
-    virtual int64_t n_ctx() const = 0;
+    virtual int64_t n_ctx() const = 0;  // positions per sequence slot
+    virtual int n_slots() const { return 1; }
     virtual uint64_t bytes() const = 0;
     // Whether the state of positions [0, to) is still intact after the
     // cache held n_past positions, so evaluation may resume at `to`. A plain
     // KV cache keeps every position; ring buffers do not.
     virtual bool can_rewind(int64_t to, int64_t n_past) const { return to <= n_past; }
-    // Every tensor the state consists of, for snapshots: copying these (and
-    // the position) captures the session exactly.
-    virtual std::vector<Tensor*> tensors() = 0;
+    // What sequence slot `slot` consists of, as views on the state's
+    // tensors, for snapshots: copying these (and the position) captures
+    // that sequence exactly.
+    virtual std::vector<Tensor> slot_tensors(int slot) = 0;
 };
 
-// What one forward pass evaluates: tokens at positions [pos0, pos0 + n),
-// on the host and, for the ops, in backend memory.
-struct StepInputs {
-    const int32_t* tokens = nullptr;  // host
-    int64_t n = 0;
-    int64_t pos0 = 0;
-    IntArray token_ids;  // the same n tokens, backend copy
-    IntArray positions;  // pos0 .. pos0 + n - 1, backend copy
+// One forward pass: rows of (sequence slot, position, token), of one or
+// many sequences, and the rows whose logits are wanted. The ids live in
+// backend memory, filled before the step, so a recorded step reads the new
+// step's values from the same place at every replay.
+struct Batch {
+    int64_t n = 0;                       // rows
+    IntArray token_ids;                  // [n]
+    CacheRows cache;                     // positions and slots [n]; slot_rows = the state's n_ctx
+    int64_t n_logits = 0;
+    IntArray logit_rows;                 // [n_logits] rows whose logits the step returns, in this order
+    // Host copies of tokens, positions and slots, for families that still
+    // decide on the host (DeepSeek V4 today). Null while a step is being
+    // recorded: a replayable family must not read them.
+    const int32_t* host_tokens = nullptr;
+    const int32_t* host_positions = nullptr;
+    const int32_t* host_slots = nullptr;
 };
 
 // Which transformer blocks a process runs, plus the token embedding and the
@@ -62,13 +73,19 @@ class Model {
 public:
     virtual ~Model() = default;
     virtual const ModelInfo& info() const = 0;
-    virtual std::unique_ptr<ModelState> new_state(Backend& backend, int64_t n_ctx) const = 0;
-    // Runs the step's tokens and returns logits: of every position
-    // ([n x n_vocab]) when all_logits, else of the last one only.
-    virtual Tensor forward(Backend& backend, ModelState& state, const StepInputs& in, bool all_logits) const = 0;
-    // True when a one-token forward pass issues the same ops at every
-    // position, reading the token and position only from in.token_ids and
-    // in.positions, so a backend may record it once and replay it.
+    // State for n_slots sequences of up to n_ctx positions each
+    // (1 <= n_slots <= max_slots()).
+    virtual std::unique_ptr<ModelState> new_state(Backend& backend, int64_t n_ctx, int n_slots = 1) const = 0;
+    // How many sequences one state can hold, so one forward pass runs rows
+    // of all of them.
+    virtual int max_slots() const { return 1; }
+    // Runs the batch's rows and returns the logits of batch.logit_rows
+    // ([n_logits x n_vocab]).
+    virtual Tensor forward(Backend& backend, ModelState& state, const Batch& batch) const = 0;
+    // True when a forward pass of a given shape (rows, logit rows) issues
+    // the same ops whatever the tokens, positions and slots, reading them
+    // only from the batch's backend arrays, so a backend may record it once
+    // and replay it.
     virtual bool replayable_decode() const { return false; }
 };
 

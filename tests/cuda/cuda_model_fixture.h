@@ -15,7 +15,7 @@
 // (Session::decode_steps_replayed), not a silent op-by-op fallback.
 //
 // The bound is checked against planted bugs (PlantedWeightErrorFailsBound in
-// both model tests): one weight row scaled by 1.001 must fail it.
+// both model tests): one weight row scaled by 1.01 must fail it.
 #pragma once
 
 #include <gtest/gtest.h>

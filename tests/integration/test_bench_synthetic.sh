@@ -73,5 +73,23 @@ for spec in 3:1 x 1: :2 1:out -1:2 1:2:3; do
   expect_usage --synthetic qwen3moe-tiny-f32 --layers "$spec" --step-incr 1
 done
 expect_usage --synthetic qwen3moe-tiny-f32 --step-incr 1 --json "$tmp/no/such/dir/out.json"
+for n in 0 -1 x 1025; do expect_usage --synthetic qwen3moe-tiny-f32 --step-incr 1 --parallel "$n"; done
+
+# --parallel N: N sequences per forward pass; the rates count all of them,
+# gen_tps_per_seq one, and the state holds N sequences.
+n=$(( 2 + RANDOM % 4 ))
+"$bin/ds4-bench" --synthetic qwen3moe-tiny-f32 --ctx-start 8 --ctx-max 16 --step-mul 2 -t 2 --gen-tokens 3 \
+  --seed "$seed" --parallel "$n" --json "$tmp/par.json" >"$tmp/par.csv" 2>"$tmp/par.err" \
+  || fail "--parallel $n exited $? (seed $seed): $(cat "$tmp/par.err")"
+[[ $(head -1 "$tmp/par.csv") == "ctx,prefill_tps,gen_tps,kv_bytes,parallel,gen_tps_per_seq" ]] \
+  || fail "--parallel header: $(head -1 "$tmp/par.csv")"
+awk -F, -v n="$n" 'NR > 1 && (NF != 6 || $5 != n || !($6 > 0) || ($3 / $6) < n * 0.99 || ($3 / $6) > n * 1.01) { bad = 1 } END { exit bad }' \
+  "$tmp/par.csv" || fail "--parallel $n rows: $(cat "$tmp/par.csv")"
+one=$(awk -F, 'NR == 2 { print $4 }' "$tmp/out.csv"); many=$(awk -F, 'NR == 2 { print $4 }' "$tmp/par.csv")
+[[ $many -eq $(( one * n )) ]] || fail "--parallel $n state is $many bytes, not $n x $one"
+grep -q "$n sequences per batch" "$tmp/par.err" || fail "--parallel $n: no line naming the batch: $(cat "$tmp/par.err")"
+node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  if (j.parallel !== +process.argv[2] || !(j.rows[0].gen_tps_per_seq > 0)) process.exit(1);' "$tmp/par.json" "$n" \
+  || fail "--parallel $n --json lacks parallel / gen_tps_per_seq"
 expect_usage --step-incr 1
 echo "ok (seed $seed)"

@@ -65,7 +65,7 @@ TEST_P(SessionState, SnapshotRestoreContinuesExactly) {
     Session s(*m.model, *m.backend, so);
     s.eval(prefix, false);
     const SessionSnapshot snap = s.snapshot();
-    EXPECT_EQ(snap.n_past, static_cast<int64_t>(prefix.size()));
+    EXPECT_EQ(snap.n_past(), static_cast<int64_t>(prefix.size()));
     EXPECT_GT(snap.bytes(), 0u);
     const auto want = s.eval(next, true);
 

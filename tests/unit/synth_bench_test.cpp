@@ -151,17 +151,20 @@ std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>
     auto model = ds4::load_model(*file, *map);
     auto backend = ds4::make_cpu_backend(2);
     backend->attach_weights(*map);
-    auto state = model->new_state(*backend, static_cast<int64_t>(tokens.size()) + 1);
     const int64_t n = static_cast<int64_t>(tokens.size());
-    std::vector<int32_t> positions(tokens.size());
+    auto state = model->new_state(*backend, n + 1);
+    std::vector<int32_t> positions(tokens.size()), slots(tokens.size(), 0);
     for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(i);
-    ds4::StepInputs in;
-    in.tokens = tokens.data();
+    ds4::Batch in;  // one sequence, every row's logits
     in.n = n;
-    in.pos0 = 0;
     in.token_ids = backend->ints(tokens.data(), n);
-    in.positions = backend->ints(positions.data(), n);
-    ds4::Tensor t = model->forward(*backend, *state, in, true);
+    in.cache = ds4::CacheRows{backend->ints(positions.data(), n), backend->ints(slots.data(), n), n + 1};
+    in.n_logits = n;
+    in.logit_rows = backend->ints(positions.data(), n);
+    in.host_tokens = tokens.data();
+    in.host_positions = positions.data();
+    in.host_slots = slots.data();
+    ds4::Tensor t = model->forward(*backend, *state, in);
     std::vector<float> out(static_cast<size_t>(t.size()));
     backend->download(t, out.data());
     return out;

@@ -6,8 +6,7 @@
 #include <random>
 #include <span>
 
-#include "engine/session.h"
-#include "sampling/sampler.h"
+#include "engine/slot_pool.h"
 
 namespace ds4 {
 
@@ -59,43 +58,63 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
     Backend& backend = engine.backend();
     const std::vector<int64_t> frontiers = bench_frontiers(opts);
     const int64_t n_vocab = model.info().n_vocab;
-    const std::vector<int32_t> tokens = bench_tokens(opts.seed, frontiers.back(), n_vocab);
+    const int n = std::max(1, opts.parallel);
+    // One token sequence per slot (slot 0's is the single-sequence walk's).
+    std::vector<std::vector<int32_t>> tokens;
+    for (int s = 0; s < n; ++s) tokens.push_back(bench_tokens(opts.seed + uint64_t(s), frontiers.back(), n_vocab));
 
-    // State size per frontier, measured on a state built for exactly that
-    // context (ring and compressed caches do not grow linearly). Done before
-    // the session exists so only one state is ever allocated at a time.
+    // State size per frontier for all n sequences, measured on a state built
+    // for exactly that context (ring and compressed caches do not grow
+    // linearly). Done before the pool exists so only one state is ever
+    // allocated at a time.
     std::vector<uint64_t> kv_bytes;
-    for (int64_t f : frontiers) kv_bytes.push_back(model.new_state(backend, f)->bytes());
+    for (int64_t f : frontiers) kv_bytes.push_back(model.new_state(backend, f, n)->bytes());
 
-    // Room for the deepest frontier plus its probe.
-    const std::unique_ptr<Session> owned = engine.new_session(SessionOptions{frontiers.back() + opts.gen_tokens, opts.prefill_chunk});
-    Session& session = *owned;
-    SamplerParams greedy;
-    greedy.temperature = 0.0f;
-    Sampler sampler(greedy);
+    // Room for the deepest frontier plus its probe, in every slot.
+    SlotPool pool(model, backend, n, frontiers.back() + opts.gen_tokens);
+    std::vector<SeqStep> step(static_cast<size_t>(n));
+    for (int s = 0; s < n; ++s) step[static_cast<size_t>(s)].slot = s;
 
     std::vector<BenchRow> rows;
     for (size_t i = 0; i < frontiers.size(); ++i) {
         BenchRow row;
         row.ctx = frontiers[i];
         row.kv_bytes = kv_bytes[i];
+        row.parallel = n;
 
-        const int64_t from = session.n_past();
-        const std::span<const int32_t> interval(tokens.data() + from, static_cast<size_t>(row.ctx - from));
+        // Every sequence prefills the new interval, chunk by chunk, all of
+        // them in each forward pass. download() inside step() waits for the
+        // device, so the time includes all of its work.
+        const int64_t from = pool.n_past(0);
+        std::vector<std::vector<float>> logits;
         auto t0 = Clock::now();
-        // eval downloads the logits, so the time includes all device work.
-        std::vector<float> logits = session.eval(interval, false);
-        row.prefill_tps = rate(row.ctx - from, seconds_since(t0));
+        for (int64_t at = from; at < row.ctx; at += opts.prefill_chunk) {
+            const int64_t m = std::min(opts.prefill_chunk, row.ctx - at);
+            for (int s = 0; s < n; ++s)
+                step[static_cast<size_t>(s)].tokens =
+                    std::span<const int32_t>(tokens[static_cast<size_t>(s)]).subspan(size_t(at), size_t(m));
+            logits = pool.step(step);
+        }
+        row.prefill_tps = rate(n * (row.ctx - from), seconds_since(t0));
 
-        // The probe must not leave its tokens in the walk's context.
-        const SessionSnapshot snap = session.snapshot();
+        // The probe: greedy decoding of every sequence together, one token
+        // each per forward pass; its tokens must not stay in the walk's context.
+        std::vector<SlotSnapshot> snaps;
+        for (int s = 0; s < n; ++s) snaps.push_back(pool.snapshot(s));
+        std::vector<int32_t> next(static_cast<size_t>(n));
         t0 = Clock::now();
         for (int64_t g = 0; g < opts.gen_tokens; ++g) {
-            const int32_t next = sampler.sample(logits);
-            logits = session.eval(std::span<const int32_t>(&next, 1), false);
+            for (int s = 0; s < n; ++s) {
+                const auto& l = logits[static_cast<size_t>(s)];
+                next[static_cast<size_t>(s)] = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+                step[static_cast<size_t>(s)].tokens = std::span<const int32_t>(&next[static_cast<size_t>(s)], 1);
+            }
+            logits = pool.step(step);
         }
-        row.gen_tps = rate(opts.gen_tokens, seconds_since(t0));
-        session.restore(snap);
+        const double gen_secs = seconds_since(t0);
+        row.gen_tps = rate(n * opts.gen_tokens, gen_secs);
+        row.gen_tps_per_seq = rate(opts.gen_tokens, gen_secs);
+        for (int s = 0; s < n; ++s) pool.restore(s, snaps[static_cast<size_t>(s)]);
 
         rows.push_back(row);
         if (on_row) on_row(row);

@@ -1,5 +1,7 @@
 // The ds4-bench walk: one fixed pseudo-random token sequence fed through a
-// session up to a series of context frontiers. Between frontiers only the
+// pool of sequence slots up to a series of context frontiers (--parallel N:
+// N sequences side by side, each prefilled and decoded together in one
+// batch per forward pass). Between frontiers only the
 // new interval is prefilled (so each row measures prefill at that depth, not
 // from zero); at each frontier a greedy generation probe runs on a snapshot
 // of the state, which is then restored so the walk continues unchanged.
@@ -20,14 +22,17 @@ struct BenchWalkOptions {
     double step_mul = 0.0;   // > 1: frontiers grow by this factor (when step_incr is 0)
     int64_t gen_tokens = 32;
     int64_t prefill_chunk = 512;
+    int parallel = 1;        // sequences decoded together in one batch, each at the same depth
     uint64_t seed = 0;
 };
 
 struct BenchRow {
     int64_t ctx = 0;
-    double prefill_tps = 0;  // tokens of the interval ending at ctx / seconds
-    double gen_tps = 0;      // probe tokens / seconds, one token per forward pass
-    uint64_t kv_bytes = 0;   // model state sized for exactly ctx positions
+    double prefill_tps = 0;  // tokens of the interval ending at ctx, all sequences / seconds
+    double gen_tps = 0;      // probe tokens of all sequences / seconds, one token each per forward pass
+    double gen_tps_per_seq = 0;  // probe tokens of one sequence / seconds
+    uint64_t kv_bytes = 0;   // model state of all sequences sized for exactly ctx positions
+    int parallel = 1;
 };
 
 // ctx_start, then +step_incr or ×step_mul (rounded up, always at least +1),

@@ -59,6 +59,10 @@ const char* const kHelp =
     "                         (exactly one of --step-incr and --step-mul)\n"
     "  --gen-tokens N         tokens per generation probe (default 32)\n"
     "  --prefill-chunk N      tokens per prefill forward pass (default 512)\n"
+    "  --parallel N           N sequences side by side, each at the same depth, prefilled\n"
+    "                         and decoded together in one batch per forward pass (default\n"
+    "                         1); the CSV then adds parallel,gen_tps_per_seq and the rates\n"
+    "                         count the tokens of all N\n"
     "  --seed N               seed of the token sequence (default 0)\n"
     "  --csv FILE             write the CSV there instead of stdout\n"
     "  --json FILE            also write {model, layers, weights_bytes_per_token, rows}\n"
@@ -119,6 +123,7 @@ BenchArgs parse_args(int argc, char** argv) {
     incr->excludes(mul);
     app.add_option("--gen-tokens", a.walk.gen_tokens)->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     app.add_option("--prefill-chunk", a.walk.prefill_chunk)->check(CLI::Range(int64_t{1}, kMaxContext));
+    app.add_option("--parallel", a.walk.parallel)->check(CLI::Range(1, 1024));
     // CLI11 would wrap "-1" to 2^64-1; a seed is plain digits.
     const CLI::Validator digits(
         [](std::string& s) -> std::string {
@@ -226,18 +231,23 @@ int run_bench(const BenchArgs& a) {
     const std::string layers = layers_spelling(a.layers_spec, n_layer);
 
     const std::vector<int64_t> frontiers = ds4::bench_frontiers(a.walk);
-    std::fprintf(stderr, "ds4-bench: %s, %zu frontier(s) %lld..%lld, %lld-token probes, seed %llu\n",
+    const bool parallel = a.walk.parallel > 1;
+    std::fprintf(stderr, "ds4-bench: %s, %zu frontier(s) %lld..%lld, %lld-token probes, %d sequence%s, seed %llu\n",
                  engine->backend_description().c_str(), frontiers.size(), static_cast<long long>(frontiers.front()),
-                 static_cast<long long>(frontiers.back()), static_cast<long long>(a.walk.gen_tokens),
-                 static_cast<unsigned long long>(a.walk.seed));
-    std::fprintf(out, "ctx,prefill_tps,gen_tps,kv_bytes\n");
+                 static_cast<long long>(frontiers.back()), static_cast<long long>(a.walk.gen_tokens), a.walk.parallel,
+                 parallel ? "s per batch" : "", static_cast<unsigned long long>(a.walk.seed));
+    std::fprintf(out, parallel ? "ctx,prefill_tps,gen_tps,kv_bytes,parallel,gen_tps_per_seq\n" : "ctx,prefill_tps,gen_tps,kv_bytes\n");
     std::fflush(out);
     const auto rows = ds4::run_bench_walk(*engine, a.walk, [&](const ds4::BenchRow& r) {
-        std::fprintf(out, "%lld,%.3f,%.3f,%llu\n", static_cast<long long>(r.ctx), r.prefill_tps, r.gen_tps,
+        std::fprintf(out, "%lld,%.3f,%.3f,%llu", static_cast<long long>(r.ctx), r.prefill_tps, r.gen_tps,
                      static_cast<unsigned long long>(r.kv_bytes));
+        if (parallel) std::fprintf(out, ",%d,%.3f", r.parallel, r.gen_tps_per_seq);
+        std::fprintf(out, "\n");
         std::fflush(out);
-        std::fprintf(stderr, "  ctx %8lld: prefill %10.2f t/s, generation %8.2f t/s, state %8.2f MiB\n",
-                     static_cast<long long>(r.ctx), r.prefill_tps, r.gen_tps, static_cast<double>(r.kv_bytes) / (1 << 20));
+        std::fprintf(stderr, "  ctx %8lld: prefill %10.2f t/s, generation %8.2f t/s", static_cast<long long>(r.ctx),
+                     r.prefill_tps, r.gen_tps);
+        if (parallel) std::fprintf(stderr, " (%d sequences, %.2f t/s each)", r.parallel, r.gen_tps_per_seq);
+        std::fprintf(stderr, ", state %8.2f MiB\n", static_cast<double>(r.kv_bytes) / (1 << 20));
     });
     std::fprintf(stderr, "ds4-bench: %zu rows written to %s\n", rows.size(), a.csv.empty() ? "stdout" : a.csv.c_str());
     const ds4::DecodeWeightBytes traffic = ds4::decode_weight_bytes(engine->file(), run.begin, run.end);
@@ -256,9 +266,14 @@ int run_bench(const BenchArgs& a) {
         j["layers"] = layers;
         j["n_layer"] = n_layer;
         j["weights_bytes_per_token"] = traffic.total;
+        j["parallel"] = a.walk.parallel;
         j["rows"] = nlohmann::json::array();
         for (const auto& r : rows)
-            j["rows"].push_back({{"ctx", r.ctx}, {"prefill_tps", r.prefill_tps}, {"gen_tps", r.gen_tps}, {"kv_bytes", r.kv_bytes}});
+            j["rows"].push_back({{"ctx", r.ctx},
+                                 {"prefill_tps", r.prefill_tps},
+                                 {"gen_tps", r.gen_tps},
+                                 {"gen_tps_per_seq", r.gen_tps_per_seq},
+                                 {"kv_bytes", r.kv_bytes}});
         json_file << j.dump(2) << "\n";
         json_file.close();
         if (!json_file) throw ds4::Error("could not write '" + a.json + "'.");

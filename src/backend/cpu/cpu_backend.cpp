@@ -94,21 +94,43 @@ void CpuBackend::rms_norm(const Tensor& x, const WeightRef* weight, float eps, i
     });
 }
 
-void CpuBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v,
-                          const IntArray& positions) {
+namespace {
+
+// Cache row of step row t: its slot's first row plus its position.
+int64_t cache_row(const CacheRows& rows, int64_t t, int64_t cache_rows) {
+    const int64_t pos = rows.positions.data[t], slot = rows.slots.data[t];
+    if (pos < 0 || pos >= rows.slot_rows)
+        throw Error("the context of " + std::to_string(rows.slot_rows) + " tokens is full (position " +
+                    std::to_string(pos + 1) + " requested); raise --ctx.");
+    if (slot < 0 || (slot + 1) * rows.slot_rows > cache_rows)
+        throw Error("sequence slot " + std::to_string(slot) + " is outside a cache of " +
+                    std::to_string(cache_rows / std::max<int64_t>(1, rows.slot_rows)) + " slots.");
+    return slot * rows.slot_rows + pos;
+}
+
+}  // namespace
+
+void CpuBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, const CacheRows& rows) {
     for (int64_t t = 0; t < k.rows; ++t) {
-        const int64_t pos = positions.data[t];
-        if (pos < 0 || pos >= k_cache.rows)
-            throw Error("the context of " + std::to_string(k_cache.rows) + " tokens is full (position " +
-                        std::to_string(pos + 1) + " requested); raise --ctx.");
-        std::memcpy(k_cache.data + pos * k_cache.cols, k.data + t * k.cols, sizeof(float) * k.cols);
-        std::memcpy(v_cache.data + pos * v_cache.cols, v.data + t * v.cols, sizeof(float) * v.cols);
+        const int64_t r = cache_row(rows, t, k_cache.rows);
+        std::memcpy(k_cache.data + r * k_cache.cols, k.data + t * k.cols, sizeof(float) * k.cols);
+        std::memcpy(v_cache.data + r * v_cache.cols, v.data + t * v.cols, sizeof(float) * v.cols);
     }
 }
 
-void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const IntArray& positions,
+void CpuBackend::gather_rows(const Tensor& src, const IntArray& rows, Tensor& dst) {
+    for (int64_t i = 0; i < dst.rows; ++i) {
+        const int64_t r = rows.data[i];
+        if (r < 0 || r >= src.rows) throw Error("gather_rows: row " + std::to_string(r) + " is outside the source.");
+        std::memcpy(dst.data + i * dst.cols, src.data + r * src.cols, sizeof(float) * src.cols);
+    }
+}
+
+void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const CacheRows& rows,
                            const AttentionParams& p, Tensor& out) {
     const int group = p.n_head / p.n_head_kv;
+    const IntArray& positions = rows.positions;
+    for (int64_t t = 0; t < q.rows; ++t) cache_row(rows, t, k_cache.rows);  // checks slot and position
     pool_.parallel_for(q.rows * p.n_head, 1, [&](int64_t b, int64_t e) {
         std::vector<float> scores;
         std::vector<double> acc(static_cast<size_t>(p.head_dim_v));
@@ -117,11 +139,12 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
             const int h = static_cast<int>(job % p.n_head);
             const int hk = h / group;
             const int64_t n_kv = int64_t(positions.data[t]) + 1;  // causal: keys up to this position
+            const int64_t base = int64_t(rows.slots.data[t]) * rows.slot_rows;  // the row's own sequence
             const float* qv = q.data + t * q.cols + static_cast<int64_t>(h) * p.head_dim_k;
             scores.resize(static_cast<size_t>(n_kv));
             float mx = -INFINITY;
             for (int64_t j = 0; j < n_kv; ++j) {
-                const float* kv = k_cache.data + j * k_cache.cols + static_cast<int64_t>(hk) * p.head_dim_k;
+                const float* kv = k_cache.data + (base + j) * k_cache.cols + static_cast<int64_t>(hk) * p.head_dim_k;
                 float s = 0.0f;
                 for (int d = 0; d < p.head_dim_k; ++d) s += qv[d] * kv[d];
                 scores[j] = s * p.scale;
@@ -134,7 +157,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
             }
             std::fill(acc.begin(), acc.end(), 0.0);
             for (int64_t j = 0; j < n_kv; ++j) {
-                const float* vv = v_cache.data + j * v_cache.cols + static_cast<int64_t>(hk) * p.head_dim_v;
+                const float* vv = v_cache.data + (base + j) * v_cache.cols + static_cast<int64_t>(hk) * p.head_dim_v;
                 const double w = scores[j];
                 for (int d = 0; d < p.head_dim_v; ++d) acc[d] += w * vv[d];
             }

@@ -30,9 +30,13 @@ struct AttnArgs {
 // DPL: head-dimension elements per lane (dk, dv <= 32 * DPL).
 template <int DPL>
 __global__ void attention_kernel(const float* __restrict__ q, const float* __restrict__ kc,
-                                 const float* __restrict__ vc, const int32_t* __restrict__ positions, AttnArgs a,
+                                 const float* __restrict__ vc, const int32_t* __restrict__ positions,
+                                 const int32_t* __restrict__ slots, int64_t slot_rows, AttnArgs a,
                                  float* __restrict__ out, float* __restrict__ part_o, float* __restrict__ part_ml) {
     const int64_t t = blockIdx.x / a.n_head;
+    // The row's own sequence: its slot's part of the caches.
+    kc += int64_t(slots[t]) * slot_rows * a.ld_k;
+    vc += int64_t(slots[t]) * slot_rows * a.ld_v;
     const int h = int(blockIdx.x % a.n_head);
     const int split = blockIdx.y;
     const int hk = h / (a.n_head / a.n_head_kv);
@@ -133,31 +137,40 @@ __global__ void attention_merge_kernel(const float* __restrict__ part_o, const f
     }
 }
 
-// Row t of k/v goes to cache row positions[t]; rows outside the cache are
-// dropped (the session checks positions before a step runs).
+// Row t of k/v goes to cache row slots[t] * slot_rows + positions[t]; rows
+// outside their slot or the cache are dropped (the session checks positions
+// before a step runs).
 __global__ void kv_store_kernel(const float* __restrict__ k, int64_t k_cols, const float* __restrict__ v,
-                                int64_t v_cols, const int32_t* __restrict__ positions, int64_t cache_rows,
-                                float* __restrict__ kc, float* __restrict__ vc) {
+                                int64_t v_cols, const int32_t* __restrict__ positions, const int32_t* __restrict__ slots,
+                                int64_t slot_rows, int64_t cache_rows, float* __restrict__ kc, float* __restrict__ vc) {
     const int64_t t = blockIdx.x;
-    const int64_t pos = positions[t];
-    if (pos < 0 || pos >= cache_rows) return;
+    if (positions[t] < 0 || positions[t] >= slot_rows || slots[t] < 0) return;
+    const int64_t pos = int64_t(slots[t]) * slot_rows + positions[t];
+    if (pos >= cache_rows) return;
     for (int64_t i = threadIdx.x; i < k_cols; i += blockDim.x) kc[pos * k_cols + i] = k[t * k_cols + i];
     for (int64_t i = threadIdx.x; i < v_cols; i += blockDim.x) vc[pos * v_cols + i] = v[t * v_cols + i];
 }
 
+__global__ void gather_rows_kernel(const float* __restrict__ src, int64_t src_rows, const int32_t* __restrict__ rows,
+                                   int64_t cols, float* __restrict__ dst) {
+    const int64_t i = blockIdx.x, r = rows[i];
+    if (r < 0 || r >= src_rows) return;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dst[i * cols + c] = src[r * cols + c];
+}
+
 }  // namespace
 
-int attention_splits(int64_t n_tok, int n_head, int64_t cache_rows) {
+int attention_splits(int64_t n_tok, int n_head, int64_t slot_rows) {
     const int64_t blocks = n_tok * n_head;
     if (blocks >= kTargetBlocks) return 1;
     const int64_t by_blocks = (kTargetBlocks + blocks - 1) / blocks;
-    const int64_t by_keys = std::max<int64_t>(1, cache_rows / kMinKeysPerSplit);
+    const int64_t by_keys = std::max<int64_t>(1, slot_rows / kMinKeysPerSplit);
     return int(std::max<int64_t>(1, std::min(by_blocks, by_keys)));
 }
 
 void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k, const float* v_cache,
-               int64_t ld_v, const int32_t* positions, const AttentionParams& p, int n_split, float* part_o,
-               float* part_ml, float* out, cudaStream_t stream) {
+               int64_t ld_v, const int32_t* positions, const int32_t* slots, int64_t slot_rows,
+               const AttentionParams& p, int n_split, float* part_o, float* part_ml, float* out, cudaStream_t stream) {
     if (n_tok <= 0) return;
     if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
         throw Error("CUDA attention needs n_head to be a positive multiple of n_head_kv.");
@@ -169,7 +182,8 @@ void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k
     const dim3 grid(unsigned(n_tok * p.n_head), unsigned(n_split));
     const int threads = 32 * kAttnWarps;
 #define DS4_ATTN(DPL) \
-    attention_kernel<DPL><<<grid, threads, 0, stream>>>(q, k_cache, v_cache, positions, a, out, part_o, part_ml)
+    attention_kernel<DPL><<<grid, threads, 0, stream>>>(q, k_cache, v_cache, positions, slots, slot_rows, a, out, \
+                                                        part_o, part_ml)
     if (dmax <= 32) DS4_ATTN(1);
     else if (dmax <= 64) DS4_ATTN(2);
     else if (dmax <= 128) DS4_ATTN(4);
@@ -184,11 +198,20 @@ void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k
     }
 }
 
-void kv_store(const float* k, int64_t k_cols, const float* v, int64_t v_cols, const int32_t* positions, int64_t n_tok,
-              int64_t cache_rows, float* k_cache, float* v_cache, cudaStream_t stream) {
+void kv_store(const float* k, int64_t k_cols, const float* v, int64_t v_cols, const int32_t* positions,
+              const int32_t* slots, int64_t slot_rows, int64_t n_tok, int64_t cache_rows, float* k_cache,
+              float* v_cache, cudaStream_t stream) {
     if (n_tok <= 0) return;
-    kv_store_kernel<<<unsigned(n_tok), 256, 0, stream>>>(k, k_cols, v, v_cols, positions, cache_rows, k_cache, v_cache);
+    kv_store_kernel<<<unsigned(n_tok), 256, 0, stream>>>(k, k_cols, v, v_cols, positions, slots, slot_rows, cache_rows,
+                                                         k_cache, v_cache);
     check_launch("kv_store_kernel");
+}
+
+void gather_rows(const float* src, int64_t src_rows, const int32_t* rows, int64_t n, int64_t cols, float* dst,
+                 cudaStream_t stream) {
+    if (n <= 0) return;
+    gather_rows_kernel<<<unsigned(n), 256, 0, stream>>>(src, src_rows, rows, cols, dst);
+    check_launch("gather_rows_kernel");
 }
 
 }  // namespace ds4::cuda

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "mapping/model_map.h"
 
 namespace ds4 {
@@ -118,9 +119,11 @@ CudaBackend::~CudaBackend() {
 void CudaBackend::attach_weights(const ModelMap& map) {
     const auto& regions = map.regions();
     for (size_t i = 0; i < regions.size(); ++i) attach_host_region(map.region_data(i), regions[i].bytes());
-    std::fprintf(stderr, "cuda: %zu %s, %.2f GiB %s\n", regions_.size(), regions_.size() == 1 ? "region" : "regions",
-                 double(resident_bytes()) / double(uint64_t(1) << 30),
-                 host_weights_ ? "in registered host memory" : "resident");
+    char line[128];
+    std::snprintf(line, sizeof line, "cuda: %zu %s, %.2f GiB %s", regions_.size(), regions_.size() == 1 ? "region" : "regions",
+                  double(resident_bytes()) / double(uint64_t(1) << 30),
+                  host_weights_ ? "in registered host memory" : "resident");
+    log_info(line);
 }
 
 void CudaBackend::attach_host_region(const uint8_t* host, uint64_t bytes) {
@@ -279,8 +282,15 @@ std::shared_ptr<void> CudaBackend::end_capture() {
     auto rec = std::make_shared<Recording>();
     rec->arena = capturing_;
     capturing_.reset();
-    check(cudaStreamEndCapture(stream_, &rec->graph), "recording a step");
-    check(cudaGraphInstantiate(&rec->exec, rec->graph, 0), "instantiating a recorded step");
+    // The stream leaves capture mode whatever happens; a failure here must
+    // not stay behind as the runtime's last error, where the next kernel
+    // launch's check would report it as its own.
+    cudaError_t e = cudaStreamEndCapture(stream_, &rec->graph);
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&rec->exec, rec->graph, 0);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        throw Error(std::string("CUDA: recording a step failed: ") + cudaGetErrorString(e) + ".");
+    }
     return rec;
 }
 
@@ -373,28 +383,37 @@ void CudaBackend::rope(Tensor& x, int head_dim, const IntArray& positions, const
     cuda::rope_partial(x.data, x.rows, x.cols, head_dim, 0, positions.data, p, /*inverse=*/false, stream_);
 }
 
-void CudaBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v,
-                           const IntArray& positions) {
-    if (k.rows != v.rows || k.cols != k_cache.cols || v.cols != v_cache.cols || positions.n < k.rows)
-        throw Error("CUDA kv_store: key/value rows do not match the cache or the positions.");
+void CudaBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, const CacheRows& rows) {
+    if (k.rows != v.rows || k.cols != k_cache.cols || v.cols != v_cache.cols || rows.positions.n < k.rows ||
+        rows.slots.n < k.rows || rows.slot_rows <= 0 || k_cache.rows % rows.slot_rows != 0)
+        throw Error("CUDA kv_store: key/value rows do not match the cache, the positions or the slots.");
     const auto t = timed("kv_store");
-    cuda::kv_store(k.data, k.cols, v.data, v.cols, positions.data, k.rows, k_cache.rows, k_cache.data, v_cache.data,
-                   stream_);
+    cuda::kv_store(k.data, k.cols, v.data, v.cols, rows.positions.data, rows.slots.data, rows.slot_rows, k.rows,
+                   k_cache.rows, k_cache.data, v_cache.data, stream_);
 }
 
-void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const IntArray& positions,
+void CudaBackend::gather_rows(const Tensor& src, const IntArray& rows, Tensor& dst) {
+    if (dst.cols != src.cols || rows.n < dst.rows) throw Error("CUDA gather_rows: shapes do not match.");
+    const auto t = timed("gather_rows");
+    cuda::gather_rows(src.data, src.rows, rows.data, dst.rows, src.cols, dst.data, stream_);
+}
+
+void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const CacheRows& rows,
                             const AttentionParams& p, Tensor& out) {
     if (q.rows <= 0) return;
+    if (rows.positions.n < q.rows || rows.slots.n < q.rows || rows.slot_rows <= 0)
+        throw Error("CUDA attention: the query rows do not match the positions or the slots.");
     const auto t = timed("attention");
-    const int n_split = cuda::attention_splits(q.rows, p.n_head, k_cache.rows);
+    const int n_split = cuda::attention_splits(q.rows, p.n_head, rows.slot_rows);
     std::shared_ptr<void> part_o, part_ml;
     if (n_split > 1) {
         const size_t slots = size_t(q.rows) * size_t(p.n_head) * size_t(n_split);
         part_o = device_scratch(sizeof(float) * slots * size_t(p.head_dim_v));
         part_ml = device_scratch(sizeof(float) * 2 * slots);
     }
-    cuda::attention(q.data, q.rows, k_cache.data, k_cache.cols, v_cache.data, v_cache.cols, positions.data, p, n_split,
-                    static_cast<float*>(part_o.get()), static_cast<float*>(part_ml.get()), out.data, stream_);
+    cuda::attention(q.data, q.rows, k_cache.data, k_cache.cols, v_cache.data, v_cache.cols, rows.positions.data,
+                    rows.slots.data, rows.slot_rows, p, n_split, static_cast<float*>(part_o.get()),
+                    static_cast<float*>(part_ml.get()), out.data, stream_);
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {

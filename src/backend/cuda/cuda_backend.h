@@ -67,10 +67,10 @@ public:
     void matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix = 0) override;
     void rms_norm(const Tensor& x, const WeightRef* weight, float eps, int64_t group, Tensor& y) override;
     void rope(Tensor& x, int head_dim, const IntArray& positions, const RopeParams& p) override;
-    void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v,
-                  const IntArray& positions) override;
-    void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const IntArray& positions,
+    void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, const CacheRows& rows) override;
+    void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const CacheRows& rows,
                    const AttentionParams& p, Tensor& out) override;
+    void gather_rows(const Tensor& src, const IntArray& rows, Tensor& dst) override;
     void add(const Tensor& a, const Tensor& b, Tensor& out) override;
     void scale(Tensor& x, float s) override;
     void mul_row(Tensor& x, const WeightRef& w) override;

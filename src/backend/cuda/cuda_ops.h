@@ -43,19 +43,25 @@ void rope_partial(float* x, int64_t rows, int64_t cols, int head_dim, int offset
                   const RopeParams& p, bool inverse, cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------
-// Key splits for n_tok query rows of n_head heads against a cache of
-// cache_rows rows (depends on shapes only, so recorded steps stay valid).
-int attention_splits(int64_t n_tok, int n_head, int64_t cache_rows);
-// Causal GQA attention: query row t against cache rows [0, positions[t]].
-// Rows are contiguous: q [T x n_head*dk], caches [ctx x n_kv*d]. With
-// n_split > 1, part_o holds T*n_head*n_split*dv floats and part_ml twice
-// T*n_head*n_split.
+// Key splits for n_tok query rows of n_head heads against sequences of up to
+// slot_rows cached rows (depends on shapes only, so recorded steps stay valid).
+int attention_splits(int64_t n_tok, int n_head, int64_t slot_rows);
+// Causal GQA attention: query row t against its slot's cache rows
+// slots[t] * slot_rows + [0, positions[t]] (slots, positions on the device).
+// Rows are contiguous: q [T x n_head*dk], caches [slots*slot_rows x n_kv*d].
+// With n_split > 1, part_o holds T*n_head*n_split*dv floats and part_ml
+// twice T*n_head*n_split.
 void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k, const float* v_cache,
-               int64_t ld_v, const int32_t* positions, const AttentionParams& p, int n_split, float* part_o,
-               float* part_ml, float* out, cudaStream_t stream);
-// k_cache row positions[t] = k row t (likewise v), t < n_tok.
-void kv_store(const float* k, int64_t k_cols, const float* v, int64_t v_cols, const int32_t* positions, int64_t n_tok,
-              int64_t cache_rows, float* k_cache, float* v_cache, cudaStream_t stream);
+               int64_t ld_v, const int32_t* positions, const int32_t* slots, int64_t slot_rows,
+               const AttentionParams& p, int n_split, float* part_o, float* part_ml, float* out, cudaStream_t stream);
+// k_cache row slots[t] * slot_rows + positions[t] = k row t (likewise v),
+// t < n_tok; rows outside the cache of cache_rows rows are dropped.
+void kv_store(const float* k, int64_t k_cols, const float* v, int64_t v_cols, const int32_t* positions,
+              const int32_t* slots, int64_t slot_rows, int64_t n_tok, int64_t cache_rows, float* k_cache,
+              float* v_cache, cudaStream_t stream);
+// dst row i = src row rows[i] for i < n (rows on the device); cols floats each.
+void gather_rows(const float* src, int64_t src_rows, const int32_t* rows, int64_t n, int64_t cols, float* dst,
+                 cudaStream_t stream);
 
 // ---- moe_decode.cu --------------------------------------------------------------
 void init_moe_decode_tables();

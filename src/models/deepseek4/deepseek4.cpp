@@ -37,7 +37,10 @@ public:
 
     const ModelInfo& info() const override { return info_; }
 
-    std::unique_ptr<ModelState> new_state(Backend& be, int64_t n_ctx) const override {
+    std::unique_ptr<ModelState> new_state(Backend& be, int64_t n_ctx, int n_slots) const override {
+        if (n_slots != 1)
+            throw Error("a DeepSeek V4 state holds one sequence for now (its compressors and indexer decide on the "
+                        "host); asked for " + std::to_string(n_slots) + ".");
         auto st = std::make_unique<Dsv4State>();
         st->ctx = n_ctx;
         for (int l = first_; l < last_; ++l) {
@@ -54,9 +57,17 @@ public:
     }
 
     // Not replayable: the compressors and the indexer decide on the host,
-    // from the position, which rows they pool and select.
-    Tensor forward(Backend& be, ModelState& state_base, const StepInputs& in, bool all_logits) const override {
-        const int64_t n = in.n, pos0 = in.pos0;
+    // from the position, which rows they pool and select; hash routing reads
+    // the host tokens. So a batch is one sequence's consecutive positions.
+    Tensor forward(Backend& be, ModelState& state_base, const Batch& in) const override {
+        const int64_t n = in.n;
+        if (n <= 0) throw Error("DeepSeek V4: an empty batch.");
+        if (!in.host_tokens || !in.host_positions || !in.host_slots)
+            throw Error("DeepSeek V4 decides on the host where rows go, so its steps cannot be recorded.");
+        const int64_t pos0 = in.host_positions[0];
+        for (int64_t t = 0; t < n; ++t)
+            if (in.host_slots[t] != 0 || in.host_positions[t] != pos0 + t)
+                throw Error("DeepSeek V4 runs one sequence's consecutive positions per forward pass for now.");
         auto& state = static_cast<Dsv4State&>(state_base);
         if (pos0 + n > state.ctx)
             throw Error("the context of " + std::to_string(state.ctx) + " tokens is full (position " +
@@ -81,18 +92,19 @@ public:
             Tensor cur = hc_pre(be, hp_, L.hc_attn, x, site);
             be.rms_norm(cur, &L.attn_norm, hp_.rms_eps, E, cur);
             const Tensor attn =
-                dsv4_attention(be, hp_, L, state.layers[static_cast<size_t>(l - first_)], l, cur, pos0, in.positions);
+                dsv4_attention(be, hp_, L, state.layers[static_cast<size_t>(l - first_)], l, cur, pos0, in.cache.positions);
             hc_post(be, attn, x, site, y);
             std::swap(x, y);
 
             cur = hc_pre(be, hp_, L.hc_ffn, x, site);
             be.rms_norm(cur, &L.ffn_norm, hp_.rms_eps, E, cur);
-            const Tensor ffn = dsv4_ffn(be, hp_, L, l, cur, in.tokens);
+            const Tensor ffn = dsv4_ffn(be, hp_, L, l, cur, in.host_tokens);
             hc_post(be, ffn, x, site, y);
             std::swap(x, y);
         }
 
-        const Tensor last = all_logits ? x : x.row_view(n - 1, 1);
+        Tensor last = be.alloc(in.n_logits, x.cols);
+        be.gather_rows(x, in.logit_rows, last);
         Tensor h = hc_head(be, hp_, w_.hc_head, last);
         be.rms_norm(h, &w_.output_norm, hp_.rms_eps, E, h);
         Tensor logits = be.alloc(last.rows, hp_.n_vocab);

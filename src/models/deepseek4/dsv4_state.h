@@ -37,12 +37,14 @@ public:
     // size, so positions past `to` have overwritten state that positions
     // before it still need: only resuming exactly where the cache ends works.
     bool can_rewind(int64_t to, int64_t n_past) const override { return to == n_past; }
-    std::vector<Tensor*> tensors() override {
-        std::vector<Tensor*> all;
+    // One sequence per state for now (its compressors and indexer decide on
+    // the host, per sequence).
+    std::vector<Tensor> slot_tensors(int /*slot*/) override {
+        std::vector<Tensor> all;
         for (auto& l : layers)
             for (Tensor* t : {&l.window, &l.attn.ring_kv, &l.attn.ring_score, &l.attn.cache, &l.indexer.ring_kv,
                               &l.indexer.ring_score, &l.indexer.cache})
-                if (t->size() > 0) all.push_back(t);
+                if (t->size() > 0) all.push_back(*t);
         return all;
     }
 };

@@ -32,22 +32,30 @@ struct Layer {
     WeightRef gate_exps_scale, up_exps_scale, down_exps_scale;
 };
 
+// Per layer one K and one V cache for all sequence slots: slot s owns rows
+// [s * ctx, (s + 1) * ctx).
 class Qwen3MoeState final : public ModelState {
 public:
     std::vector<Tensor> k, v;
     int64_t ctx = 0;
+    int slots = 1;
     uint64_t size = 0;
     int64_t n_ctx() const override { return ctx; }
+    int n_slots() const override { return slots; }
     uint64_t bytes() const override { return size; }
-    std::vector<Tensor*> tensors() override {
-        std::vector<Tensor*> all;
+    std::vector<Tensor> slot_tensors(int slot) override {
+        std::vector<Tensor> views;
         for (size_t l = 0; l < k.size(); ++l) {
-            all.push_back(&k[l]);
-            all.push_back(&v[l]);
+            views.push_back(k[l].row_view(slot * ctx, ctx));
+            views.push_back(v[l].row_view(slot * ctx, ctx));
         }
-        return all;
+        return views;
     }
 };
+
+// Sequences one Qwen3-MoE state holds: any number the memory allows; this
+// bounds a typo's allocation.
+constexpr int kMaxQwen3MoeSlots = 4096;
 
 class Qwen3Moe final : public Model {
 public:
@@ -55,12 +63,18 @@ public:
 
     const ModelInfo& info() const override { return info_; }
 
-    std::unique_ptr<ModelState> new_state(Backend& backend, int64_t n_ctx) const override {
+    int max_slots() const override { return kMaxQwen3MoeSlots; }
+
+    std::unique_ptr<ModelState> new_state(Backend& backend, int64_t n_ctx, int n_slots) const override {
+        if (n_slots < 1 || n_slots > kMaxQwen3MoeSlots)
+            throw Error("a Qwen3-MoE state holds 1 to " + std::to_string(kMaxQwen3MoeSlots) + " sequences, not " +
+                        std::to_string(n_slots) + ".");
         auto st = std::make_unique<Qwen3MoeState>();
         st->ctx = n_ctx;
+        st->slots = n_slots;
         for (size_t l = 0; l < layers_.size(); ++l) {
-            st->k.push_back(backend.alloc(n_ctx, int64_t(hp_.n_head_kv) * hp_.head_dim_k));
-            st->v.push_back(backend.alloc(n_ctx, int64_t(hp_.n_head_kv) * hp_.head_dim_v));
+            st->k.push_back(backend.alloc(n_slots * n_ctx, int64_t(hp_.n_head_kv) * hp_.head_dim_k));
+            st->v.push_back(backend.alloc(n_slots * n_ctx, int64_t(hp_.n_head_kv) * hp_.head_dim_v));
             st->size += sizeof(float) * (st->k.back().size() + st->v.back().size());
         }
         return st;
@@ -68,12 +82,12 @@ public:
 
     bool replayable_decode() const override { return true; }
 
-    Tensor forward(Backend& be, ModelState& state_base, const StepInputs& in, bool all_logits) const override {
+    // Rows of any sequences: attention reads each row's own slot of the
+    // caches; everything else treats the rows alike, so the weights are
+    // read once for the whole batch.
+    Tensor forward(Backend& be, ModelState& state_base, const Batch& in) const override {
         auto& state = static_cast<Qwen3MoeState&>(state_base);
         const int64_t n = in.n;
-        if (in.pos0 + n > state.ctx)
-            throw Error("the context of " + std::to_string(state.ctx) + " tokens is full (position " +
-                        std::to_string(in.pos0 + n) + " requested); raise --ctx.");
         const int64_t E = hp_.n_embd;
         const int64_t q_dim = int64_t(hp_.n_head) * hp_.head_dim_k;
         const int64_t k_dim = int64_t(hp_.n_head_kv) * hp_.head_dim_k;
@@ -91,6 +105,7 @@ public:
         Tensor q = be.alloc(n, q_dim), k = be.alloc(n, k_dim), v = be.alloc(n, v_dim);
         Tensor attn = be.alloc(n, o_dim), proj = be.alloc(n, E), router = be.alloc(n, hp_.n_expert);
         be.get_rows(tok_embd_, in.token_ids, x);
+        const IntArray& positions = in.cache.positions;
 
         for (size_t l = 0; l < layers_.size(); ++l) {
             const Layer& L = layers_[l];
@@ -100,10 +115,10 @@ public:
             project(be, L.v, h, v);
             be.rms_norm(q, &L.q_norm, hp_.rms_eps, hp_.head_dim_k, q);
             be.rms_norm(k, &L.k_norm, hp_.rms_eps, hp_.head_dim_k, k);
-            be.rope(q, hp_.head_dim_k, in.positions, hp_.rope);
-            be.rope(k, hp_.head_dim_k, in.positions, hp_.rope);
-            be.kv_store(state.k[l], state.v[l], k, v, in.positions);
-            be.attention(q, state.k[l], state.v[l], in.positions, ap, attn);
+            be.rope(q, hp_.head_dim_k, positions, hp_.rope);
+            be.rope(k, hp_.head_dim_k, positions, hp_.rope);
+            be.kv_store(state.k[l], state.v[l], k, v, in.cache);
+            be.attention(q, state.k[l], state.v[l], in.cache, ap, attn);
             project(be, L.o, attn, proj);
             be.add(x, proj, x);
 
@@ -115,7 +130,8 @@ public:
             be.add(x, proj, x);
         }
 
-        const Tensor last = all_logits ? x : x.row_view(n - 1, 1);
+        Tensor last = be.alloc(in.n_logits, E);
+        be.gather_rows(x, in.logit_rows, last);
         Tensor normed = be.alloc(last.rows, E);
         be.rms_norm(last, &output_norm_, hp_.rms_eps, E, normed);
         Tensor logits = be.alloc(last.rows, hp_.n_vocab);

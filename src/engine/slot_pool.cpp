@@ -1,0 +1,198 @@
+#include "engine/slot_pool.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace ds4 {
+
+uint64_t SlotSnapshot::bytes() const {
+    uint64_t b = 0;
+    for (const auto& t : tensors) b += t.size() * sizeof(float);
+    return b;
+}
+
+SlotPool::SlotPool(const Model& model, Backend& backend, int n_slots, int64_t n_ctx, bool replay_decode)
+    : model_(model), backend_(backend), n_ctx_(n_ctx), replay_decode_(replay_decode) {
+    if (n_ctx < 1) throw Error("the context size must be at least 1 token.");
+    if (n_slots < 1 || n_slots > model.max_slots())
+        throw Error(model.info().arch + " runs 1 to " + std::to_string(model.max_slots()) +
+                    " sequences in one state, not " + std::to_string(n_slots) + ".");
+    state_ = model_.new_state(backend_, n_ctx, n_slots);
+    n_past_.assign(static_cast<size_t>(n_slots), 0);
+}
+
+void SlotPool::check_slot(int slot) const {
+    if (slot < 0 || slot >= n_slots())
+        throw Error("sequence slot " + std::to_string(slot) + " does not exist (" + std::to_string(n_slots()) +
+                    " slots).");
+}
+
+int64_t SlotPool::n_past(int slot) const {
+    check_slot(slot);
+    return n_past_[static_cast<size_t>(slot)];
+}
+
+void SlotPool::reset(int slot) {
+    check_slot(slot);
+    n_past_[static_cast<size_t>(slot)] = 0;
+}
+
+bool SlotPool::try_rewind(int slot, int64_t n) {
+    check_slot(slot);
+    int64_t& past = n_past_[static_cast<size_t>(slot)];
+    if (n < 0 || n > past || !state_->can_rewind(n, past)) return false;
+    past = n;
+    return true;
+}
+
+std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests) {
+    const int64_t V = n_vocab();
+    std::vector<int32_t> tokens, positions, slots, logit_rows;
+    std::vector<bool> seen(static_cast<size_t>(n_slots()), false);
+    for (const SeqStep& r : requests) {
+        check_slot(r.slot);
+        if (seen[static_cast<size_t>(r.slot)])
+            throw Error("sequence slot " + std::to_string(r.slot) + " appears twice in one step.");
+        seen[static_cast<size_t>(r.slot)] = true;
+        if (r.tokens.empty()) throw Error("a step for sequence slot " + std::to_string(r.slot) + " holds no tokens.");
+        const int64_t past = n_past_[static_cast<size_t>(r.slot)], n = static_cast<int64_t>(r.tokens.size());
+        if (past + n > n_ctx_)
+            throw Error("the context of " + std::to_string(n_ctx_) + " tokens cannot hold " + std::to_string(past + n) +
+                        " tokens; raise --ctx.");
+        for (int64_t i = 0; i < n; ++i) {
+            const int32_t t = r.tokens[static_cast<size_t>(i)];
+            if (t < 0 || t >= V)
+                throw Error("token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(V) +
+                            " tokens.");
+            if (r.all_logits || i == n - 1) logit_rows.push_back(static_cast<int32_t>(tokens.size()));
+            tokens.push_back(t);
+            positions.push_back(static_cast<int32_t>(past + i));
+            slots.push_back(r.slot);
+        }
+    }
+    if (tokens.empty()) return {};
+
+    // One token per sequence and only its logits: the shape of a decode
+    // step, which a backend may have recorded for this many rows.
+    const bool decode = std::all_of(requests.begin(), requests.end(),
+                                    [](const SeqStep& r) { return r.tokens.size() == 1 && !r.all_logits; });
+    Tensor logits;
+    bool done = false;
+    if (decode && replay_decode_ && !refused_rows_.count(static_cast<int64_t>(tokens.size())) &&
+        model_.replayable_decode() && backend_.can_capture())
+        logits = replayed(tokens, positions, slots, logit_rows, &done);
+    if (!done) {
+        Batch b;
+        b.n = static_cast<int64_t>(tokens.size());
+        b.token_ids = backend_.ints(tokens.data(), b.n);
+        b.cache = CacheRows{backend_.ints(positions.data(), b.n), backend_.ints(slots.data(), b.n), n_ctx_};
+        b.n_logits = static_cast<int64_t>(logit_rows.size());
+        b.logit_rows = backend_.ints(logit_rows.data(), b.n_logits);
+        b.host_tokens = tokens.data();
+        b.host_positions = positions.data();
+        b.host_slots = slots.data();
+        logits = model_.forward(backend_, *state_, b);
+    }
+    std::vector<float> all(static_cast<size_t>(logits.rows * logits.cols));
+    backend_.download(logits, all.data());
+
+    std::vector<std::vector<float>> out;
+    size_t row = 0;
+    for (const SeqStep& r : requests) {
+        const size_t rows = r.all_logits ? r.tokens.size() : 1;
+        out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * V),
+                         all.begin() + static_cast<ptrdiff_t>((row + rows) * V));
+        row += rows;
+        n_past_[static_cast<size_t>(r.slot)] += static_cast<int64_t>(r.tokens.size());
+    }
+    return out;
+}
+
+Tensor SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
+                          const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows, bool* ran) {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    auto it = recordings_.find(n);
+    if (it == recordings_.end()) {
+        Recording rec;
+        rec.tokens = backend_.alloc_ints(n);
+        rec.positions = backend_.alloc_ints(n);
+        rec.slots = backend_.alloc_ints(n);
+        rec.logit_rows = backend_.alloc_ints(n);
+        it = recordings_.emplace(n, std::move(rec)).first;
+    }
+    Recording& rec = it->second;
+    backend_.upload_ints(rec.tokens, tokens.data());
+    backend_.upload_ints(rec.positions, positions.data());
+    backend_.upload_ints(rec.slots, slots.data());
+    backend_.upload_ints(rec.logit_rows, logit_rows.data());
+    if (!rec.graph) {
+        Batch b;  // no host copies: a replayable model reads only the backend arrays
+        b.n = n;
+        b.token_ids = rec.tokens;
+        b.cache = CacheRows{rec.positions, rec.slots, n_ctx_};
+        b.n_logits = n;
+        b.logit_rows = rec.logit_rows;
+        backend_.begin_capture();
+        try {
+            rec.logits = model_.forward(backend_, *state_, b);
+        } catch (const Error& e) {
+            // Some op cannot be recorded at this batch size (e.g. experts whose
+            // rows the device kernels cannot read go through a host-grouped
+            // path). Nothing ran while recording, so the step simply runs op
+            // by op, now and whenever this many rows come again.
+            try {
+                backend_.end_capture();
+            } catch (const Error&) {
+            }
+            recordings_.erase(it);
+            refused_rows_.insert(n);
+            replay_refused_ = e.what();
+            log_warning("decode steps of " + std::to_string(n) + (n == 1 ? " row" : " rows") + " run op by op (" +
+                        replay_refused_ + ")");
+            *ran = false;
+            return Tensor{};
+        } catch (...) {
+            try {
+                backend_.end_capture();
+            } catch (...) {
+            }
+            recordings_.erase(it);
+            throw;
+        }
+        rec.graph = backend_.end_capture();
+    }
+    backend_.replay(rec.graph);
+    ++steps_replayed_;
+    *ran = true;
+    return rec.logits;
+}
+
+SlotSnapshot SlotPool::snapshot(int slot) const {
+    check_slot(slot);
+    SlotSnapshot snap;
+    snap.n_past = n_past_[static_cast<size_t>(slot)];
+    for (const Tensor& t : state_->slot_tensors(slot)) {
+        snap.tensors.emplace_back(static_cast<size_t>(t.size()));
+        backend_.download(t, snap.tensors.back().data());
+    }
+    return snap;
+}
+
+void SlotPool::restore(int slot, const SlotSnapshot& snap) {
+    check_slot(slot);
+    std::vector<Tensor> ts = state_->slot_tensors(slot);
+    if (ts.size() != snap.tensors.size())
+        throw Error("the snapshot does not belong to this model state (it holds " + std::to_string(snap.tensors.size()) +
+                    " tensors, a slot " + std::to_string(ts.size()) + ").");
+    for (size_t i = 0; i < ts.size(); ++i)
+        if (static_cast<size_t>(ts[i].size()) != snap.tensors[i].size())
+            throw Error("the snapshot does not belong to this model state (tensor " + std::to_string(i) +
+                        " differs in size).");
+    for (size_t i = 0; i < ts.size(); ++i) backend_.upload(ts[i], snap.tensors[i].data());
+    n_past_[static_cast<size_t>(slot)] = snap.n_past;
+}
+
+}  // namespace ds4

@@ -1,0 +1,94 @@
+// Sequence slots sharing one model state: the unit of batching. step() runs
+// ONE forward pass over rows of many sequences at once (prefill chunks and
+// single-token decodes mixed), so the weights are read once per step for
+// every sequence in it. A Session is one slot of a pool of one; the server
+// and ds4-bench --parallel run many slots.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "models/family.h"
+
+namespace ds4 {
+
+// One sequence's part of a step: `tokens` continue the sequence in `slot`.
+struct SeqStep {
+    int slot = 0;
+    std::span<const int32_t> tokens;
+    bool all_logits = false;  // logits of every token, else of the last one only
+};
+
+// A copy of one slot's state in host memory.
+struct SlotSnapshot {
+    int64_t n_past = 0;
+    std::vector<std::vector<float>> tensors;
+    uint64_t bytes() const;
+};
+
+class SlotPool {
+public:
+    // Record a forward pass of single-token decodes once per batch size and
+    // replay it where the model and the backend allow (CUDA graphs).
+    SlotPool(const Model& model, Backend& backend, int n_slots, int64_t n_ctx, bool replay_decode = true);
+
+    int n_slots() const { return static_cast<int>(n_past_.size()); }
+    int64_t n_ctx() const { return n_ctx_; }
+    int64_t n_vocab() const { return model_.info().n_vocab; }
+    int64_t n_past(int slot) const;
+    // Forgets the sequence in `slot`: its next step starts at position 0.
+    // Nothing is cleared: a sequence only ever reads state its own earlier
+    // positions wrote.
+    void reset(int slot);
+    // Forgets positions from n on in `slot` when the model's caches can
+    // resume there (ring caches cannot); false changes nothing.
+    bool try_rewind(int slot, int64_t n);
+
+    // One forward pass over every request's tokens (at most one request per
+    // slot). Returns each request's logits, [rows x n_vocab] row-major, in
+    // request order. Throws ds4::Error (context full, token outside the
+    // vocabulary, bad slot) before anything runs.
+    std::vector<std::vector<float>> step(std::span<const SeqStep> requests);
+
+    SlotSnapshot snapshot(int slot) const;
+    void restore(int slot, const SlotSnapshot& snap);
+    uint64_t state_bytes() const { return state_->bytes(); }
+
+    // Steps that ran as a replayed recording, and why recording was last
+    // refused ("" when it never was; a refusal holds for that many rows
+    // only): tests read these to prove which path ran.
+    int64_t decode_steps_replayed() const { return steps_replayed_; }
+    const std::string& decode_replay_refused() const { return replay_refused_; }
+
+private:
+    // A recorded decode step of n rows: its inputs at fixed backend
+    // addresses (rewritten before each replay) and its logits tensor, both
+    // owned by the recording.
+    struct Recording {
+        IntArray tokens, positions, slots, logit_rows;
+        std::shared_ptr<void> graph;
+        Tensor logits;
+    };
+    void check_slot(int slot) const;
+    Tensor replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
+                    const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows, bool* ran);
+
+    const Model& model_;
+    Backend& backend_;
+    int64_t n_ctx_;
+    bool replay_decode_;
+    std::unique_ptr<ModelState> state_;
+    std::vector<int64_t> n_past_;
+    std::map<int64_t, Recording> recordings_;  // by rows
+    std::set<int64_t> refused_rows_;            // row counts whose recording failed: op by op from then on
+    std::string replay_refused_;                // the latest refusal's reason
+    int64_t steps_replayed_ = 0;
+};
+
+}  // namespace ds4
