@@ -6,7 +6,8 @@
 # Here (no GPU; the device machine has no package registry, so binaries travel):
 #   CUDACXX=/usr/local/cuda/bin/nvcc cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=ON
 #   ninja -C build cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test ds4-gguf
-#   bash bench/cuda-correctness.sh --pack build     # writes .gpurun/pk.tar.xz and .gpurun/q4km.gguf (git-ignored)
+#   bash bench/cuda-correctness.sh --pack build     # writes .gpurun/pk.tar.xz and .gpurun/q4km.gguf (git-ignored);
+#                                                   # the pack holds ds4-bench too (bench/parallel-decode.sh uses it)
 # There (carry [".gpurun"]):  bash bench/cuda-correctness.sh .gpurun [tests|memcheck]   (default both; one device
 # call allows 10 minutes, so a slow run takes the two halves as two calls)
 # Output under $OUT: one log per test binary, one memcheck log per binary, env.txt; the summary on stdout.
@@ -19,7 +20,7 @@ if [ "${1:-}" = "--pack" ]; then
   for t in cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test; do
     cp "$build/tests/$t" "$st/" || exit 1
   done
-  cp "$build/ds4-gguf" "$st/" && strip "$st"/*
+  cp "$build/ds4-gguf" "$build/ds4-bench" "$st/" && strip "$st"/*
   # Debian libraries the GPU machine's image lacks travel beside the binaries (LD_LIBRARY_PATH there).
   cp -L /usr/lib/x86_64-linux-gnu/libutf8proc.so.2 "$st/"
   git -C "$repo" rev-parse HEAD > "$st/commit"; git -C "$repo" status --short >> "$st/commit"
