@@ -174,6 +174,8 @@ public:
                            const AttentionParams& p, Tensor& out) = 0;
     // dst row i = src row rows[i] (e.g. each sequence's last row, for logits).
     virtual void gather_rows(const Tensor& src, const IntArray& rows, Tensor& dst) = 0;
+    // dst = src (same shape), e.g. a stage's hidden input into its residual stream.
+    virtual void copy(const Tensor& src, Tensor& dst) = 0;
     virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;       // out = a + b
     virtual void scale(Tensor& x, float s) = 0;                                  // x *= s
     virtual void mul_row(Tensor& x, const WeightRef& w) = 0;                     // x[t][i] *= w[i] (or w[0] if 1 element)

@@ -28,6 +28,14 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
     }
     MapSelection selection;
     selection.layers = o.layers;
+    // A stage maps the embedding only when it starts at block 0 and the head
+    // only when it holds the last block (the embedding too when it is the
+    // head: tied embeddings). Without block_count the loader says so below.
+    if (const auto n_layer = e->file_->get_uint(e->file_->architecture() + ".block_count")) {
+        const bool has_head = o.layers.has_output(static_cast<int>(*n_layer));
+        selection.output = has_head;
+        selection.embedding = o.layers.has_embedding() || (has_head && !e->file_->find_tensor("output.weight"));
+    }
     e->map_ = ModelMap::build(*e->file_, selection);
     LoadOptions load;
     load.layers = o.layers;

@@ -79,15 +79,28 @@ public:
     // How many sequences one state can hold, so one forward pass runs rows
     // of all of them.
     virtual int max_slots() const { return 1; }
-    // Runs the batch's rows and returns the logits of batch.logit_rows
-    // ([n_logits x n_vocab]).
-    virtual Tensor forward(Backend& backend, ModelState& state, const Batch& batch) const = 0;
+    // A stage: the model runs its blocks (info().layers). The stage that
+    // starts at block 0 embeds the batch's tokens (hidden_in null); a later
+    // stage continues from the previous stage's hidden rows
+    // [batch.n x hidden_cols()]. The stage holding the last block returns
+    // the logits of batch.logit_rows ([n_logits x n_vocab]); any other
+    // stage returns the hidden rows of every batch row, for the next stage
+    // (same process, another GPU or another host).
+    virtual Tensor forward(Backend& backend, ModelState& state, const Batch& batch,
+                           const Tensor* hidden_in = nullptr) const = 0;
+    // Width of the hidden state between stages: the residual stream (all
+    // hyper-connection streams for DeepSeek V4).
+    virtual int64_t hidden_cols() const = 0;
     // True when a forward pass of a given shape (rows, logit rows) issues
     // the same ops whatever the tokens, positions and slots, reading them
     // only from the batch's backend arrays, so a backend may record it once
     // and replay it.
     virtual bool replayable_decode() const { return false; }
 };
+
+// Throws ds4::Error unless `hidden_in` suits a stage running `info`'s
+// blocks: absent for the stage that embeds (block 0), [n x cols] otherwise.
+void check_stage_input(const ModelInfo& info, const Tensor* hidden_in, int64_t n, int64_t cols);
 
 // Loads the family named by general.architecture, binding the tensors of
 // the chosen layers to `map`. Throws ds4::Error naming the file and the

@@ -22,6 +22,17 @@ std::vector<std::string> supported_architectures() {
     return v;
 }
 
+void check_stage_input(const ModelInfo& info, const Tensor* hidden_in, int64_t n, int64_t cols) {
+    const std::string stage = "the stage running layers " + info.layers.spelling(info.n_layer);
+    if (info.layers.has_embedding() && hidden_in)
+        throw Error(stage + " embeds the tokens itself and takes no hidden state.");
+    if (!info.layers.has_embedding() && !hidden_in)
+        throw Error(stage + " continues from the previous stage's hidden state, which was not given.");
+    if (hidden_in && (hidden_in->rows != n || hidden_in->cols != cols))
+        throw Error(stage + " takes a hidden state of " + std::to_string(n) + " x " + std::to_string(cols) +
+                    " values, not " + std::to_string(hidden_in->rows) + " x " + std::to_string(hidden_in->cols) + ".");
+}
+
 LayerRange layer_range(const LoadOptions& opts, int n_layer, const std::string& path) {
     if (const std::string problem = layer_range_problem(opts.layers, n_layer); !problem.empty())
         throw Error(path + ": layers " + problem + ".");

@@ -40,6 +40,12 @@ public:
     // values are the caller's to check where they are used.
     const uint8_t* require_i32(const std::string& name, std::initializer_list<Dim> ne);
 
+    // Whether the tensors required from now on are bound to their bytes
+    // (default) or only checked: a pipeline stage checks the whole file's
+    // shapes but binds (and so maps) only what it runs, e.g. no output head
+    // in a stage without the last block. Unbound WeightRefs have no data.
+    void bind_data(bool on) { bind_data_ = on; }
+
     // Dimension d of a required tensor, for sizes only the tensors give
     // (the vocabulary, an expert width a file does not state): 1 to
     // kMaxHparamCount.
@@ -50,6 +56,7 @@ private:
     void check_shape(const GgufTensorInfo& t, std::initializer_list<Dim> ne) const;
     const GgufFile& file_;
     ModelMap& map_;
+    bool bind_data_ = true;
 };
 
 // The vocabulary size: the rows of token_embd.weight, which must agree with

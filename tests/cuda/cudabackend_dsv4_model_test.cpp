@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cuda_model_fixture.h"
+#include "support/stage_chain.h"
 
 namespace ds4 {
 namespace {
@@ -46,6 +47,29 @@ TEST_F(CudaDsv4Model, PlantedWeightErrorFailsBound) {
     const auto verdict = per_position(got, ref, good.model->info().n_vocab, "planted");
     EXPECT_FALSE(verdict) << "a 1% error in one KV row passed the 1e-5 bound";
     std::printf("  planted bug: %s\n", verdict.message());
+}
+
+// Stages on the GPU: the tiny preset ({0, 0, 4, 128, 4}, 3 hash layers)
+// split before the ratio-4 and after the ratio-128 layer, chained on the
+// GPU with the hyper-connection streams handed over, against the whole
+// model on the CPU.
+TEST_F(CudaDsv4Model, ChainedStagesMatchWholeModelOnCpu) {
+    const auto path = synth("--arch deepseek4 --preset tiny --quant q4", "deepseek4-tiny-q4.gguf");
+    const auto file = GgufFile::open(path.string());
+    const int n_layer = int(*file->get_uint("deepseek4.block_count"));
+    auto cpu = make_cpu_backend(2);
+    CudaBackend gpu(0);
+    const auto prompt = random_prompt(load(path).model->info().n_vocab, 150, 200);
+    const int64_t n_ctx = int64_t(prompt.size()), chunk = 1 + int64_t(rng_() % 64);
+    std::vector<ds4::test::Stage> whole, chain;
+    whole.push_back(ds4::test::load_stage(*file, LayerRange::all(), n_layer, *cpu, n_ctx));
+    for (LayerRange r : {LayerRange{0, 2}, LayerRange{2, 4}, LayerRange{4, n_layer}}) {
+        chain.push_back(ds4::test::load_stage(*file, r, n_layer, gpu, n_ctx));
+        gpu.attach_weights(*chain.back().map);
+    }
+    const auto want = ds4::test::run_chain(whole, *cpu, prompt, chunk, n_ctx);
+    const auto got = ds4::test::run_chain(chain, gpu, prompt, chunk, n_ctx);
+    EXPECT_TRUE(per_position(got, want, load(path).model->info().n_vocab, "stages 0:1 | 2:3 | 4:output"));
 }
 
 // Real shapes: DeepSeek V4 Flash (256 experts, 6 used, 4096-wide embeddings,

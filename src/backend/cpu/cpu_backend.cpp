@@ -126,6 +126,12 @@ void CpuBackend::gather_rows(const Tensor& src, const IntArray& rows, Tensor& ds
     }
 }
 
+void CpuBackend::copy(const Tensor& src, Tensor& dst) {
+    if (src.size() != dst.size()) throw Error("copy: tensors of " + std::to_string(src.size()) + " and " +
+                                              std::to_string(dst.size()) + " values.");
+    std::memcpy(dst.data, src.data, sizeof(float) * size_t(src.size()));
+}
+
 void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const CacheRows& rows,
                            const AttentionParams& p, Tensor& out) {
     const int group = p.n_head / p.n_head_kv;

@@ -29,6 +29,7 @@ public:
     void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const CacheRows& rows,
                    const AttentionParams& p, Tensor& out) override;
     void gather_rows(const Tensor& src, const IntArray& rows, Tensor& dst) override;
+    void copy(const Tensor& src, Tensor& dst) override;
     void add(const Tensor& a, const Tensor& b, Tensor& out) override;
     void scale(Tensor& x, float s) override;
     void mul_row(Tensor& x, const WeightRef& w) override;

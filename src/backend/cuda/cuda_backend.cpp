@@ -398,6 +398,13 @@ void CudaBackend::gather_rows(const Tensor& src, const IntArray& rows, Tensor& d
     cuda::gather_rows(src.data, src.rows, rows.data, dst.rows, src.cols, dst.data, stream_);
 }
 
+void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+    require_same_size(src, dst, "copy");
+    const auto t = timed("copy");
+    check(cudaMemcpyAsync(dst.data, src.data, sizeof(float) * size_t(src.size()), cudaMemcpyDeviceToDevice, stream_),
+          "copy");
+}
+
 void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const CacheRows& rows,
                             const AttentionParams& p, Tensor& out) {
     if (q.rows <= 0) return;

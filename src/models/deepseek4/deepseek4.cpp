@@ -59,8 +59,12 @@ public:
     // Not replayable: the compressors and the indexer decide on the host,
     // from the position, which rows they pool and select; hash routing reads
     // the host tokens. So a batch is one sequence's consecutive positions.
-    Tensor forward(Backend& be, ModelState& state_base, const Batch& in) const override {
+    // The hyper-connection streams travel between stages.
+    int64_t hidden_cols() const override { return int64_t(hp_.n_hc) * hp_.n_embd; }
+
+    Tensor forward(Backend& be, ModelState& state_base, const Batch& in, const Tensor* hidden_in) const override {
         const int64_t n = in.n;
+        check_stage_input(info_, hidden_in, n, hidden_cols());
         if (n <= 0) throw Error("DeepSeek V4: an empty batch.");
         if (!in.host_tokens || !in.host_positions || !in.host_slots)
             throw Error("DeepSeek V4 decides on the host where rows go, so its steps cannot be recorded.");
@@ -74,17 +78,21 @@ public:
                         std::to_string(pos0 + n) + " requested); raise --ctx.");
         const int64_t E = hp_.n_embd, hc = hp_.n_hc;
 
-        // Every residual stream starts as the token's embedding.
-        Tensor emb = be.alloc(n, E);
-        be.get_rows(w_.tok_embd, in.token_ids, emb);
         Tensor x = be.alloc(n, hc * E), y = be.alloc(n, hc * E);
-        std::vector<int32_t> src(static_cast<size_t>(n * hc)), dst(static_cast<size_t>(n * hc));
-        for (int64_t i = 0; i < n * hc; ++i) {
-            src[i] = static_cast<int32_t>(i / hc);
-            dst[i] = static_cast<int32_t>(i);
+        if (hidden_in) {
+            be.copy(*hidden_in, x);
+        } else {
+            // Every residual stream starts as the token's embedding.
+            Tensor emb = be.alloc(n, E);
+            be.get_rows(w_.tok_embd, in.token_ids, emb);
+            std::vector<int32_t> src(static_cast<size_t>(n * hc)), dst(static_cast<size_t>(n * hc));
+            for (int64_t i = 0; i < n * hc; ++i) {
+                src[i] = static_cast<int32_t>(i / hc);
+                dst[i] = static_cast<int32_t>(i);
+            }
+            Tensor streams = x.reshaped(n * hc, E);
+            be.copy_rows(emb, src.data(), streams, dst.data(), n * hc);
         }
-        Tensor streams = x.reshaped(n * hc, E);
-        be.copy_rows(emb, src.data(), streams, dst.data(), n * hc);
 
         for (int l = first_; l < last_; ++l) {
             const Dsv4LayerWeights& L = w_.layers[static_cast<size_t>(l - first_)];
@@ -102,6 +110,7 @@ public:
             hc_post(be, ffn, x, site, y);
             std::swap(x, y);
         }
+        if (last_ != hp_.n_layer) return x;  // the next stage continues from the streams
 
         Tensor last = be.alloc(in.n_logits, x.cols);
         be.gather_rows(x, in.logit_rows, last);

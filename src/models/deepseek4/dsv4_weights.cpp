@@ -36,12 +36,17 @@ Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp,
     const Dim X{hp.n_expert, k("expert_count")};
     const Dim used{hp.n_expert_used, k("expert_used_count")};
 
+    // A stage binds the embedding only when it starts at block 0, the head
+    // (with its hyper-connection collapse) only when it holds the last block.
+    wb.bind_data(first == 0);
     w.tok_embd = wb.require("token_embd.weight", {E, V});
+    wb.bind_data(last == hp.n_layer);
     w.output_norm = wb.require("output_norm.weight", {E});
     w.output = wb.require("output.weight", {E, V});
     w.hc_head.fn = wb.require("output_hc_fn.weight", {hc_dim, HC});
     w.hc_head.base = wb.require("output_hc_base.weight", {HC});
     w.hc_head.scale = wb.require("output_hc_scale.weight", {1});
+    wb.bind_data(true);
 
     const bool ff_given = f.find(meta.key("expert_feed_forward_length")) != nullptr;
     for (int l = first; l < last; ++l) {

@@ -85,10 +85,13 @@ public:
     // Rows of any sequences: attention reads each row's own slot of the
     // caches; everything else treats the rows alike, so the weights are
     // read once for the whole batch.
-    Tensor forward(Backend& be, ModelState& state_base, const Batch& in) const override {
+    int64_t hidden_cols() const override { return hp_.n_embd; }
+
+    Tensor forward(Backend& be, ModelState& state_base, const Batch& in, const Tensor* hidden_in) const override {
         auto& state = static_cast<Qwen3MoeState&>(state_base);
         const int64_t n = in.n;
         const int64_t E = hp_.n_embd;
+        check_stage_input(info_, hidden_in, n, E);
         const int64_t q_dim = int64_t(hp_.n_head) * hp_.head_dim_k;
         const int64_t k_dim = int64_t(hp_.n_head_kv) * hp_.head_dim_k;
         const int64_t v_dim = int64_t(hp_.n_head_kv) * hp_.head_dim_v;
@@ -104,7 +107,8 @@ public:
         Tensor x = be.alloc(n, E), h = be.alloc(n, E);
         Tensor q = be.alloc(n, q_dim), k = be.alloc(n, k_dim), v = be.alloc(n, v_dim);
         Tensor attn = be.alloc(n, o_dim), proj = be.alloc(n, E), router = be.alloc(n, hp_.n_expert);
-        be.get_rows(tok_embd_, in.token_ids, x);
+        if (hidden_in) be.copy(*hidden_in, x);
+        else be.get_rows(tok_embd_, in.token_ids, x);
         const IntArray& positions = in.cache.positions;
 
         for (size_t l = 0; l < layers_.size(); ++l) {
@@ -129,6 +133,7 @@ public:
                           opt(L.down_exps_scale), proj);
             be.add(x, proj, x);
         }
+        if (!info_.layers.has_output(info_.n_layer)) return x;  // the next stage continues from here
 
         Tensor last = be.alloc(in.n_logits, E);
         be.gather_rows(x, in.logit_rows, last);
@@ -200,14 +205,20 @@ private:
         const Dim X{hp_.n_expert, key("expert_count")};
         const bool ff_given = f.find(hp.key("expert_feed_forward_length")) != nullptr;
 
-        tok_embd_ = wb.require("token_embd.weight", {E, V});
-        output_norm_ = wb.require("output_norm.weight", {E});
-        output_ = wb.optional("output.weight", {E, V});
-        if (!output_) output_ = tok_embd_;  // tied embeddings
-        output_scale_ = wb.optional_scale("output.scale", 1);
-
+        // A stage binds the embedding only when it starts at block 0, the
+        // head only when it holds the last block (tied embeddings: the
+        // embedding serves as the head there too).
         const LayerRange range = layer_range(opts, hp_.n_layer, f.path());
         const int first = range.begin, last = range.end;
+        const bool embeds = range.has_embedding(), has_head = range.has_output(hp_.n_layer);
+        const bool tied = f.find_tensor("output.weight") == nullptr;
+        wb.bind_data(embeds || (has_head && tied));
+        tok_embd_ = wb.require("token_embd.weight", {E, V});
+        wb.bind_data(has_head);
+        output_norm_ = wb.require("output_norm.weight", {E});
+        output_ = tied ? tok_embd_ : wb.require("output.weight", {E, V});
+        output_scale_ = wb.optional_scale("output.scale", 1);
+        wb.bind_data(true);
         for (int l = first; l < last; ++l) {
             const std::string p = "blk." + std::to_string(l) + ".";
             if (f.find_tensor(p + "attn_qkv.weight"))

@@ -1,0 +1,118 @@
+// Stages chained = the whole model: the blocks split into two or three
+// slices, each loaded as its own model with its own map and state; the
+// first embeds, the others continue from the previous stage's hidden rows
+// (DeepSeek V4: every hyper-connection stream), the last applies the head.
+// The chained logits equal the whole model's (relative L2 <= 1e-6, same
+// argmax), on the CPU, at every split of llama.cpp's generator models
+// redrawn at realistic magnitudes: for DeepSeek V4 (schedule {window,
+// window, ratio 4, ratio 128}, two hash-routed layers) the splits fall after
+// the hash layers, before the ratio-4 layer and before the ratio-128 layer.
+// A middle stage maps neither the embedding nor the head. Fresh seed each run.
+#include "oracle_harness.h"
+#include "support/batch_scenario.h"
+#include "support/stage_chain.h"
+
+#include "backend/backend.h"
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+#include "mapping/model_map.h"
+#include "models/family.h"
+
+namespace ds4 {
+namespace {
+
+using namespace oracle;
+using ds4::test::Stage;
+using ds4::test::load_stage;
+using ds4::test::run_chain;
+
+void expect_chain_equals_whole(const fs::path& path, const std::vector<std::vector<int>>& splits, size_t lo, size_t hi,
+                               std::mt19937_64& rng) {
+    const auto file = GgufFile::open(path.string());
+    auto cpu = make_cpu_backend(2);
+    const int n_layer = int(*file->get_uint(file->architecture() + ".block_count"));
+    const auto V = int32_t(read_gguf_summary(path).n_vocab);
+    const auto tokens = random_token_ids(rng, lo + rng() % (hi - lo + 1), V);
+    const int64_t n_ctx = int64_t(tokens.size());
+    const int64_t chunk = 1 + int64_t(rng() % tokens.size());
+    std::vector<Stage> whole;
+    whole.push_back(load_stage(*file, LayerRange::all(), n_layer, *cpu, n_ctx));
+    const auto want = run_chain(whole, *cpu, tokens, chunk, n_ctx);
+    for (const auto& cut : splits) {
+        std::string name;
+        std::vector<Stage> chain;
+        int begin = 0;
+        for (size_t i = 0; i <= cut.size(); ++i) {
+            const LayerRange r{begin, i < cut.size() ? cut[i] : n_layer};
+            name += (name.empty() ? "" : " | ") + r.spelling(n_layer);
+            chain.push_back(load_stage(*file, r, n_layer, *cpu, n_ctx));
+            begin = r.end;
+        }
+        SCOPED_TRACE("stages " + name + ", chunk " + std::to_string(chunk) + ", " + std::to_string(tokens.size()) +
+                     " tokens");
+        for (size_t i = 1; i + 1 < chain.size(); ++i) {
+            EXPECT_EQ(chain[i].map->file().find_tensor("token_embd.weight") &&
+                          chain[i].map->region_of(chain[i].map->file().find_tensor("token_embd.weight")->file_offset, 1),
+                      false)
+                << "a middle stage mapped the embedding";
+        }
+        bool same = false;
+        const double e = ds4::test::worst_rel_l2(run_chain(chain, *cpu, tokens, chunk, n_ctx), want, V, &same);
+        EXPECT_GE(e, 0.0);
+        EXPECT_LE(e, 1e-6);
+        EXPECT_TRUE(same);
+        std::printf("stages %s: worst rel_l2 %.3g\n", name.c_str(), e);
+    }
+}
+
+TEST(Stages, Qwen3MoeChainedEqualsWhole) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    TempDir dir;
+    const uint32_t ms = model_seed(seed);
+    const fs::path stripped = strip_scales(generate_arch_model("qwen3moe", ms, dir.path()), dir / "s.gguf");
+    const fs::path m = realistic(widen_moe(stripped, dir / "w.gguf", MoeShape{8, 3, 1}, ms), dir / "r.gguf", ms);
+    expect_chain_equals_whole(m, {{1}}, 20, 60, rng);
+}
+
+TEST(Stages, DeepSeek4ChainedEqualsWholeAcrossTheSchedule) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    TempDir dir;
+    const uint32_t ms = model_seed(seed);
+    const fs::path stripped = strip_scales(generate_arch_model("deepseek4", ms, dir.path()), dir / "s.gguf");
+    const fs::path m = realistic(dsv4_rewrite(stripped, dir / "w.gguf", Dsv4Rewrite{}, ms), dir / "r.gguf", ms);
+    // Layers 0-1 hash-routed window layers, 2 ratio 4, 3 ratio 128.
+    expect_chain_equals_whole(m, {{1}, {2}, {3}, {1, 3}, {2, 3}}, 150, 300, rng);
+}
+
+TEST(Stages, WrongHiddenInputIsOneSentence) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    TempDir dir;
+    const fs::path m = strip_scales(generate_arch_model("qwen3moe", model_seed(seed), dir.path()), dir / "s.gguf");
+    const auto file = GgufFile::open(m.string());
+    auto cpu = make_cpu_backend(1);
+    Stage first = load_stage(*file, LayerRange{0, 1}, 2, *cpu, 8), second = load_stage(*file, LayerRange{1, 2}, 2, *cpu, 8);
+    std::vector<int32_t> ids = {1, 2}, pos = {0, 1}, slots = {0, 0};
+    Batch b;
+    b.n = 2;
+    b.token_ids = cpu->ints(ids.data(), 2);
+    b.cache = CacheRows{cpu->ints(pos.data(), 2), cpu->ints(slots.data(), 2), 8};
+    b.n_logits = 1;
+    b.logit_rows = cpu->ints(&slots[0], 1);
+    b.host_tokens = ids.data();
+    b.host_positions = pos.data();
+    b.host_slots = slots.data();
+    Tensor wrong = cpu->alloc(2, 3);
+    EXPECT_THROW(second.model->forward(*cpu, *second.state, b), Error);          // no hidden state
+    EXPECT_THROW(second.model->forward(*cpu, *second.state, b, &wrong), Error);  // wrong width
+    const Tensor h = first.model->forward(*cpu, *first.state, b);
+    EXPECT_THROW(first.model->forward(*cpu, *first.state, b, &h), Error);  // the first stage embeds
+    EXPECT_NO_THROW(second.model->forward(*cpu, *second.state, b, &h));
+}
+
+}  // namespace
+}  // namespace ds4
