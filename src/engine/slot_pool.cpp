@@ -48,7 +48,7 @@ bool SlotPool::try_rewind(int slot, int64_t n) {
     return true;
 }
 
-std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests) {
+std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests, std::span<const float> hidden_in) {
     const int64_t V = n_vocab();
     std::vector<int32_t> tokens, positions, slots, logit_rows;
     std::vector<bool> seen(static_cast<size_t>(n_slots()), false);
@@ -67,21 +67,28 @@ std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests
             if (t < 0 || t >= V)
                 throw Error("token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(V) +
                             " tokens.");
-            if (r.all_logits || i == n - 1) logit_rows.push_back(static_cast<int32_t>(tokens.size()));
+            if (r.all_logits || i == n - 1 || !has_head()) logit_rows.push_back(static_cast<int32_t>(tokens.size()));
             tokens.push_back(t);
             positions.push_back(static_cast<int32_t>(past + i));
             slots.push_back(r.slot);
         }
     }
     if (tokens.empty()) return {};
+    const int64_t rows = static_cast<int64_t>(tokens.size());
+    if (embeds() != hidden_in.empty() || (!embeds() && hidden_in.size() != size_t(rows * hidden_cols())))
+        throw Error(embeds() ? "this stage embeds the tokens itself and takes no hidden state."
+                             : "this stage continues from the previous stage's hidden state: " + std::to_string(rows) +
+                                   " x " + std::to_string(hidden_cols()) + " values, not " +
+                                   std::to_string(hidden_in.size()) + ".");
 
     // One token per sequence and only its logits: the shape of a decode
-    // step, which a backend may have recorded for this many rows.
+    // step, which a backend may have recorded for this many rows (whole
+    // models only: a stage's input and output cross the host).
     const bool decode = std::all_of(requests.begin(), requests.end(),
                                     [](const SeqStep& r) { return r.tokens.size() == 1 && !r.all_logits; });
     Tensor logits;
     bool done = false;
-    if (decode && replay_decode_ && !refused_rows_.count(static_cast<int64_t>(tokens.size())) &&
+    if (decode && embeds() && has_head() && replay_decode_ && !refused_rows_.count(rows) &&
         model_.replayable_decode() && backend_.can_capture())
         logits = replayed(tokens, positions, slots, logit_rows, &done);
     if (!done) {
@@ -94,18 +101,25 @@ std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests
         b.host_tokens = tokens.data();
         b.host_positions = positions.data();
         b.host_slots = slots.data();
-        logits = model_.forward(backend_, *state_, b);
+        Tensor hidden;
+        if (!embeds()) {
+            hidden = backend_.alloc(rows, hidden_cols());
+            backend_.upload(hidden, hidden_in.data());
+        }
+        logits = model_.forward(backend_, *state_, b, embeds() ? nullptr : &hidden);
     }
     std::vector<float> all(static_cast<size_t>(logits.rows * logits.cols));
     backend_.download(logits, all.data());
 
+    // Logits rows, or a middle stage's hidden rows (every row of every request).
+    const int64_t width = logits.cols;
     std::vector<std::vector<float>> out;
     size_t row = 0;
     for (const SeqStep& r : requests) {
-        const size_t rows = r.all_logits ? r.tokens.size() : 1;
-        out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * V),
-                         all.begin() + static_cast<ptrdiff_t>((row + rows) * V));
-        row += rows;
+        const size_t n = r.all_logits || !has_head() ? r.tokens.size() : 1;
+        out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * width),
+                         all.begin() + static_cast<ptrdiff_t>((row + n) * width));
+        row += n;
         n_past_[static_cast<size_t>(r.slot)] += static_cast<int64_t>(r.tokens.size());
     }
     return out;

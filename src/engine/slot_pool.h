@@ -54,7 +54,16 @@ public:
     // slot). Returns each request's logits, [rows x n_vocab] row-major, in
     // request order. Throws ds4::Error (context full, token outside the
     // vocabulary, bad slot) before anything runs.
-    std::vector<std::vector<float>> step(std::span<const SeqStep> requests);
+    //
+    // A pool on a stage (a model loaded with a layer slice) that does not
+    // start at block 0 takes the previous stage's hidden rows for every row
+    // of the step, in request order ([rows x hidden_cols()]); a stage without
+    // the last block returns each request's hidden rows (all of them,
+    // [tokens x hidden_cols()]) instead of logits.
+    std::vector<std::vector<float>> step(std::span<const SeqStep> requests, std::span<const float> hidden_in = {});
+    bool embeds() const { return model_.info().layers.has_embedding(); }
+    bool has_head() const { return model_.info().layers.has_output(model_.info().n_layer); }
+    int64_t hidden_cols() const { return model_.hidden_cols(); }
 
     SlotSnapshot snapshot(int slot) const;
     void restore(int slot, const SlotSnapshot& snap);

@@ -74,6 +74,21 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
     SlotPool pool(model, backend, n, frontiers.back() + opts.gen_tokens);
     std::vector<SeqStep> step(static_cast<size_t>(n));
     for (int s = 0; s < n; ++s) step[static_cast<size_t>(s)].slot = s;
+    // A --layers slice runs as the pipeline stage it would be: one that does
+    // not start at block 0 takes a previous stage's hidden rows (random ones
+    // here, for every row of the largest step), and one without the last
+    // block has no logits to pick the probe's tokens from, so it takes the
+    // walk's next tokens.
+    std::vector<float> hidden;
+    if (!pool.embeds()) {
+        std::mt19937_64 rng(opts.seed ^ 0x5eedULL);
+        std::normal_distribution<float> unit(0.0f, 1.0f);
+        hidden.resize(static_cast<size_t>(n * std::max(opts.prefill_chunk, int64_t{1}) * pool.hidden_cols()));
+        for (float& v : hidden) v = unit(rng);
+    }
+    auto hidden_for = [&](int64_t rows) {
+        return pool.embeds() ? std::span<const float>() : std::span<const float>(hidden).first(size_t(rows * pool.hidden_cols()));
+    };
 
     std::vector<BenchRow> rows;
     for (size_t i = 0; i < frontiers.size(); ++i) {
@@ -93,7 +108,7 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
             for (int s = 0; s < n; ++s)
                 step[static_cast<size_t>(s)].tokens =
                     std::span<const int32_t>(tokens[static_cast<size_t>(s)]).subspan(size_t(at), size_t(m));
-            logits = pool.step(step);
+            logits = pool.step(step, hidden_for(n * m));
         }
         row.prefill_tps = rate(n * (row.ctx - from), seconds_since(t0));
 
@@ -106,10 +121,12 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
         for (int64_t g = 0; g < opts.gen_tokens; ++g) {
             for (int s = 0; s < n; ++s) {
                 const auto& l = logits[static_cast<size_t>(s)];
-                next[static_cast<size_t>(s)] = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+                next[static_cast<size_t>(s)] =
+                    pool.has_head() ? static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin())
+                                    : tokens[static_cast<size_t>(s)][static_cast<size_t>((row.ctx + g) % row.ctx)];
                 step[static_cast<size_t>(s)].tokens = std::span<const int32_t>(&next[static_cast<size_t>(s)], 1);
             }
-            logits = pool.step(step);
+            logits = pool.step(step, hidden_for(n));
         }
         const double gen_secs = seconds_since(t0);
         row.gen_tps = rate(n * opts.gen_tokens, gen_secs);

@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
+#include "engine/slot_pool.h"
 #include "models/family.h"
 
 namespace ds4 {
@@ -70,10 +71,7 @@ TEST(Stages, Qwen3MoeChainedEqualsWhole) {
     SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     TempDir dir;
-    const uint32_t ms = model_seed(seed);
-    const fs::path stripped = strip_scales(generate_arch_model("qwen3moe", ms, dir.path()), dir / "s.gguf");
-    const fs::path m = realistic(widen_moe(stripped, dir / "w.gguf", MoeShape{8, 3, 1}, ms), dir / "r.gguf", ms);
-    expect_chain_equals_whole(m, {{1}}, 20, 60, rng);
+    expect_chain_equals_whole(realistic_qwen3moe(dir.path(), model_seed(seed)), {{1}}, 20, 60, rng);
 }
 
 TEST(Stages, DeepSeek4ChainedEqualsWholeAcrossTheSchedule) {
@@ -81,11 +79,38 @@ TEST(Stages, DeepSeek4ChainedEqualsWholeAcrossTheSchedule) {
     SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     TempDir dir;
-    const uint32_t ms = model_seed(seed);
-    const fs::path stripped = strip_scales(generate_arch_model("deepseek4", ms, dir.path()), dir / "s.gguf");
-    const fs::path m = realistic(dsv4_rewrite(stripped, dir / "w.gguf", Dsv4Rewrite{}, ms), dir / "r.gguf", ms);
     // Layers 0-1 hash-routed window layers, 2 ratio 4, 3 ratio 128.
-    expect_chain_equals_whole(m, {{1}, {2}, {3}, {1, 3}, {2, 3}}, 150, 300, rng);
+    expect_chain_equals_whole(realistic_deepseek4(dir.path(), model_seed(seed)), {{1}, {2}, {3}, {1, 3}, {2, 3}}, 150,
+                              300, rng);
+}
+
+// The same through the engine's SlotPool, as a pipeline worker runs a stage:
+// each stage's pool takes the previous pool's hidden rows (host floats) and
+// two sequences share each step.
+TEST(Stages, SlotPoolsChainedEqualWholePool) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    TempDir dir;
+    const fs::path m = realistic_qwen3moe(dir.path(), model_seed(seed));
+    const auto file = GgufFile::open(m.string());
+    auto cpu = make_cpu_backend(2);
+    const auto V = int32_t(read_gguf_summary(m).n_vocab);
+    const auto a = random_token_ids(rng, 9, V), b = random_token_ids(rng, 4, V);
+    const int64_t n_ctx = 16;
+    Stage whole = load_stage(*file, LayerRange::all(), 2, *cpu, n_ctx);
+    Stage first = load_stage(*file, LayerRange{0, 1}, 2, *cpu, n_ctx), last = load_stage(*file, LayerRange{1, 2}, 2, *cpu, n_ctx);
+    SlotPool pw(*whole.model, *cpu, 2, n_ctx), p0(*first.model, *cpu, 2, n_ctx), p1(*last.model, *cpu, 2, n_ctx);
+    const SeqStep step[2] = {{0, a, true}, {1, b, false}};
+    const auto want = pw.step(step);
+    const auto h = p0.step(step);
+    ASSERT_EQ(h[0].size(), a.size() * size_t(p0.hidden_cols()));  // every row's hidden state
+    ASSERT_EQ(h[1].size(), b.size() * size_t(p0.hidden_cols()));
+    std::vector<float> hidden(h[0]);
+    hidden.insert(hidden.end(), h[1].begin(), h[1].end());
+    EXPECT_THROW(p1.step(step), Error);  // the second stage needs the hidden rows
+    const auto got = p1.step(step, hidden);
+    EXPECT_EQ(got, want);
 }
 
 TEST(Stages, WrongHiddenInputIsOneSentence) {
@@ -96,16 +121,9 @@ TEST(Stages, WrongHiddenInputIsOneSentence) {
     const auto file = GgufFile::open(m.string());
     auto cpu = make_cpu_backend(1);
     Stage first = load_stage(*file, LayerRange{0, 1}, 2, *cpu, 8), second = load_stage(*file, LayerRange{1, 2}, 2, *cpu, 8);
-    std::vector<int32_t> ids = {1, 2}, pos = {0, 1}, slots = {0, 0};
-    Batch b;
-    b.n = 2;
-    b.token_ids = cpu->ints(ids.data(), 2);
-    b.cache = CacheRows{cpu->ints(pos.data(), 2), cpu->ints(slots.data(), 2), 8};
-    b.n_logits = 1;
-    b.logit_rows = cpu->ints(&slots[0], 1);
-    b.host_tokens = ids.data();
-    b.host_positions = pos.data();
-    b.host_slots = slots.data();
+    const std::vector<int32_t> ids = {1, 2};
+    const ds4::test::HostBatch hb = ds4::test::sequence_batch(*cpu, ids, 0, 8, /*all_logits=*/false);
+    const Batch& b = hb.batch;
     Tensor wrong = cpu->alloc(2, 3);
     EXPECT_THROW(second.model->forward(*cpu, *second.state, b), Error);          // no hidden state
     EXPECT_THROW(second.model->forward(*cpu, *second.state, b, &wrong), Error);  // wrong width
