@@ -38,6 +38,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "common/error.h"
 #include "cuda_test_support.h"
+#include "support/loaded_model.h"
 #include "support/near_tie.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
@@ -70,11 +71,7 @@ inline fs::path bin_dir() {
     return b && *b ? fs::path(b) : fs::path(DS4_BINARY_DIR);
 }
 
-struct LoadedModel {
-    std::unique_ptr<GgufFile> file;
-    std::unique_ptr<ModelMap> map;
-    std::unique_ptr<Model> model;
-};
+using ds4::test::LoadedModel;
 
 class CudaModelFixture : public ::testing::TestWithParam<std::string> {
 protected:
@@ -100,13 +97,7 @@ protected:
         return m;
     }
 
-    static LoadedModel load(const fs::path& path) {
-        LoadedModel l;
-        l.file = GgufFile::open(path.string());
-        l.map = ModelMap::build(*l.file, MapSelection{});
-        l.model = load_model(*l.file, *l.map);
-        return l;
-    }
+    static LoadedModel load(const fs::path& path) { return ds4::test::load_whole_model(path.string()); }
 
     // A copy of `in` whose F32 tensor `tensor` has row `row` multiplied by
     // `factor`: a planted bug for showing that a bound catches it.
@@ -126,6 +117,24 @@ protected:
         f.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
         if (!f.flush()) throw Error("plant_row_scale: cannot write " + out.string());
         return out;
+    }
+
+    // The bound must catch a small planted bug: the GPU runs a copy of
+    // `path` with row `row` of `tensor` scaled by 1.01, the CPU the original;
+    // the prefill logits of a lo..hi-token prompt must fail kExactBound.
+    void expect_planted_row_error_caught(const fs::path& path, const std::string& tensor, int64_t row, int lo, int hi) {
+        const auto good = load(path);
+        const auto bad = load(plant_row_scale(path, tensor, row, 1.01f));
+        CudaBackend gpu(0);
+        gpu.attach_weights(*bad.map);
+        auto cpu = make_cpu_backend(2);
+        const auto prompt = random_prompt(good.model->info().n_vocab, lo, hi);
+        const int64_t n = int64_t(prompt.size());
+        const auto ref = run_prompt(*cpu, *good.model, prompt, n, n);
+        const auto got = run_prompt(gpu, *bad.model, prompt, n, n);
+        const auto verdict = per_position(got, ref, good.model->info().n_vocab, "planted");
+        EXPECT_FALSE(verdict) << "a 1% error in row " << row << " of " << tensor << " passed the 1e-5 bound";
+        std::printf("  planted bug: %s\n", verdict.message());
     }
 
     std::vector<int32_t> random_prompt(int64_t n_vocab, int min_len, int max_len) {

@@ -34,19 +34,8 @@ TEST_P(CudaDsv4Model, LogitsAndGreedyTokensMatchCpu) {
 // A planted 1% error in one row of layer 0's KV projection must fail the bound
 // (a 0.1% error measured 3.9e-5 to 1.7e-4).
 TEST_F(CudaDsv4Model, PlantedWeightErrorFailsBound) {
-    const auto path = synth("--arch deepseek4 --preset tiny --quant f32", "deepseek4-tiny-f32.gguf");
-    const auto good = load(path);
-    const auto bad = load(plant_row_scale(path, "blk.0.attn_kv.weight", 5, 1.01f));
-    CudaBackend gpu(0);
-    gpu.attach_weights(*bad.map);
-    auto cpu = make_cpu_backend(2);
-    const auto prompt = random_prompt(good.model->info().n_vocab, 60, 80);
-    const int64_t n = int64_t(prompt.size());
-    const auto ref = run_prompt(*cpu, *good.model, prompt, n, n);
-    const auto got = run_prompt(gpu, *bad.model, prompt, n, n);
-    const auto verdict = per_position(got, ref, good.model->info().n_vocab, "planted");
-    EXPECT_FALSE(verdict) << "a 1% error in one KV row passed the 1e-5 bound";
-    std::printf("  planted bug: %s\n", verdict.message());
+    expect_planted_row_error_caught(synth("--arch deepseek4 --preset tiny --quant f32", "deepseek4-tiny-f32.gguf"),
+                                    "blk.0.attn_kv.weight", 5, 60, 80);
 }
 
 // Stages on the GPU: the tiny preset ({0, 0, 4, 128, 4}, 3 hash layers)

@@ -66,19 +66,7 @@ TEST_F(CudaModel, HostRegisteredWeightsMatchCpu) {
 // (measured 1.4e-5 to 4.1e-5 for a 0.1% error, too close to the bound to
 // rely on; 1% lands an order of magnitude above it).
 TEST_F(CudaModel, PlantedWeightErrorFailsBound) {
-    const auto path = make_model("f32");
-    const auto good = load(path);
-    const auto bad = load(plant_row_scale(path, "blk.0.attn_q.weight", 3, 1.01f));
-    CudaBackend gpu(0);
-    gpu.attach_weights(*bad.map);
-    auto cpu = make_cpu_backend(2);
-    const auto prompt = random_prompt(good.model->info().n_vocab, 30, 40);
-    const int64_t n = int64_t(prompt.size());
-    const auto ref = run_prompt(*cpu, *good.model, prompt, n, n);
-    const auto got = run_prompt(gpu, *bad.model, prompt, n, n);
-    const auto verdict = per_position(got, ref, good.model->info().n_vocab, "planted");
-    EXPECT_FALSE(verdict) << "a 1% error in one query row passed the 1e-5 bound";
-    std::printf("  planted bug: %s\n", verdict.message());
+    expect_planted_row_error_caught(make_model("f32"), "blk.0.attn_q.weight", 3, 30, 40);
 }
 
 // Batches on the GPU: 5 slots, more sequences than slots, steps mixing

@@ -31,6 +31,7 @@
 #include "chat/chat.h"
 #include "common/error.h"
 #include "support/test_seed.h"
+#include "support/utf8.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -58,23 +59,7 @@ std::string qwen3_template_from_tokenizer_config() {
 
 // ---- random conversations ------------------------------------------------
 
-void append_utf8(std::string& out, char32_t cp) {
-    if (cp < 0x80) {
-        out += char(cp);
-    } else if (cp < 0x800) {
-        out += char(0xC0 | (cp >> 6));
-        out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += char(0xE0 | (cp >> 12));
-        out += char(0x80 | ((cp >> 6) & 0x3F));
-        out += char(0x80 | (cp & 0x3F));
-    } else {
-        out += char(0xF0 | (cp >> 18));
-        out += char(0x80 | ((cp >> 12) & 0x3F));
-        out += char(0x80 | ((cp >> 6) & 0x3F));
-        out += char(0x80 | (cp & 0x3F));
-    }
-}
+using ds4::test::append_utf8;
 
 class ConversationGenerator {
 public:

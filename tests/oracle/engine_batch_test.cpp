@@ -7,6 +7,7 @@
 // sequence per state for now, and says so.
 #include "oracle_harness.h"
 #include "support/batch_scenario.h"
+#include "support/loaded_model.h"
 
 #include "backend/backend.h"
 #include "common/error.h"
@@ -19,19 +20,8 @@ namespace {
 
 using namespace oracle;
 
-struct Loaded {
-    std::unique_ptr<GgufFile> file;
-    std::unique_ptr<ModelMap> map;
-    std::unique_ptr<Model> model;
-};
-
-Loaded load(const fs::path& path) {
-    Loaded l;
-    l.file = GgufFile::open(path.string());
-    l.map = ModelMap::build(*l.file, MapSelection{});
-    l.model = load_model(*l.file, *l.map);
-    return l;
-}
+using Loaded = ds4::test::LoadedModel;
+Loaded load(const fs::path& path) { return ds4::test::load_whole_model(path.string()); }
 
 class BatchedEqualsAlone : public ::testing::TestWithParam<int> {};
 
@@ -41,9 +31,7 @@ TEST_P(BatchedEqualsAlone, Qwen3Moe) {
     SCOPED_TRACE(ds4::test::seed_note(seed));
     std::mt19937_64 rng(seed);
     TempDir dir;
-    const uint32_t ms = model_seed(seed);
-    const fs::path stripped = strip_scales(generate_arch_model("qwen3moe", ms, dir.path()), dir / "s.gguf");
-    const Loaded m = load(realistic(widen_moe(stripped, dir / "w.gguf", MoeShape{8, 3, 1}, ms), dir / "r.gguf", ms));
+    const Loaded m = load(realistic_qwen3moe(dir.path(), model_seed(seed)));
     auto cpu = make_cpu_backend(2);
     const auto V = static_cast<int32_t>(m.model->info().n_vocab);
     const int64_t n_ctx = 96;

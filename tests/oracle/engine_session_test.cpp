@@ -14,6 +14,7 @@
 #include "mapping/model_map.h"
 #include "models/family.h"
 #include "oracle_harness.h"
+#include "support/loaded_model.h"
 #include "engine/session.h"
 
 namespace ds4 {
@@ -21,21 +22,12 @@ namespace {
 
 using namespace oracle;
 
-struct Loaded {
-    std::unique_ptr<GgufFile> file;
-    std::unique_ptr<ModelMap> map;
-    std::unique_ptr<Model> model;
-    std::unique_ptr<Backend> backend;
+struct Loaded : ds4::test::LoadedModel {
+    explicit Loaded(ds4::test::LoadedModel l) : ds4::test::LoadedModel(std::move(l)) {}
+    std::unique_ptr<Backend> backend = make_cpu_backend(2);
 };
 
-Loaded load(const fs::path& path) {
-    Loaded l;
-    l.file = GgufFile::open(path.string());
-    l.map = ModelMap::build(*l.file, MapSelection{});
-    l.model = load_model(*l.file, *l.map);
-    l.backend = make_cpu_backend(2);
-    return l;
-}
+Loaded load(const fs::path& path) { return Loaded(ds4::test::load_whole_model(path.string())); }
 
 fs::path make_model(const std::string& arch, uint64_t seed, const TempDir& dir) {
     const fs::path raw = generate_arch_model(arch, model_seed(seed), dir.path());

@@ -68,10 +68,7 @@ protected:
     uint32_t mseed() const { return model_seed(seed_); }
     fs::path raw_model() { return generate_arch_model(kArch, mseed(), dir_.path()); }
     fs::path stripped_model() { return strip_scales(raw_model(), dir_ / "stripped.gguf"); }
-    fs::path routed_model(const Dsv4Rewrite& r = {}) {
-        return realistic(dsv4_rewrite(stripped_model(), dir_ / "rewritten.gguf", r, mseed()), dir_ / "routed.gguf",
-                         mseed());
-    }
+    fs::path routed_model(const Dsv4Rewrite& r = {}) { return realistic_deepseek4(dir_.path(), mseed(), r); }
 
     std::vector<int32_t> tokens(size_t n_vocab, size_t lo, size_t hi) {
         std::uniform_int_distribution<size_t> n(lo, hi);

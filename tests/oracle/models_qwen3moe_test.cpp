@@ -45,10 +45,7 @@ protected:
     fs::path raw_model() { return generate_arch_model(kArch, mseed(), dir_.path()); }
     fs::path stripped_model() { return strip_scales(raw_model(), dir_ / "stripped.gguf"); }
     // 8 experts (3 used), 1 KV head, at realistic magnitudes: the model most cases use.
-    fs::path routed_model() {
-        return realistic(widen_moe(stripped_model(), dir_ / "widened.gguf", MoeShape{8, 3, 1}, mseed()),
-                         dir_ / "routed.gguf", mseed());
-    }
+    fs::path routed_model() { return realistic_qwen3moe(dir_.path(), mseed()); }
 
     std::vector<int32_t> tokens(size_t n_vocab, size_t lo = 40, size_t hi = 100) {
         std::uniform_int_distribution<size_t> n(lo, hi);

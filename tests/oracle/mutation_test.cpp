@@ -74,9 +74,7 @@ protected:
 };
 
 TEST_F(Mutation, Qwen3MoeBugsFailTheBound) {
-    const fs::path stripped = strip_scales(generate_arch_model("qwen3moe", mseed(), dir_.path()), dir_ / "s.gguf");
-    const fs::path m = realistic(widen_moe(stripped, dir_ / "w.gguf", MoeShape{8, 3, 1}, mseed()), dir_ / "r.gguf",
-                                 mseed());
+    const fs::path m = realistic_qwen3moe(dir_.path(), mseed());
     const Reference ref = baseline(m, m, 60, 100);
     expect_caught(m, ref, {"--scale-f32", "qwen3moe.rope.freq_base", "1.01"}, "RoPE base x 1.01");
     const auto [a, b] = two_distinct(8);
@@ -87,9 +85,7 @@ TEST_F(Mutation, Qwen3MoeBugsFailTheBound) {
 // One block of one expert's down projection replaced by another block of the
 // same expert, in a Q4_K_M file, against llama.cpp on its exact dequantization.
 TEST_F(Mutation, Qwen3MoeWrongQuantBlockFailsTheBound) {
-    const fs::path stripped = strip_scales(generate_arch_model("qwen3moe", mseed(), dir_.path()), dir_ / "s.gguf");
-    const fs::path m = realistic(widen_moe(stripped, dir_ / "w.gguf", MoeShape{8, 3, 1}, mseed()), dir_ / "r.gguf",
-                                 mseed());
+    const fs::path m = realistic_qwen3moe(dir_.path(), mseed());
     const fs::path q = quantize(m, dir_ / "q.gguf", "Q4_K_M");
     const fs::path deq = dequantize(q, dir_ / "deq.gguf");
     const Reference ref = baseline(q, deq, 60, 100);
@@ -108,9 +104,7 @@ TEST_F(Mutation, Qwen3MoeWrongQuantBlockFailsTheBound) {
 }
 
 TEST_F(Mutation, DeepSeek4BugsFailTheBound) {
-    const fs::path stripped = strip_scales(generate_arch_model("deepseek4", mseed(), dir_.path()), dir_ / "s.gguf");
-    const fs::path m = realistic(dsv4_rewrite(stripped, dir_ / "w.gguf", Dsv4Rewrite{}, mseed()), dir_ / "r.gguf",
-                                 mseed());
+    const fs::path m = realistic_deepseek4(dir_.path(), mseed());
     const Reference ref = baseline(m, m, 300, 340);
     expect_caught(m, ref, {"--scale-f32", "deepseek4.rope.freq_base", "1.01"}, "RoPE base x 1.01");
     expect_caught(m, ref, {"--scale-f32", "deepseek4.attention.compress_rope_freq_base", "1.01"},

@@ -299,6 +299,20 @@ inline fs::path realistic(const fs::path& in, const fs::path& out, uint32_t seed
     return out;
 }
 
+// The stimuli most oracle tests use: llama.cpp's generator model of the
+// family without its .scale tensors, rewritten so routing (and for DeepSeek
+// V4 hash routing and the indexer's top-k) matters, redrawn at realistic
+// magnitudes. Files go to `dir`.
+inline fs::path realistic_qwen3moe(const fs::path& dir, uint32_t seed, const MoeShape& shape = {}) {
+    const fs::path s = strip_scales(generate_arch_model("qwen3moe", seed, dir), dir / "qwen3moe-stripped.gguf");
+    return realistic(widen_moe(s, dir / "qwen3moe-widened.gguf", shape, seed), dir / "qwen3moe-routed.gguf", seed);
+}
+
+inline fs::path realistic_deepseek4(const fs::path& dir, uint32_t seed, const Dsv4Rewrite& r = {}) {
+    const fs::path s = strip_scales(generate_arch_model("deepseek4", seed, dir), dir / "deepseek4-stripped.gguf");
+    return realistic(dsv4_rewrite(s, dir / "deepseek4-rewritten.gguf", r, seed), dir / "deepseek4-routed.gguf", seed);
+}
+
 // A copy of `in` with planted bugs (tests/oracle_tools/llama_mutate.cpp), e.g.
 // {"--scale-f32", "qwen3moe.rope.freq_base", "1.01"}.
 inline fs::path mutate(const fs::path& in, const fs::path& out, const std::vector<std::string>& mutations) {

@@ -15,6 +15,7 @@
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
 #include "models/family.h"
+#include "support/host_batch.h"
 
 namespace ds4::test {
 
@@ -46,21 +47,9 @@ inline std::vector<float> run_chain(std::vector<Stage>& stages, Backend& be, con
     std::vector<float> out;
     for (int64_t at = 0; at < int64_t(tokens.size()); at += chunk) {
         const int64_t n = std::min<int64_t>(chunk, int64_t(tokens.size()) - at);
-        const std::vector<int32_t> ids(tokens.begin() + at, tokens.begin() + at + n);
-        std::vector<int32_t> pos(static_cast<size_t>(n)), slots(static_cast<size_t>(n), 0), rows(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) {
-            pos[size_t(i)] = int32_t(at + i);
-            rows[size_t(i)] = int32_t(i);
-        }
-        Batch b;
-        b.n = n;
-        b.token_ids = be.ints(ids.data(), n);
-        b.cache = CacheRows{be.ints(pos.data(), n), be.ints(slots.data(), n), n_ctx};
-        b.n_logits = n;
-        b.logit_rows = be.ints(rows.data(), n);
-        b.host_tokens = ids.data();
-        b.host_positions = pos.data();
-        b.host_slots = slots.data();
+        const HostBatch hb = sequence_batch(
+            be, std::span<const int32_t>(tokens).subspan(size_t(at), size_t(n)), at, n_ctx, /*all_logits=*/true);
+        const Batch& b = hb.batch;
         Tensor hidden;
         for (size_t s = 0; s < stages.size(); ++s) {
             hidden = stages[s].model->forward(be, *stages[s].state, b, s == 0 ? nullptr : &hidden);

@@ -23,6 +23,13 @@ inline uint64_t test_seed() {
     return (uint64_t(rd()) << 32) ^ rd();
 }
 
+// One seed for the whole test program, drawn once (fixtures that share
+// generated files across tests use it; each test still prints it).
+inline uint64_t process_seed() {
+    static const uint64_t seed = test_seed();
+    return seed;
+}
+
 // "seed N (DS4_TEST_SEED=N re-runs it)", for traces and messages.
 inline std::string seed_note(uint64_t seed) {
     return "seed " + std::to_string(seed) + " (DS4_TEST_SEED=" + std::to_string(seed) + " re-runs it)";

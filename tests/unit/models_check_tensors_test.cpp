@@ -22,19 +22,14 @@
 #include "quant/block_layouts.h"
 #include "quant/block_layouts_fallback.h"
 #include "quant/quant.h"
+#include "support/test_seed.h"
 
 namespace ds4 {
 namespace {
 
 namespace fs = std::filesystem;
 
-uint64_t test_seed() {
-    static const uint64_t seed = [] {
-        if (const char* e = std::getenv("DS4_TEST_SEED"); e && *e) return uint64_t{std::strtoull(e, nullptr, 10)};
-        return (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-    }();
-    return seed;
-}
+uint64_t test_seed() { return ds4::test::process_seed(); }
 
 // Where a block type keeps its f16 scales (d, and dmin or m where it has one).
 std::vector<size_t> half_fields(GgmlType t) {
@@ -128,7 +123,7 @@ protected:
         return "";
     }
 
-    std::string note() const { return "seed " + std::to_string(test_seed()) + " (DS4_TEST_SEED)"; }
+    std::string note() const { return ds4::test::seed_note(test_seed()); }
 
     fs::path dir_;
     std::mt19937_64 rng_;

@@ -32,6 +32,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "quant/quant.h"
+#include "support/test_seed.h"
 
 extern char** environ;
 
@@ -40,16 +41,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-uint64_t test_seed() {
-    static const uint64_t seed = [] {
-        if (const char* e = std::getenv("DS4_TEST_SEED"); e && *e) return uint64_t{std::strtoull(e, nullptr, 10)};
-        return (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-    }();
-    return seed;
-}
+uint64_t test_seed() { return ds4::test::process_seed(); }
 
 std::string seed_note() {
-    return "seed " + std::to_string(test_seed()) + " (rerun with DS4_TEST_SEED=" + std::to_string(test_seed()) + ")";
+    return ds4::test::seed_note(test_seed());
 }
 
 fs::path program(const std::string& name) {
@@ -310,6 +305,16 @@ protected:
         expect_failure(g, what, needles, /*at_load=*/true, extra);
     }
 
+    // The u32 key `k` of `base` set to `v` must be rejected, naming the key
+    // and every needle.
+    void expect_u32_rejected(const EditableGguf& base, const std::string& k, uint32_t v,
+                             std::vector<std::string> needles) {
+        EditableGguf g = base;
+        g.set(key(k), GgufValue::u32(v));
+        needles.push_back("'" + key(k) + "'");
+        expect_rejected(g, key(k) + " " + std::to_string(v), needles);
+    }
+
     // Same for what only a run can find (the model map line comes first).
     void expect_run_fails(const EditableGguf& g, const std::string& what, const std::vector<std::string>& needles) {
         expect_failure(g, what, needles, /*at_load=*/false);
@@ -525,10 +530,7 @@ class CorruptDeepseek4 : public CorruptModel {};
 TEST_P(CorruptQwen3Moe, InconsistentHparamsAreNamed) {
     const EditableGguf base = micro();
     auto reject = [&](const std::string& k, uint32_t v, std::vector<std::string> needles) {
-        EditableGguf g = base;
-        g.set(key(k), GgufValue::u32(v));
-        needles.push_back("'" + key(k) + "'");
-        expect_rejected(g, key(k) + " " + std::to_string(v), needles);
+        expect_u32_rejected(base, k, v, std::move(needles));
     };
     // Sizes that disagree with the tensors name the first tensor they miss
     // and the key behind the expected size.
@@ -579,10 +581,7 @@ TEST_P(CorruptQwen3Moe, InconsistentHparamsAreNamed) {
 TEST_P(CorruptDeepseek4, InconsistentHparamsAreNamed) {
     const EditableGguf base = micro();
     auto reject = [&](const std::string& k, uint32_t v, std::vector<std::string> needles) {
-        EditableGguf g = base;
-        g.set(key(k), GgufValue::u32(v));
-        needles.push_back("'" + key(k) + "'");
-        expect_rejected(g, key(k) + " " + std::to_string(v), needles);
+        expect_u32_rejected(base, k, v, std::move(needles));
     };
     reject("embedding_length", 16, {"'token_embd.weight'"});
     reject("attention.head_count", 4, {"'blk.0.attn_sinks.weight'"});

@@ -22,6 +22,7 @@
 
 #include "backend/backend.h"
 #include "common/layer_range.h"
+#include "support/host_batch.h"
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
@@ -153,18 +154,8 @@ std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>
     backend->attach_weights(*map);
     const int64_t n = static_cast<int64_t>(tokens.size());
     auto state = model->new_state(*backend, n + 1);
-    std::vector<int32_t> positions(tokens.size()), slots(tokens.size(), 0);
-    for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(i);
-    ds4::Batch in;  // one sequence, every row's logits
-    in.n = n;
-    in.token_ids = backend->ints(tokens.data(), n);
-    in.cache = ds4::CacheRows{backend->ints(positions.data(), n), backend->ints(slots.data(), n), n + 1};
-    in.n_logits = n;
-    in.logit_rows = backend->ints(positions.data(), n);
-    in.host_tokens = tokens.data();
-    in.host_positions = positions.data();
-    in.host_slots = slots.data();
-    ds4::Tensor t = model->forward(*backend, *state, in);
+    const auto in = ds4::test::sequence_batch(*backend, tokens, 0, n + 1, /*all_logits=*/true);
+    ds4::Tensor t = model->forward(*backend, *state, in.batch);
     std::vector<float> out(static_cast<size_t>(t.size()));
     backend->download(t, out.data());
     return out;
