@@ -139,7 +139,11 @@ TEST_F(OracleTools, NearTieExcuseIsNarrow) {
     Logits o3 = noisy(ref, sigma);
     const float* r = ref.row(row);
     const size_t lowest = size_t(std::min_element(r, r + n_vocab_) - r);
-    o3.values[row * n_vocab_ + lowest] = r[ref.argmax(row)] + float(sigma);
+    // Above the noisy row's own best (the noise alone may lift that past
+    // ref's best + sigma), so the argmax really moves.
+    const float* n3 = o3.row(row);
+    o3.values[row * n_vocab_ + lowest] = *std::max_element(n3, n3 + n_vocab_) + float(sigma);
+    ASSERT_EQ(o3.argmax(row), lowest);
     c = compare_logits(o3, ref, argmax_only);
     EXPECT_FALSE(c.passed) << c.table;
 
