@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@ struct WeightRef {
     int64_t ne[4] = {1, 1, 1, 1};
     size_t row_bytes = 0;     // bytes of one row of ne[0] elements
     size_t matrix_bytes = 0;  // bytes of one ne[0] x ne[1] matrix (expert stride)
+    uint64_t offset = 0;      // absolute file offset of the tensor's bytes, so a weight
+                              // source can read what the model map does not hold
     std::string name;
 
     explicit operator bool() const { return data != nullptr; }
@@ -126,6 +129,16 @@ public:
     // device allocation per region on CUDA (WeightRef host pointers are then
     // translated into it); nothing to do on the CPU, which reads the mapping.
     virtual void attach_weights(const ModelMap& /*map*/) {}
+    // Host memory a weight source fills while the model runs (an expert
+    // cache's slots): the ops read weights inside it as they read a map
+    // region (on CUDA a device copy, or the registered pages with
+    // host-registered weights). Written only through write_weights.
+    virtual void attach_buffer(const uint8_t* /*host*/, uint64_t /*bytes*/) {}
+    // Copies `bytes` from host memory `src` into an attached buffer at host
+    // address `dst`, after every op already issued has read the old bytes
+    // and before any op issued later reads them. `src` may be released when
+    // this returns.
+    virtual void write_weights(uint8_t* dst, const uint8_t* src, uint64_t bytes) { std::memcpy(dst, src, bytes); }
 
     virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
     // Copies between host memory and a tensor (no-ops in spirit on the CPU).

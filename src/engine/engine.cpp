@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/chat_prompt.h"
+#include "experts/expert_cache.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
 #include "models/check_tensors.h"
@@ -36,9 +37,12 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         selection.output = has_head;
         selection.embedding = o.layers.has_embedding() || (has_head && !e->file_->find_tensor("output.weight"));
     }
+    const bool cached_experts = o.expert_cache_slots.has_value();
+    selection.routed_experts = !cached_experts;
     e->map_ = ModelMap::build(*e->file_, selection);
     LoadOptions load;
     load.layers = o.layers;
+    load.resident_experts = !cached_experts;
     e->model_ = load_model(*e->file_, *e->map_, load);
     TensorCheckStats checked;
     if (o.check_tensors)
@@ -58,6 +62,11 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         log_info(line);
     }
     e->backend_->attach_weights(*e->map_);
+    if (cached_experts) {
+        e->model_->set_expert_source(
+            std::make_shared<ExpertCache>(*e->backend_, *e->map_, e->model_->routed_experts(), *o.expert_cache_slots));
+        log_info(e->model_->expert_source().describe());
+    }
     return e;
 }
 
@@ -67,6 +76,7 @@ const ModelInfo& Engine::info() const { return model_->info(); }
 const GgufFile& Engine::file() const { return *file_; }
 const std::string& Engine::backend_description() const { return backend_description_; }
 const std::string& Engine::map_summary() const { return map_summary_; }
+std::string Engine::expert_source_description() const { return model_->expert_source().describe(); }
 
 const Tokenizer& Engine::tokenizer() const {
     if (!tokenizer_) tokenizer_ = Tokenizer::from_gguf(*file_);

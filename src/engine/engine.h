@@ -31,6 +31,10 @@ struct EngineOptions {
     BackendOptions backend;    // "auto" (default), "cpu" or "cuda"; threads; device; host-registered weights
     LayerRange layers;         // the blocks this process runs (default: all, with embedding and head)
     bool check_tensors = false;  // read every selected weight once and refuse NaN/Inf (--check-tensors)
+    // The routed experts' weight source: resident in the model map (unset,
+    // the default), or an expert cache of this many slots (0: one per
+    // expert) filled from the file, so the map holds no routed expert.
+    std::optional<int64_t> expert_cache_slots;
     // Chat: whether this process renders conversations at all (false for raw
     // token ids, e.g. --dump-logits), and which template: "" for the one the
     // file names, a renderer name, or "raw".
@@ -53,6 +57,8 @@ public:
     const GgufFile& file() const;
     const std::string& backend_description() const;
     const std::string& map_summary() const;
+    // The routed experts' source: "experts: ..." as logged at open.
+    std::string expert_source_description() const;
 
     // The vocabulary; throws ds4::Error when the file carries none.
     const Tokenizer& tokenizer() const;
@@ -67,6 +73,7 @@ public:
 
     // For tests and benchmarks that drive the model directly.
     const Model& model() const { return *model_; }
+    const ModelMap& map() const { return *map_; }
     Backend& backend() const { return *backend_; }
 
 private:

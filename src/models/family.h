@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "experts/expert_source.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
 
@@ -67,6 +68,10 @@ struct Batch {
 // maps them.
 struct LoadOptions {
     LayerRange layers;
+    // Whether routed experts are bound to the model map's bytes (the
+    // resident source) or only described, for an expert source that reads
+    // them from the file (RoutedExperts).
+    bool resident_experts = true;
 };
 
 class Model {
@@ -96,6 +101,18 @@ public:
     // only from the batch's backend arrays, so a backend may record it once
     // and replay it.
     virtual bool replayable_decode() const { return false; }
+
+    // The routed experts of each block this process runs that has them, as
+    // bound, for building an expert source.
+    virtual std::vector<RoutedExperts> routed_experts() const = 0;
+    // Where forward() finds the chosen experts: the resident source (the
+    // bound tensors) until another is set. A model loaded without resident
+    // experts needs one before its first forward pass.
+    void set_expert_source(std::shared_ptr<ExpertSource> source) { experts_ = std::move(source); }
+    ExpertSource& expert_source() const { return *experts_; }
+
+private:
+    std::shared_ptr<ExpertSource> experts_ = std::make_shared<ResidentExperts>();
 };
 
 // Throws ds4::Error unless `hidden_in` suits a stage running `info`'s

@@ -34,7 +34,9 @@ WeightRef WeightBinder::bind(const GgufTensorInfo& t, std::initializer_list<Dim>
                     ", which ds4 cannot compute with.");
     WeightRef w;
     w.type = t.type;
-    w.data = bind_data_ ? map_.tensor_data(t) : nullptr;
+    const bool routed = tensor_role(t.name) == TensorRole::RoutedExperts;
+    w.data = bind_data_ && (experts_resident_ || !routed) ? map_.tensor_data(t) : nullptr;
+    w.offset = t.file_offset;
     for (int d = 0; d < 4; ++d) w.ne[d] = t.ne[d];
     w.row_bytes = ggml_row_bytes(t.type, t.ne[0]);
     w.matrix_bytes = w.row_bytes * static_cast<size_t>(t.ne[1]);

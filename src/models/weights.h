@@ -45,6 +45,10 @@ public:
     // shapes but binds (and so maps) only what it runs, e.g. no output head
     // in a stage without the last block. Unbound WeightRefs have no data.
     void bind_data(bool on) { bind_data_ = on; }
+    // Whether routed-expert tensors are bound to their bytes (default) or
+    // only described (shape, type, file offset), for an expert source that
+    // reads them from the file itself; the map then need not hold them.
+    void experts_resident(bool on) { experts_resident_ = on; }
 
     // Dimension d of a required tensor, for sizes only the tensors give
     // (the vocabulary, an expert width a file does not state): 1 to
@@ -57,6 +61,7 @@ private:
     const GgufFile& file_;
     ModelMap& map_;
     bool bind_data_ = true;
+    bool experts_resident_ = true;
 };
 
 // The vocabulary size: the rows of token_embd.weight, which must agree with

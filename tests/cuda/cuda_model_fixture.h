@@ -145,6 +145,24 @@ protected:
         return prompt;
     }
 
+public:
+    // The prompt in chunks of `chunk`, all positions' logits, then those of
+    // 8 single-token steps on greedy tokens (op by op: any expert source).
+    static std::vector<float> run_prompt_logits(Backend& be, const Model& m, const std::vector<int32_t>& tokens,
+                                                int64_t chunk) {
+        Session s(m, be, SessionOptions{int64_t(tokens.size()) + 9, chunk, false});
+        std::vector<float> all = s.eval(tokens, true);
+        const int64_t V = m.info().n_vocab;
+        for (int i = 0; i < 8; ++i) {
+            const float* last = all.data() + all.size() - size_t(V);
+            const auto next = int32_t(std::max_element(last, last + V) - last);
+            const auto l = s.eval(std::vector<int32_t>{next}, false);
+            all.insert(all.end(), l.begin(), l.end());
+        }
+        return all;
+    }
+
+protected:
     // Runs `tokens` in prefill chunks of `chunk` and returns all positions' logits.
     static std::vector<float> run_prompt(Backend& be, const Model& m, const std::vector<int32_t>& tokens, int64_t chunk,
                                          int64_t ctx) {

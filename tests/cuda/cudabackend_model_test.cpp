@@ -12,6 +12,7 @@
 
 #include "cuda_model_fixture.h"
 #include "support/batch_scenario.h"
+#include "experts/expert_cache.h"
 
 namespace ds4 {
 namespace {
@@ -58,6 +59,52 @@ TEST_F(CudaModel, HostRegisteredWeightsMatchCpu) {
     gpu.attach_weights(*l.map);
     compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 10, 20), 8, "host-registered q8_0",
                      Decode::replayed_and_op_by_op);
+}
+
+// Weight source: the routed experts served by an expert cache (slots on
+// the device, or registered host pages with host-registered weights, filled
+// from the file while the steps run; the model map holds no routed expert)
+// give the resident source's logits bit for bit on the GPU. One block's
+// worth of slots makes every block evict the previous ones' experts, so
+// slot writes are ordered against the kernels still reading the old bytes.
+// Prefill whole (the grouped expert path) and in chunks of 3 (the device
+// path), then 8 single-token steps.
+void expect_cache_matches_resident(const cudatest::fs::path& path, bool host_weights) {
+    const auto whole = ds4::test::load_whole_model(path.string());
+    const auto file = GgufFile::open(path.string());
+    MapSelection sel;
+    sel.routed_experts = false;
+    const auto map = ModelMap::build(*file, sel);
+    LoadOptions lo;
+    lo.resident_experts = false;
+    const auto cached = load_model(*file, *map, lo);
+    const int64_t n_expert = cached->routed_experts().front().n_expert();
+    std::mt19937_64 rng(ds4::test::test_seed());
+    std::vector<int32_t> prompt(40 + rng() % 40);
+    for (auto& t : prompt) t = int32_t(rng() % uint64_t(whole.model->info().n_vocab));
+    for (const int64_t chunk : {int64_t(prompt.size()), int64_t(3), int64_t(1)}) {
+        std::shared_ptr<ExpertCache> cache;  // outlives backend b, which registered its pages
+        CudaBackend a(CudaOptions{0, host_weights}), b(CudaOptions{0, host_weights});
+        a.attach_weights(*whole.map);
+        b.attach_weights(*map);
+        cache = std::make_shared<ExpertCache>(b, *map, cached->routed_experts(), n_expert);
+        cached->set_expert_source(cache);
+        const auto want = CudaModelFixture::run_prompt_logits(a, *whole.model, prompt, chunk);
+        const auto got = CudaModelFixture::run_prompt_logits(b, *cached, prompt, chunk);
+        EXPECT_EQ(got, want) << "chunk " << chunk << ": the cache's GPU logits differ from the resident source's";
+        EXPECT_GT(cache->stats().misses, uint64_t(n_expert)) << "no block evicted another's experts";
+        std::printf("  expert cache, %s, chunk %lld: %llu misses, %llu hits, identical: %s\n",
+                    host_weights ? "host-registered" : "device", static_cast<long long>(chunk),
+                    static_cast<unsigned long long>(cache->stats().misses),
+                    static_cast<unsigned long long>(cache->stats().hits), got == want ? "yes" : "no");
+        cached->set_expert_source(std::make_shared<ResidentExperts>());
+    }
+}
+
+TEST_P(CudaModel, ExpertCacheMatchesResident) { expect_cache_matches_resident(make_model(GetParam()), false); }
+
+TEST_F(CudaModel, ExpertCacheInHostRegisteredMemoryMatchesResident) {
+    expect_cache_matches_resident(make_model("q8_0"), true);
 }
 
 // The bound must catch a small planted bug: the GPU runs a copy of the file

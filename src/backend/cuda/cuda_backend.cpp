@@ -171,6 +171,22 @@ void CudaBackend::attach_host_region(const uint8_t* host, uint64_t bytes) {
                     r);
 }
 
+void CudaBackend::write_weights(uint8_t* dst, const uint8_t* src, uint64_t bytes) {
+    if (bytes == 0) return;
+    if (host_weights_) {
+        // The ops read these pages over the host link: they must be done
+        // with the old bytes before the host overwrites them.
+        check(cudaStreamSynchronize(stream_), "waiting before rewriting host-registered weights");
+        std::memcpy(dst, src, bytes);
+        return;
+    }
+    // Ordered on the ops' stream: after the ops that read the old bytes,
+    // before those that read the new. From pageable memory the driver stages
+    // the source before returning, so the caller may release it.
+    uint8_t* dev = const_cast<uint8_t*>(device_ptr(dst, bytes, "expert cache slot"));
+    check(cudaMemcpyAsync(dev, src, bytes, cudaMemcpyHostToDevice, stream_), "copying weights into a cache slot");
+}
+
 uint64_t CudaBackend::resident_bytes() const {
     uint64_t n = 0;
     for (const auto& r : regions_) n += r.bytes;

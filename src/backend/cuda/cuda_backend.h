@@ -45,6 +45,10 @@ public:
     // pointing into it are read from the copy. (attach_weights uses it per
     // region; tests use it for weights built in memory.)
     void attach_host_region(const uint8_t* host, uint64_t bytes);
+    // An expert cache's slots: a region like the map's (device copy, or
+    // registered pages with host_weights), rewritten by write_weights.
+    void attach_buffer(const uint8_t* host, uint64_t bytes) override { attach_host_region(host, bytes); }
+    void write_weights(uint8_t* dst, const uint8_t* src, uint64_t bytes) override;
     uint64_t resident_bytes() const;
     // The device copy of `bytes` bytes at host address p; throws naming the
     // weight when they are not inside one resident region.

@@ -25,7 +25,7 @@ public:
         const LayerRange range = layer_range(opts, hp_.n_layer, file.path());
         first_ = range.begin;
         last_ = range.end;
-        w_ = bind_dsv4_weights(file, map, hp_, first_, last_);
+        w_ = bind_dsv4_weights(file, map, hp_, first_, last_, opts.resident_experts);
         info_.arch = "deepseek4";
         info_.name = file.get_string("general.name").value_or("");
         info_.n_vocab = hp_.n_vocab;
@@ -61,6 +61,12 @@ public:
     // the host tokens. So a batch is one sequence's consecutive positions.
     // The hyper-connection streams travel between stages.
     int64_t hidden_cols() const override { return int64_t(hp_.n_hc) * hp_.n_embd; }
+
+    std::vector<RoutedExperts> routed_experts() const override {
+        std::vector<RoutedExperts> all;
+        for (const Dsv4LayerWeights& L : w_.layers) all.push_back(L.experts);
+        return all;
+    }
 
     Tensor forward(Backend& be, ModelState& state_base, const Batch& in, const Tensor* hidden_in) const override {
         const int64_t n = in.n;
@@ -106,7 +112,7 @@ public:
 
             cur = hc_pre(be, hp_, L.hc_ffn, x, site);
             be.rms_norm(cur, &L.ffn_norm, hp_.rms_eps, E, cur);
-            const Tensor ffn = dsv4_ffn(be, hp_, L, l, cur, in.host_tokens);
+            const Tensor ffn = dsv4_ffn(be, hp_, L, l, cur, in.host_tokens, expert_source());
             hc_post(be, ffn, x, site, y);
             std::swap(x, y);
         }

@@ -9,7 +9,7 @@
 namespace ds4 {
 
 Tensor dsv4_ffn(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, int layer, const Tensor& x,
-                const int32_t* tokens) {
+                const int32_t* tokens, ExpertSource& experts) {
     const int64_t n = x.rows, E = hp.n_embd;
     Tensor logits = be.alloc(n, hp.n_expert);
     be.matmul(L.gate_inp, x, logits);
@@ -36,11 +36,12 @@ Tensor dsv4_ffn(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, i
         }
     }
     // Hash layers weight their fixed experts by the unbiased scores.
-    const Routing r = be.route_sqrt_softplus(logits, L.tid2eid ? nullptr : &L.exp_probs_b,
+    Routing r = be.route_sqrt_softplus(logits, L.tid2eid ? nullptr : &L.exp_probs_b,
                                              L.tid2eid ? forced.data() : nullptr, hp.n_expert_used,
                                              hp.expert_weights_norm, hp.expert_weights_scale);
     Tensor out = be.alloc(n, E);
-    be.moe_swiglu_clamp(x, r, L.gate_exps, L.up_exps, L.down_exps, hp.swiglu_clamp_exp[size_t(layer)], out);
+    const ExpertMatrices m = experts.resolve(be, L.experts, r);
+    be.moe_swiglu_clamp(x, r, m.gate, m.up, m.down, hp.swiglu_clamp_exp[size_t(layer)], out);
 
     const int64_t n_ff = L.gate_shexp.ne[1];
     Tensor g = be.alloc(n, n_ff), u = be.alloc(n, n_ff), d = be.alloc(n, E);

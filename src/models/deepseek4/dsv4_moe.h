@@ -10,7 +10,8 @@
 
 namespace ds4 {
 
+// The routed experts come from `experts` (the model's weight source).
 Tensor dsv4_ffn(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, int layer, const Tensor& x,
-                const int32_t* tokens);
+                const int32_t* tokens, ExpertSource& experts);
 
 }  // namespace ds4

@@ -5,9 +5,11 @@
 
 namespace ds4 {
 
-Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp, int first, int last) {
+Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp, int first, int last,
+                              bool resident_experts) {
     const Hparams meta(f, "deepseek4");
     WeightBinder wb(f, map);
+    wb.experts_resident(resident_experts);
     Dsv4Weights w;
     hp.n_vocab = bind_vocab_size(meta, wb);
 
@@ -112,9 +114,10 @@ Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp,
         const std::string gate = p + "ffn_gate_exps.weight";
         const int64_t n_ff = ff_given ? meta.count("expert_feed_forward_length") : wb.dim(gate, 1);
         const Dim F{n_ff, ff_given ? k("expert_feed_forward_length") : "dimension 1 of '" + gate + "'"};
-        L.gate_exps = wb.require(gate, {E, F, X});
-        L.up_exps = wb.require(p + "ffn_up_exps.weight", {E, F, X});
-        L.down_exps = wb.require(p + "ffn_down_exps.weight", {F, E, X});
+        L.experts.layer = l;
+        L.experts.gate = wb.require(gate, {E, F, X});
+        L.experts.up = wb.require(p + "ffn_up_exps.weight", {E, F, X});
+        L.experts.down = wb.require(p + "ffn_down_exps.weight", {F, E, X});
         const Dim FS{n_ff * hp.n_expert_shared, F.from + " x " + k("expert_shared_count")};
         L.gate_shexp = wb.require(p + "ffn_gate_shexp.weight", {E, FS});
         L.up_shexp = wb.require(p + "ffn_up_shexp.weight", {E, FS});

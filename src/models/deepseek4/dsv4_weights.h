@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "experts/expert_source.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
 #include "models/deepseek4/dsv4_hparams.h"
@@ -40,7 +41,7 @@ struct Dsv4LayerWeights {
     // Hash layers: i32 [n_vocab x n_expert_used] expert ids, little-endian
     // bytes at any alignment; checked per token when used.
     const uint8_t* tid2eid = nullptr;
-    WeightRef gate_exps, up_exps, down_exps;
+    RoutedExperts experts;
     WeightRef gate_shexp, up_shexp, down_shexp;
 };
 
@@ -51,7 +52,9 @@ struct Dsv4Weights {
 };
 
 // Binds every trunk tensor; throws ds4::Error naming the file and tensor.
-// Binds the non-layer tensors and those of blocks [first, last) (layers[0] is block `first`).
-Dsv4Weights bind_dsv4_weights(const GgufFile& file, ModelMap& map, Dsv4Hparams& hp, int first, int last);
+// Binds the non-layer tensors and those of blocks [first, last) (layers[0] is block `first`);
+// the routed experts to their bytes only with resident_experts (LoadOptions).
+Dsv4Weights bind_dsv4_weights(const GgufFile& file, ModelMap& map, Dsv4Hparams& hp, int first, int last,
+                              bool resident_experts);
 
 }  // namespace ds4

@@ -28,8 +28,7 @@ struct Projection {
 struct Layer {
     WeightRef attn_norm, q_norm, k_norm, ffn_norm, gate_inp;
     Projection q, k, v, o;
-    WeightRef gate_exps, up_exps, down_exps;
-    WeightRef gate_exps_scale, up_exps_scale, down_exps_scale;
+    RoutedExperts experts;  // with their optional per-expert output scales
 };
 
 // Per layer one K and one V cache for all sequence slots: slot s owns rows
@@ -80,7 +79,15 @@ public:
         return st;
     }
 
-    bool replayable_decode() const override { return true; }
+    // Every decision is on the device, unless the expert source reads the
+    // routing back.
+    bool replayable_decode() const override { return expert_source().replayable(); }
+
+    std::vector<RoutedExperts> routed_experts() const override {
+        std::vector<RoutedExperts> all;
+        for (const Layer& L : layers_) all.push_back(L.experts);
+        return all;
+    }
 
     // Rows of any sequences: attention reads each row's own slot of the
     // caches; everything else treats the rows alike, so the weights are
@@ -128,9 +135,10 @@ public:
 
             be.rms_norm(x, &L.ffn_norm, hp_.rms_eps, E, h);
             be.matmul(L.gate_inp, h, router);
-            const Routing r = be.route_softmax_topk(router, hp_.n_expert_used, true, hp_.expert_weights_scale);
-            be.moe_swiglu(h, r, L.gate_exps, L.up_exps, L.down_exps, opt(L.gate_exps_scale), opt(L.up_exps_scale),
-                          opt(L.down_exps_scale), proj);
+            Routing r = be.route_softmax_topk(router, hp_.n_expert_used, true, hp_.expert_weights_scale);
+            const ExpertMatrices m = expert_source().resolve(be, L.experts, r);
+            be.moe_swiglu(h, r, m.gate, m.up, m.down, m.scale_of(m.gate_scale), m.scale_of(m.up_scale),
+                          m.scale_of(m.down_scale), proj);
             be.add(x, proj, x);
         }
         if (!info_.layers.has_output(info_.n_layer)) return x;  // the next stage continues from here
@@ -146,8 +154,6 @@ public:
     }
 
 private:
-    static const WeightRef* opt(const WeightRef& w) { return w ? &w : nullptr; }
-
     static void project(Backend& be, const Projection& p, const Tensor& in, Tensor& out) {
         be.matmul(p.w, in, out);
         if (p.scale) be.mul_row(out, p.scale);
@@ -219,6 +225,7 @@ private:
         output_ = tied ? tok_embd_ : wb.require("output.weight", {E, V});
         output_scale_ = wb.optional_scale("output.scale", 1);
         wb.bind_data(true);
+        wb.experts_resident(opts.resident_experts);
         for (int l = first; l < last; ++l) {
             const std::string p = "blk." + std::to_string(l) + ".";
             if (f.find_tensor(p + "attn_qkv.weight"))
@@ -244,12 +251,14 @@ private:
             const std::string gate = p + "ffn_gate_exps.weight";
             hp_.n_ff_exp = ff_given ? hp.count("expert_feed_forward_length") : wb.dim(gate, 1);
             const Dim F{hp_.n_ff_exp, ff_given ? key("expert_feed_forward_length") : "dimension 1 of '" + gate + "'"};
-            L.gate_exps = wb.require(gate, {E, F, X});
-            L.up_exps = wb.require(p + "ffn_up_exps.weight", {E, F, X});
-            L.down_exps = wb.require(p + "ffn_down_exps.weight", {F, E, X});
-            L.gate_exps_scale = wb.optional_scale(p + "ffn_gate_exps.scale", X);
-            L.up_exps_scale = wb.optional_scale(p + "ffn_up_exps.scale", X);
-            L.down_exps_scale = wb.optional_scale(p + "ffn_down_exps.scale", X);
+            RoutedExperts& ex = L.experts;
+            ex.layer = l;
+            ex.gate = wb.require(gate, {E, F, X});
+            ex.up = wb.require(p + "ffn_up_exps.weight", {E, F, X});
+            ex.down = wb.require(p + "ffn_down_exps.weight", {F, E, X});
+            ex.gate_scale = wb.optional_scale(p + "ffn_gate_exps.scale", X);
+            ex.up_scale = wb.optional_scale(p + "ffn_up_exps.scale", X);
+            ex.down_scale = wb.optional_scale(p + "ffn_down_exps.scale", X);
             layers_.push_back(std::move(L));
         }
         info_.arch = "qwen3moe";

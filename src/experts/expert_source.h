@@ -1,0 +1,63 @@
+// Weight sources for routed experts: where a family's MoE op finds the
+// matrices of the experts its router chose this step. Routed experts are
+// most of a large MoE model's bytes; the source decides whether they sit in
+// the model map (resident, today's default) or come from the file through
+// a cache of slots (the seam --ssd-streaming builds on). Families call
+// resolve() between routing and the MoE op and never learn which it is.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace ds4 {
+
+// One MoE block's routed experts as the family binds them: 3-D weights
+// [cols x rows x n_expert] (gate, up, down) and optional per-expert F32
+// output scales (llama.cpp's ".scale", n_expert values or one for all).
+// Without resident experts the WeightRefs carry shape, type, name and file
+// offset but no data.
+struct RoutedExperts {
+    int layer = -1;  // the block, in the whole model's numbering
+    WeightRef gate, up, down;
+    WeightRef gate_scale, up_scale, down_scale;  // empty when the file has none
+    int64_t n_expert() const { return gate.ne[2]; }
+};
+
+// What the MoE op reads: three 3-D weights whose matrix index is what
+// routing.experts holds after resolve(), and their scales (null if none).
+struct ExpertMatrices {
+    WeightRef gate, up, down;
+    WeightRef gate_scale, up_scale, down_scale;
+    const WeightRef* scale_of(const WeightRef& s) const { return s.data ? &s : nullptr; }
+};
+
+class ExpertSource {
+public:
+    virtual ~ExpertSource() = default;
+    // One line for the startup log.
+    virtual std::string describe() const = 0;
+    // Whether the model map must hold the routed experts' bytes.
+    virtual bool needs_mapped_experts() const = 0;
+    // Whether resolve() reads nothing back from the backend and issues the
+    // same work whatever the routing, so a decode step that calls it can be
+    // recorded once and replayed.
+    virtual bool replayable() const = 0;
+    // The matrices for the experts `routing` chose in `block`. A source that
+    // keeps experts elsewhere than at their expert index (a cache's slots)
+    // rewrites routing.experts, in backend memory, to index its matrices.
+    virtual ExpertMatrices resolve(Backend& backend, const RoutedExperts& block, Routing& routing) = 0;
+};
+
+// The bound tensors themselves, read where the model map holds them (the
+// CPU reads the mapping; CUDA its resident or host-registered copy).
+class ResidentExperts final : public ExpertSource {
+public:
+    std::string describe() const override { return "experts: resident in the model map"; }
+    bool needs_mapped_experts() const override { return true; }
+    bool replayable() const override { return true; }
+    ExpertMatrices resolve(Backend& backend, const RoutedExperts& block, Routing& routing) override;
+};
+
+}  // namespace ds4
