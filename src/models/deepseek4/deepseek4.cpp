@@ -18,6 +18,10 @@
 namespace ds4 {
 namespace {
 
+// Sequences one state holds: any number the memory allows; this bounds a
+// typo's allocation.
+constexpr int kMaxDsv4Slots = 4096;
+
 class DeepSeek4 final : public Model {
 public:
     DeepSeek4(const GgufFile& file, ModelMap& map, const LoadOptions& opts) {
@@ -37,29 +41,35 @@ public:
 
     const ModelInfo& info() const override { return info_; }
 
+    int max_slots() const override { return kMaxDsv4Slots; }
+
     std::unique_ptr<ModelState> new_state(Backend& be, int64_t n_ctx, int n_slots) const override {
-        if (n_slots != 1)
-            throw Error("a DeepSeek V4 state holds one sequence for now (its compressors and indexer decide on the "
-                        "host); asked for " + std::to_string(n_slots) + ".");
+        if (n_slots < 1 || n_slots > kMaxDsv4Slots)
+            throw Error("a DeepSeek V4 state holds 1 to " + std::to_string(kMaxDsv4Slots) + " sequences, not " +
+                        std::to_string(n_slots) + ".");
         auto st = std::make_unique<Dsv4State>();
         st->ctx = n_ctx;
-        for (int l = first_; l < last_; ++l) {
-            Dsv4LayerState ls;
-            ls.window = be.alloc(hp_.n_swa, hp_.head_dim);
-            st->size += sizeof(float) * static_cast<uint64_t>(ls.window.size());
-            const int ratio = hp_.compress_ratios[static_cast<size_t>(l)];
-            if (ratio != 0) ls.attn = make_compressor_state(be, ratio, hp_.head_dim, n_ctx, st->size);
-            if (ratio == kDsv4CsaRatio)
-                ls.indexer = make_compressor_state(be, ratio, hp_.indexer_head_dim, n_ctx, st->size);
-            st->layers.push_back(std::move(ls));
-        }
+        st->slots.resize(static_cast<size_t>(n_slots));
+        for (Dsv4SlotState& slot : st->slots)
+            for (int l = first_; l < last_; ++l) {
+                Dsv4LayerState ls;
+                ls.window = be.alloc(hp_.n_swa, hp_.head_dim);
+                st->size += sizeof(float) * static_cast<uint64_t>(ls.window.size());
+                const int ratio = hp_.compress_ratios[static_cast<size_t>(l)];
+                if (ratio != 0) ls.attn = make_compressor_state(be, ratio, hp_.head_dim, n_ctx, st->size);
+                if (ratio == kDsv4CsaRatio)
+                    ls.indexer = make_compressor_state(be, ratio, hp_.indexer_head_dim, n_ctx, st->size);
+                slot.layers.push_back(std::move(ls));
+            }
         return st;
     }
 
     // Not replayable: the compressors and the indexer decide on the host,
-    // from the position, which rows they pool and select; hash routing reads
-    // the host tokens. So a batch is one sequence's consecutive positions.
-    // The hyper-connection streams travel between stages.
+    // from the positions, which rows they pool and select; hash routing
+    // reads the host tokens. A batch holds rows of many sequences, each a
+    // run of consecutive positions; everything but the per-sequence
+    // attention state runs once over all rows. The hyper-connection streams
+    // travel between stages.
     int64_t hidden_cols() const override { return int64_t(hp_.n_hc) * hp_.n_embd; }
 
     std::vector<RoutedExperts> routed_experts() const override {
@@ -72,16 +82,8 @@ public:
         const int64_t n = in.n;
         check_stage_input(info_, hidden_in, n, hidden_cols());
         if (n <= 0) throw Error("DeepSeek V4: an empty batch.");
-        if (!in.host_tokens || !in.host_positions || !in.host_slots)
-            throw Error("DeepSeek V4 decides on the host where rows go, so its steps cannot be recorded.");
-        const int64_t pos0 = in.host_positions[0];
-        for (int64_t t = 0; t < n; ++t)
-            if (in.host_slots[t] != 0 || in.host_positions[t] != pos0 + t)
-                throw Error("DeepSeek V4 runs one sequence's consecutive positions per forward pass for now.");
         auto& state = static_cast<Dsv4State&>(state_base);
-        if (pos0 + n > state.ctx)
-            throw Error("the context of " + std::to_string(state.ctx) + " tokens is full (position " +
-                        std::to_string(pos0 + n) + " requested); raise --ctx.");
+        const std::vector<Run> runs = sequence_runs(in, state);
         const int64_t E = hp_.n_embd, hc = hp_.n_hc;
 
         Tensor x = be.alloc(n, hc * E), y = be.alloc(n, hc * E);
@@ -105,8 +107,10 @@ public:
             HcSite site;
             Tensor cur = hc_pre(be, hp_, L.hc_attn, x, site);
             be.rms_norm(cur, &L.attn_norm, hp_.rms_eps, E, cur);
-            const Tensor attn =
-                dsv4_attention(be, hp_, L, state.layers[static_cast<size_t>(l - first_)], l, cur, pos0, in.cache.positions);
+            std::vector<Dsv4Segment> segs;
+            for (const Run& r : runs)
+                segs.push_back({r.row0, r.n, r.pos0, &state.slots[size_t(r.slot)].layers[size_t(l - first_)]});
+            const Tensor attn = dsv4_attention(be, hp_, L, segs, l, cur, in.cache.positions);
             hc_post(be, attn, x, site, y);
             std::swap(x, y);
 
@@ -128,6 +132,42 @@ public:
     }
 
 private:
+    // Rows [row0, row0 + n): sequence slot `slot` at positions pos0...
+    struct Run {
+        int64_t row0 = 0, n = 0, pos0 = 0;
+        int slot = 0;
+    };
+
+    // The batch's rows as runs of one sequence's consecutive positions,
+    // checked: each slot in range and in one run, each run inside the context.
+    static std::vector<Run> sequence_runs(const Batch& in, const Dsv4State& state) {
+        if (!in.host_tokens || !in.host_positions || !in.host_slots)
+            throw Error("DeepSeek V4 decides on the host where rows go, so its steps cannot be recorded.");
+        std::vector<Run> runs;
+        std::vector<bool> seen(state.slots.size(), false);
+        for (int64_t t = 0; t < in.n; ++t) {
+            const int32_t slot = in.host_slots[t], pos = in.host_positions[t];
+            if (!runs.empty() && runs.back().slot == slot && runs.back().pos0 + runs.back().n == pos) {
+                ++runs.back().n;
+                continue;
+            }
+            if (slot < 0 || size_t(slot) >= state.slots.size())
+                throw Error("DeepSeek V4: batch row " + std::to_string(t) + " names sequence slot " +
+                            std::to_string(slot) + " of " + std::to_string(state.slots.size()) + ".");
+            if (seen[size_t(slot)])
+                throw Error("DeepSeek V4: the rows of sequence slot " + std::to_string(slot) +
+                            " must be consecutive positions, together in the batch.");
+            if (pos < 0) throw Error("DeepSeek V4: batch row " + std::to_string(t) + " has a negative position.");
+            seen[size_t(slot)] = true;
+            runs.push_back(Run{t, 1, pos, slot});
+        }
+        for (const Run& r : runs)
+            if (r.pos0 + r.n > state.ctx)
+                throw Error("the context of " + std::to_string(state.ctx) + " tokens is full (position " +
+                            std::to_string(r.pos0 + r.n) + " requested); raise --ctx.");
+        return runs;
+    }
+
     Dsv4Hparams hp_;
     int first_ = 0, last_ = 0;
     Dsv4Weights w_;

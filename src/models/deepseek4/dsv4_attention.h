@@ -12,7 +12,19 @@
 
 namespace ds4 {
 
-Tensor dsv4_attention(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, Dsv4LayerState& st, int layer,
-                      const Tensor& cur, int64_t pos0, const IntArray& positions);
+// Rows [row0, row0 + n) of a batch: one sequence's consecutive positions
+// from pos0, whose caches are `state` (that slot's state of this layer).
+struct Dsv4Segment {
+    int64_t row0 = 0, n = 0, pos0 = 0;
+    Dsv4LayerState* state = nullptr;
+};
+
+// Attention over the rows of many sequences: the projections, norms and
+// rotations run once over all rows (the weights read once per step); the
+// compressors, the indexer, the window/compressed attention and the window
+// update run per segment, on that sequence's caches. `positions` holds
+// every row's position in backend memory.
+Tensor dsv4_attention(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, const std::vector<Dsv4Segment>& segs,
+                      int layer, const Tensor& cur, const IntArray& positions);
 
 }  // namespace ds4
