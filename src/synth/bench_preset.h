@@ -1,7 +1,7 @@
-// The models ds4-bench --synthetic builds: ARCH-SIZE-QUANT names for the
-// synthetic generators (qwen3moe.h, deepseek4.h). A --layers slice is a
-// LayerRange (common/layer_range.h), parsed as the ds4 program's, so a
-// benchmark slice and a pipeline stage are written the same way.
+// The models ds4-bench --synthetic builds: every family's presets from the
+// synth family table (synth_family.h). A --layers slice is a LayerRange
+// (common/layer_range.h), parsed as the ds4 program's, so a benchmark slice
+// and a pipeline stage are written the same way.
 #pragma once
 
 #include <cstdint>
@@ -10,22 +10,9 @@
 #include <vector>
 
 #include "common/layer_range.h"
-#include "synth/deepseek4.h"
-#include "synth/qwen3moe.h"
+#include "synth/synth_family.h"
 
 namespace ds4 {
-
-struct SyntheticPreset {
-    std::string name;   // e.g. "qwen3-30b-a3b-q4_k_m"
-    std::string arch;   // "qwen3moe" or "deepseek4"
-    std::string shape;  // the family's preset: "qwen3-30b-a3b", "flash", "tiny", ...
-    int n_layer = 0;    // block_count of the full model
-    // qwen3moe: the matrix types.
-    Qwen3MoeMix mix = Qwen3MoeMix::Uniform;
-    GgmlType type = GgmlType::F32;
-    // deepseek4: the published quant mix.
-    Deepseek4Quant quant = Deepseek4Quant::F32;
-};
 
 std::vector<std::string> synthetic_preset_names();
 // Throws ds4::UsageError listing the valid names for an unknown one.

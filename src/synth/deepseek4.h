@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/layer_range.h"
-#include "synth/qwen3moe.h"  // SynthResult
+#include "synth/synth_result.h"
 
 namespace ds4 {
 

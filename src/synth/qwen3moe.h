@@ -12,6 +12,7 @@
 
 #include "common/layer_range.h"
 #include "gguf/ggml_type.h"
+#include "synth/synth_result.h"
 
 namespace ds4 {
 
@@ -75,12 +76,6 @@ struct SynthOptions {
     bool progress = false;               // per-tensor lines on stderr
 };
 
-struct SynthResult {
-    size_t tensors = 0;
-    uint64_t file_bytes = 0;
-    int64_t n_vocab = 0;
-    int n_layer = 0;  // block_count
-};
 
 // The Qwen3 models' vocabulary size (embedding rows), used without a tokenizer.
 constexpr int64_t kQwen3VocabSize = 151936;

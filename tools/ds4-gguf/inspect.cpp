@@ -109,6 +109,20 @@ std::string pad(std::string s, size_t w) {
 
 }  // namespace
 
+namespace {
+
+// The family inspect table: what `ds4-gguf inspect` adds for a family whose
+// layout has more to say than the tensor table (one entry per family).
+struct FamilyInspector {
+    const char* arch;
+    void (*inspect)(const GgufFile&, std::ostream&);
+};
+constexpr FamilyInspector kFamilyInspectors[] = {
+    {"deepseek4", inspect_deepseek4},
+};
+
+}  // namespace
+
 void inspect_gguf(const std::string& path, std::ostream& out) {
     auto file = GgufFile::open(path);
 
@@ -162,9 +176,9 @@ void inspect_gguf(const std::string& path, std::ostream& out) {
     out << "  " << pad("all", 8) << "  " << pad(std::to_string(all.count) + " tensors", 14) << "  "
         << pad(std::to_string(all.elements) + " elements", 24) << "  " << bytes_text(all.bytes) << "\n";
 
-    if (const GgufValue* arch = file->find("general.architecture");
-        arch && arch->type == GgufValueType::STRING && arch->str == "deepseek4")
-        inspect_deepseek4(*file, out);
+    if (const GgufValue* arch = file->find("general.architecture"); arch && arch->type == GgufValueType::STRING)
+        for (const FamilyInspector& f : kFamilyInspectors)
+            if (arch->str == f.arch) f.inspect(*file, out);
 
     // What a process running the whole model would make resident.
     auto map = ModelMap::build(*file, MapSelection{});

@@ -20,10 +20,8 @@
 
 #include "cli/cli_values.h"
 #include "common/error.h"
-#include "gguf/ggml_type.h"
 #include "inspect.h"
-#include "synth/deepseek4.h"
-#include "synth/qwen3moe.h"
+#include "synth/synth_family.h"
 
 namespace {
 
@@ -77,16 +75,6 @@ std::string one_line(std::string s) {
     for (char& c : s)
         if (c == '\n' || c == '\r') c = ' ';
     return s;
-}
-
-ds4::GgmlType parse_weight_type(const std::string& flag, const std::string& text) {
-    if (text == "f32") return ds4::GgmlType::F32;
-    if (text == "f16") return ds4::GgmlType::F16;
-    if (text == "bf16") return ds4::GgmlType::BF16;
-    if (text == "q8_0") return ds4::GgmlType::Q8_0;
-    if (text == "q4_k") return ds4::GgmlType::Q4_K;
-    if (text == "q6_k") return ds4::GgmlType::Q6_K;
-    throw UsageError(flag + " must be f32, f16, bf16, q8_0, q4_k, q6_k or q4_k_m, got " + ds4::quote_value(text));
 }
 
 // --n-layer's value, 0 when not given. The range (1 through the preset's
@@ -153,79 +141,25 @@ int run(int argc, char** argv) {
         ds4::inspect_gguf(inspect_path, std::cout);
         return 0;
     }
-    if (synth->parsed() && arch == "deepseek4") {
-        if (!type_text.empty() || !embd_type_text.empty())
-            throw UsageError("--type and --embd-type are for qwen3moe; deepseek4 takes --quant q2|q4|f32");
-        ds4::Deepseek4SynthOptions o;
-        const ds4::Deepseek4Shape shape = ds4::deepseek4_preset(preset);  // validates the name before any work
-        o.preset = preset;
-        o.n_layer = parse_n_layer(n_layer_opt->count() > 0, n_layer_text);
-        if (n_layer_opt->count() > 0) {
-            const ds4::Deepseek4Shape t = ds4::truncate_deepseek4_shape(shape, o.n_layer);  // validates N (0 too) first
-            auto keeps = [&](int32_t r) {
-                return std::find(t.compress_ratios.begin(), t.compress_ratios.begin() + o.n_layer, r) !=
-                       t.compress_ratios.begin() + o.n_layer;
-            };
-            // Not an error (ds4 runs the file), but llama.cpp divides by zero
-            // building the cache of a compressed kind no layer has.
-            if (!keeps(4) || !keeps(128))
-                std::fprintf(stderr,
-                             "ds4-gguf: note: the first %d layers of deepseek4 %s have no ratio-%s layer; "
-                             "llama.cpp cannot run the file (ds4 can)\n",
-                             o.n_layer, preset.c_str(), keeps(4) ? "128" : "4");
-        }
-        o.out = out;
-        if (out.empty()) throw UsageError("--out needs a file name");
-        o.quant = quant_text.empty() ? ds4::Deepseek4Quant::F32 : ds4::parse_deepseek4_quant("--quant", quant_text);
-        if (!seed_text.empty())
-            o.seed = ds4::parse_u64_value("--seed", seed_text);
-        else
-            o.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-        if (no_tokenizer && (!tokenizer_dir.empty() || !template_file.empty()))
-            throw UsageError("--no-tokenizer excludes --tokenizer-dir and --template-file");
-        o.tokenizer = !no_tokenizer;
-        o.tokenizer_dir = tokenizer_dir;
-        o.template_file = template_file;
-        o.progress = progress;
-        ds4::SynthResult r = ds4::synth_deepseek4(o);
-        std::cout << "wrote " << out << ": deepseek4 " << preset << " " << (quant_text.empty() ? "f32" : quant_text)
-                  << layers_note(o.n_layer) << ", " << r.tensors << " tensors, vocab " << r.n_vocab << ", "
-                  << r.file_bytes << " bytes, seed " << o.seed << "\n";
-        return 0;
-    }
     if (synth->parsed()) {
-        if (arch != "qwen3moe")
-            throw UsageError("--arch must be qwen3moe or deepseek4, got " + ds4::quote_value(arch));
-        if (!quant_text.empty() || !template_file.empty())
-            throw UsageError("--quant and --template-file are for deepseek4; qwen3moe takes --type");
-        if (type_text.empty()) type_text = "f32";
-        ds4::SynthOptions o;
-        const ds4::Qwen3MoeShape shape = ds4::qwen3moe_preset(preset);  // validates the name before any work
-        o.preset = preset;
-        o.n_layer = parse_n_layer(n_layer_opt->count() > 0, n_layer_text);
-        if (n_layer_opt->count() > 0) ds4::truncate_qwen3moe_shape(shape, o.n_layer);  // validates N (0 too) first
-        o.out = out;
-        if (out.empty()) throw UsageError("--out needs a file name");
-        if (type_text == "q4_k_m") {
-            if (!embd_type_text.empty())
-                throw UsageError("--embd-type cannot be combined with --type q4_k_m (the mix decides it)");
-            o.mix = ds4::Qwen3MoeMix::Q4_K_M;
-        } else {
-            o.type = parse_weight_type("--type", type_text);
-            o.embd_type = embd_type_text.empty() ? o.type : parse_weight_type("--embd-type", embd_type_text);
-        }
-        if (no_tokenizer && !tokenizer_dir.empty())
-            throw UsageError("--no-tokenizer excludes --tokenizer-dir");
-        o.tokenizer = !no_tokenizer;
-        if (!seed_text.empty())
-            o.seed = ds4::parse_u64_value("--seed", seed_text);
-        else
-            o.seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-        o.tokenizer_dir = tokenizer_dir;
-        o.progress = progress;
-        ds4::SynthResult r = ds4::synth_qwen3moe(o);
-        std::cout << "wrote " << out << ": qwen3moe " << preset << layers_note(o.n_layer) << ", " << r.tensors
-                  << " tensors, vocab " << r.n_vocab << ", " << r.file_bytes << " bytes, seed " << o.seed << "\n";
+        const ds4::SynthFamily& family = ds4::synth_family(arch);
+        ds4::SynthRequest r;
+        r.preset = preset;
+        r.out = out;
+        r.n_layer_given = n_layer_opt->count() > 0;
+        r.n_layer = parse_n_layer(r.n_layer_given, n_layer_text);
+        r.type = type_text;
+        r.embd_type = embd_type_text;
+        r.quant = quant_text;
+        r.template_file = template_file;
+        r.tokenizer = !no_tokenizer;
+        r.tokenizer_dir = tokenizer_dir;
+        r.progress = progress;
+        r.seed = seed_text.empty() ? (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()
+                                   : ds4::parse_u64_value("--seed", seed_text);
+        const ds4::SynthResult res = family.synth(r);
+        std::cout << "wrote " << out << ": " << family.describe(r) << layers_note(r.n_layer) << ", " << res.tensors
+                  << " tensors, vocab " << res.n_vocab << ", " << res.file_bytes << " bytes, seed " << r.seed << "\n";
         return 0;
     }
     throw UsageError("a command is required: inspect or synth (see --help)");
