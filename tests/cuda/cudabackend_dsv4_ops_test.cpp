@@ -77,7 +77,7 @@ TEST_F(CudaDsv4Ops, RopePartialOnTheHeadTailForwardAndInverse) {
                     const auto [pc, pg] = ints(positions);
                     auto [xc, xg] = pair(7, int64_t(s.heads) * s.head_dim, -2.0f, 2.0f);
                     const int offset = s.head_dim - s.n_rot;
-                    cpu_->rope_partial(xc, s.head_dim, offset, pc, p, inverse);
+                    dsv4_ops(*cpu_).rope_partial(xc, s.head_dim, offset, pc, p, inverse);
                     gpu_->rope_partial(xg, s.head_dim, offset, pg, p, inverse);
                     EXPECT_TRUE(close(xc, xg, 2e-5,
                                       "rope_partial head " + std::to_string(s.head_dim) + " yarn=" +
@@ -107,7 +107,7 @@ TEST_F(CudaDsv4Ops, HcMixesWithSinkhornAndPreOnly) {
             auto [prc, prg] = zeros(rows, hc);
             auto [poc, pog] = zeros(rows, hc);
             auto [cc, cg] = zeros(rows, hc * hc);
-            cpu_->hc_mixes(mc, scale, base, hp, prc, &poc, &cc);
+            dsv4_ops(*cpu_).hc_mixes(mc, scale, base, hp, prc, &poc, &cc);
             gpu_->hc_mixes(mg, scale, base, hp, prg, &pog, &cg);
             const std::string what = " rows " + std::to_string(rows) + " iters " + std::to_string(iters);
             EXPECT_TRUE(close(prc, prg, 1e-6, "hc pre" + what));
@@ -119,7 +119,7 @@ TEST_F(CudaDsv4Ops, HcMixesWithSinkhornAndPreOnly) {
     const WeightRef base = f32_vector(random_floats(rng_, hc, -1.0f, 1.0f));
     auto [mc, mg] = pair(5, hc, -3.0f, 3.0f);
     auto [prc, prg] = zeros(5, hc);
-    cpu_->hc_mixes(mc, scale, base, HcParams{hc, 1e-6f, 20}, prc, nullptr, nullptr);
+    dsv4_ops(*cpu_).hc_mixes(mc, scale, base, HcParams{hc, 1e-6f, 20}, prc, nullptr, nullptr);
     gpu_->hc_mixes(mg, scale, base, HcParams{hc, 1e-6f, 20}, prg, nullptr, nullptr);
     EXPECT_TRUE(close(prc, prg, 1e-6, "hc head pre"));
 }
@@ -131,7 +131,7 @@ TEST_F(CudaDsv4Ops, HcCollapseAndExpand) {
             auto [xc, xg] = pair(rows, hc * E, -2.0f, 2.0f);
             auto [pc, pg] = pair(rows, hc, 0.0f, 1.0f);
             auto [oc, og] = zeros(rows, E);
-            cpu_->hc_collapse(xc, pc, oc);
+            dsv4_ops(*cpu_).hc_collapse(xc, pc, oc);
             gpu_->hc_collapse(xg, pg, og);
             const std::string what = " E " + std::to_string(E) + " rows " + std::to_string(rows);
             EXPECT_TRUE(close(oc, og, 1e-7, "hc_collapse" + what));
@@ -140,7 +140,7 @@ TEST_F(CudaDsv4Ops, HcCollapseAndExpand) {
             auto [postc, postg] = pair(rows, hc, 0.0f, 2.0f);
             auto [combc, combg] = pair(rows, hc * hc, 0.0f, 1.0f);
             auto [ec, eg] = zeros(rows, hc * E);
-            cpu_->hc_expand(yc, xc, postc, combc, ec);
+            dsv4_ops(*cpu_).hc_expand(yc, xc, postc, combc, ec);
             gpu_->hc_expand(yg, xg, postg, combg, eg);
             EXPECT_TRUE(close(ec, eg, 1e-7, "hc_expand" + what));
         }
@@ -158,7 +158,7 @@ TEST_F(CudaDsv4Ops, GroupedProjectionForFewAndManyTokens) {
         for (int64_t T : {1, 3, 8, 9, 40}) {
             auto [xc, xg] = pair(T, s.G * s.k);
             auto [yc, yg] = zeros(T, s.G * s.r);
-            cpu_->matmul_grouped(w, xc, yc);
+            dsv4_ops(*cpu_).matmul_grouped(w, xc, yc);
             gpu_->matmul_grouped(w, xg, yg);
             EXPECT_TRUE(close(yc, yg, 1e-5, std::string(ggml_type_name(s.type)) + " grouped k " +
                                                 std::to_string(s.k) + " T " + std::to_string(T)));
@@ -175,10 +175,10 @@ TEST_F(CudaDsv4Ops, ClampedSwiglu) {
         auto [gc, gg] = pair(9, 2048, -20.0f, 20.0f);
         auto [uc, ug] = pair(9, 2048, -20.0f, 20.0f);
         auto [oc, og] = zeros(9, 2048);
-        cpu_->swiglu_clamp(gc, uc, limit, oc);
+        dsv4_ops(*cpu_).swiglu_clamp(gc, uc, limit, oc);
         gpu_->swiglu_clamp(gg, ug, limit, og);
         EXPECT_TRUE(close(oc, og, 1e-6, "swiglu_clamp limit " + std::to_string(limit)));
-        cpu_->swiglu_clamp(gc, uc, limit, gc);  // in place, as the MoE does
+        dsv4_ops(*cpu_).swiglu_clamp(gc, uc, limit, gc);  // in place, as the MoE does
         gpu_->swiglu_clamp(gg, ug, limit, gg);
         EXPECT_TRUE(close(gc, gg, 1e-6, "swiglu_clamp in place limit " + std::to_string(limit)));
     }
@@ -206,7 +206,7 @@ TEST_F(CudaDsv4Ops, CompressorPoolingOverlappedAndPlain) {
             for (int64_t b = 0; b < nb; ++b) sources[size_t(b * per_block + per_block - 1)] = int32_t(ring);  // never empty
             if (overlap) std::fill(sources.begin(), sources.begin() + per_block / 2, -1);  // block 0: no previous block
             auto [oc, og] = zeros(nb, s.D);
-            cpu_->compress_pool(skc, ssc, kc, scc, sources.data(), per_block, overlap, oc);
+            dsv4_ops(*cpu_).compress_pool(skc, ssc, kc, scc, sources.data(), per_block, overlap, oc);
             gpu_->compress_pool(skg, ssg, kg, scg, sources.data(), per_block, overlap, og);
             EXPECT_TRUE(close(oc, og, 1e-6, "compress_pool ratio " + std::to_string(s.ratio) + " D " +
                                                 std::to_string(s.D) + " chunk " + std::to_string(n)));
@@ -224,7 +224,7 @@ TEST_F(CudaDsv4Ops, CopyRowsLaterPairsWin) {
         std::vector<int32_t> s(static_cast<size_t>(n)), d(static_cast<size_t>(n));
         for (auto& v : s) v = src(rng_);
         for (auto& v : d) v = dst(rng_);  // 40 and 300 rows into 64: repeated destinations
-        cpu_->copy_rows(sc, s.data(), dc, d.data(), n);
+        dsv4_ops(*cpu_).copy_rows(sc, s.data(), dc, d.data(), n);
         gpu_->copy_rows(sg, s.data(), dg, d.data(), n);
         EXPECT_TRUE(close(dc, dg, 0.0, "copy_rows n " + std::to_string(n)));
     }
@@ -261,7 +261,7 @@ TEST_F(CudaDsv4Ops, IndexerTopkChoosesTheCpuRows) {
                 nv[2] = int32_t(s.top_k / 2);  // fewer
                 nv[3] = 0;                     // nothing visible yet
             }
-            const RowLists rc = cpu_->indexer_topk(qc, wc, kc, nv.data(), s.top_k);
+            const RowLists rc = dsv4_ops(*cpu_).indexer_topk(qc, wc, kc, nv.data(), s.top_k);
             const RowLists rg = gpu_->indexer_topk(qg, wg, kg, nv.data(), s.top_k);
             EXPECT_EQ(rg.offsets, rc.offsets) << "indexer heads " << s.heads << " T " << T;
             EXPECT_EQ(rg.rows, rc.rows) << "indexer heads " << s.heads << " T " << T;
@@ -271,7 +271,7 @@ TEST_F(CudaDsv4Ops, IndexerTopkChoosesTheCpuRows) {
         auto [wc, wg] = pair(1, s.heads);
         const int32_t few = int32_t(std::min<int64_t>(s.top_k, s.n_keys));
         EXPECT_EQ(gpu_->indexer_topk(qg, wg, kg, &few, s.top_k).rows,
-                  cpu_->indexer_topk(qc, wc, kc, &few, s.top_k).rows);
+                  dsv4_ops(*cpu_).indexer_topk(qc, wc, kc, &few, s.top_k).rows);
         const int32_t too_many = int32_t(s.n_keys + 1);
         EXPECT_THROW(gpu_->indexer_topk(qg, wg, kg, &too_many, s.top_k), Error);
     }
@@ -313,7 +313,7 @@ TEST_F(CudaDsv4Ops, WindowAttentionWithCompressedRowsAndSinks) {
                 comp_rows.offsets.push_back(int32_t(comp_rows.rows.size()));
             }
             auto [oc, og] = zeros(st.T, int64_t(s.heads) * s.dim);
-            cpu_->attention_window_sink(qc, kc, wc, st.pos0, s.n_swa, st.comp ? &cc : nullptr,
+            dsv4_ops(*cpu_).attention_window_sink(qc, kc, wc, st.pos0, s.n_swa, st.comp ? &cc : nullptr,
                                         st.comp ? &comp_rows : nullptr, sinks, ap, oc);
             gpu_->attention_window_sink(qg, kg, wg, st.pos0, s.n_swa, st.comp ? &cg : nullptr,
                                         st.comp ? &comp_rows : nullptr, sinks, ap, og);

@@ -318,14 +318,14 @@ TEST_F(CudaOps, SqrtSoftplusRoutingWithBiasAndForcedExperts) {
     const WeightRef bias = f32_vector(random_floats(rng_, n_exp, -0.1f, 0.1f));
     for (bool norm : {true, false}) {
         auto [lc, lg] = pair(9, n_exp, -4.0f, 4.0f);
-        const Routing rc = cpu_->route_sqrt_softplus(lc, &bias, nullptr, 6, norm, 1.5f);
+        const Routing rc = dsv4_ops(*cpu_).route_sqrt_softplus(lc, &bias, nullptr, 6, norm, 1.5f);
         const Routing rg = gpu_->route_sqrt_softplus(lg, &bias, nullptr, 6, norm, 1.5f);
         EXPECT_EQ(host_ints(*cpu_, rc.experts), host_ints(*gpu_, rg.experts));
         EXPECT_TRUE(close(rc.weights, rg.weights, 1e-6, "sqrt-softplus routing weights"));
         std::vector<int32_t> forced(9 * 6);
         std::uniform_int_distribution<int32_t> e(0, int32_t(n_exp - 1));
         for (auto& f : forced) f = e(rng_);
-        const Routing fc = cpu_->route_sqrt_softplus(lc, nullptr, forced.data(), 6, norm, 1.0f);
+        const Routing fc = dsv4_ops(*cpu_).route_sqrt_softplus(lc, nullptr, forced.data(), 6, norm, 1.0f);
         const Routing fg = gpu_->route_sqrt_softplus(lg, nullptr, forced.data(), 6, norm, 1.0f);
         EXPECT_EQ(host_ints(*gpu_, fg.experts), forced);
         EXPECT_TRUE(close(fc.weights, fg.weights, 1e-6, "hash routing weights"));
@@ -361,7 +361,7 @@ TEST_F(CudaOps, MoeSwigluReadsSelectedExperts) {
                                                 std::to_string(T)));
             if (T > 200) continue;  // the clamp is a per-element rule: the sizes above cover it
             for (float limit : {0.0f, 0.05f}) {
-                cpu_->moe_swiglu_clamp(xc, r, gate, up, down, limit, oc);
+                dsv4_ops(*cpu_).moe_swiglu_clamp(xc, r, gate, up, down, limit, oc);
                 gpu_->moe_swiglu_clamp(xg, rg, gate, up, down, limit, og);
                 // Clamping random experts' outputs leaves sums that cancel: relative
                 // errors of ~1e-7 in each product grow to ~1e-5 in the total, and the

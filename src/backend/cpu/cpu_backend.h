@@ -5,11 +5,12 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "models/deepseek4/dsv4_ops.h"
 #include "backend/cpu/thread_pool.h"
 
 namespace ds4 {
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, public Dsv4Ops {
 public:
     explicit CpuBackend(int n_threads) : pool_(n_threads) {}
     std::string name() const override { return "cpu"; }

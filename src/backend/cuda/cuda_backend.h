@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "models/deepseek4/dsv4_ops.h"
 #include "backend/cuda/op_profile.h"
 
 namespace ds4 {
@@ -26,7 +27,7 @@ struct CudaOptions {
     bool host_weights = false;
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public Dsv4Ops {
 public:
     // Binds to CUDA device `device`; throws ds4::Error when there is none.
     explicit CudaBackend(int device = 0);

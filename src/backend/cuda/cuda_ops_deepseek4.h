@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backend/backend.h"
+#include "models/deepseek4/dsv4_ops.h"
 
 namespace ds4::cuda {
 

@@ -3,6 +3,7 @@
 // MoE + shared expert; the head collapses the streams, norms and projects.
 // MTP layers are not run.
 #include "models/deepseek4/deepseek4.h"
+#include "models/deepseek4/dsv4_ops.h"
 
 #include <tuple>
 #include <utility>
@@ -99,7 +100,7 @@ public:
                 dst[i] = static_cast<int32_t>(i);
             }
             Tensor streams = x.reshaped(n * hc, E);
-            be.copy_rows(emb, src.data(), streams, dst.data(), n * hc);
+            dsv4_ops(be).copy_rows(emb, src.data(), streams, dst.data(), n * hc);
         }
 
         for (int l = first_; l < last_; ++l) {

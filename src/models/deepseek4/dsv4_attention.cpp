@@ -1,4 +1,5 @@
 #include "models/deepseek4/dsv4_attention.h"
+#include "models/deepseek4/dsv4_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,12 +35,12 @@ Tensor dsv4_attention(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights
     Tensor q = be.alloc(n, H * D);
     be.matmul(L.wq_b, qr, q);
     be.rms_norm(q, nullptr, hp.rms_eps, D, q);
-    be.rope_partial(q, static_cast<int>(D), nope, positions, rope, false);
+    dsv4_ops(be).rope_partial(q, static_cast<int>(D), nope, positions, rope, false);
 
     Tensor kv = be.alloc(n, D);
     be.matmul(L.wkv, cur, kv);
     be.rms_norm(kv, &L.kv_norm, hp.rms_eps, D, kv);
-    be.rope_partial(kv, static_cast<int>(D), nope, positions, rope, false);
+    dsv4_ops(be).rope_partial(kv, static_cast<int>(D), nope, positions, rope, false);
 
     AttentionParams ap;
     ap.n_head = static_cast<int>(H);
@@ -69,7 +70,7 @@ Tensor dsv4_attention(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights
             }
         }
         Tensor out_s = out.row_view(sg.row0, m);
-        be.attention_window_sink(q.row_view(sg.row0, m), kv_s, st.window, pos0, hp.n_swa,
+        dsv4_ops(be).attention_window_sink(q.row_view(sg.row0, m), kv_s, st.window, pos0, hp.n_swa,
                                  ratio != 0 ? &st.attn.cache : nullptr, ratio != 0 ? &selected : nullptr, L.attn_sinks,
                                  ap, out_s);
 
@@ -80,13 +81,13 @@ Tensor dsv4_attention(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights
             src[i] = static_cast<int32_t>(m - keep + i);
             dst[i] = static_cast<int32_t>((pos0 + m - keep + i) % hp.n_swa);
         }
-        be.copy_rows(kv_s, src.data(), st.window, dst.data(), keep);
+        dsv4_ops(be).copy_rows(kv_s, src.data(), st.window, dst.data(), keep);
     }
 
     // Values carry the keys' rotation: rotate the output back to the query position.
-    be.rope_partial(out, static_cast<int>(D), nope, positions, rope, true);
+    dsv4_ops(be).rope_partial(out, static_cast<int>(D), nope, positions, rope, true);
     Tensor oa = be.alloc(n, int64_t(hp.o_groups) * hp.o_lora_rank);
-    be.matmul_grouped(L.wo_a, out, oa);
+    dsv4_ops(be).matmul_grouped(L.wo_a, out, oa);
     Tensor res = be.alloc(n, hp.n_embd);
     be.matmul(L.wo_b, oa, res);
     return res;

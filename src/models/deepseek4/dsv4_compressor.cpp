@@ -1,4 +1,5 @@
 #include "models/deepseek4/dsv4_compressor.h"
+#include "models/deepseek4/dsv4_ops.h"
 
 #include <algorithm>
 #include <vector>
@@ -52,14 +53,14 @@ void compressor_update(Backend& be, const Dsv4CompressorWeights& w, Dsv4Compress
     const int64_t nb = static_cast<int64_t>(block_rows.size());
     if (nb > 0) {
         Tensor pooled = be.alloc(nb, dim);
-        be.compress_pool(st.ring_kv, st.ring_score, kv, score, sources.data(), static_cast<int>(coff * r), st.overlap,
+        dsv4_ops(be).compress_pool(st.ring_kv, st.ring_score, kv, score, sources.data(), static_cast<int>(coff * r), st.overlap,
                          pooled);
         be.rms_norm(pooled, &w.norm, rms_eps, dim, pooled);
-        be.rope_partial(pooled, static_cast<int>(dim), static_cast<int>(dim) - rope.n_rot, be.ints(block_pos.data(), nb), rope,
+        dsv4_ops(be).rope_partial(pooled, static_cast<int>(dim), static_cast<int>(dim) - rope.n_rot, be.ints(block_pos.data(), nb), rope,
                         false);
         std::vector<int32_t> src(static_cast<size_t>(nb));
         for (int64_t i = 0; i < nb; ++i) src[i] = static_cast<int32_t>(i);
-        be.copy_rows(pooled, src.data(), st.cache, block_rows.data(), nb);
+        dsv4_ops(be).copy_rows(pooled, src.data(), st.cache, block_rows.data(), nb);
     }
 
     // Keep the newest `ring` positions for blocks completing later.
@@ -70,8 +71,8 @@ void compressor_update(Backend& be, const Dsv4CompressorWeights& w, Dsv4Compress
         src[i] = static_cast<int32_t>(row);
         dst[i] = static_cast<int32_t>((pos0 + row) % ring);
     }
-    be.copy_rows(kv, src.data(), st.ring_kv, dst.data(), keep);
-    be.copy_rows(score, src.data(), st.ring_score, dst.data(), keep);
+    dsv4_ops(be).copy_rows(kv, src.data(), st.ring_kv, dst.data(), keep);
+    dsv4_ops(be).copy_rows(score, src.data(), st.ring_score, dst.data(), keep);
 }
 
 }  // namespace ds4

@@ -1,4 +1,5 @@
 #include "models/deepseek4/dsv4_hyper.h"
+#include "models/deepseek4/dsv4_ops.h"
 
 namespace ds4 {
 
@@ -19,22 +20,22 @@ Tensor hc_pre(Backend& be, const Dsv4Hparams& hp, const Dsv4HcWeights& w, const 
     Tensor pre = be.alloc(n, hc);
     site.post = be.alloc(n, hc);
     site.comb = be.alloc(n, hc * hc);
-    be.hc_mixes(mixes, w.scale, w.base, hc_params(hp), pre, &site.post, &site.comb);
+    dsv4_ops(be).hc_mixes(mixes, w.scale, w.base, hc_params(hp), pre, &site.post, &site.comb);
     Tensor out = be.alloc(n, hp.n_embd);
-    be.hc_collapse(streams, pre, out);
+    dsv4_ops(be).hc_collapse(streams, pre, out);
     return out;
 }
 
 void hc_post(Backend& be, const Tensor& y, const Tensor& streams_in, const HcSite& site, Tensor& streams_out) {
-    be.hc_expand(y, streams_in, site.post, site.comb, streams_out);
+    dsv4_ops(be).hc_expand(y, streams_in, site.post, site.comb, streams_out);
 }
 
 Tensor hc_head(Backend& be, const Dsv4Hparams& hp, const Dsv4HcWeights& w, const Tensor& streams) {
     const Tensor mixes = mixes_of(be, hp, w.fn, streams);
     Tensor pre = be.alloc(streams.rows, hp.n_hc);
-    be.hc_mixes(mixes, w.scale, w.base, hc_params(hp), pre, nullptr, nullptr);
+    dsv4_ops(be).hc_mixes(mixes, w.scale, w.base, hc_params(hp), pre, nullptr, nullptr);
     Tensor out = be.alloc(streams.rows, hp.n_embd);
-    be.hc_collapse(streams, pre, out);
+    dsv4_ops(be).hc_collapse(streams, pre, out);
     return out;
 }
 

@@ -1,4 +1,5 @@
 #include "models/deepseek4/dsv4_indexer.h"
+#include "models/deepseek4/dsv4_ops.h"
 
 #include <cmath>
 #include <vector>
@@ -14,7 +15,7 @@ RowLists indexer_select(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeigh
 
     Tensor q = be.alloc(n, H * Di);
     be.matmul(L.indexer_q_b, qr, q);
-    be.rope_partial(q, static_cast<int>(Di), static_cast<int>(Di) - hp.n_rot, positions, hp.rope_compress, false);
+    dsv4_ops(be).rope_partial(q, static_cast<int>(Di), static_cast<int>(Di) - hp.n_rot, positions, hp.rope_compress, false);
     // llama.cpp also applies a Hadamard rotation to both indexer queries and
     // keys; it is orthogonal, so the q.k scores (and the selection) are the
     // same without it.
@@ -24,7 +25,7 @@ RowLists indexer_select(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeigh
 
     std::vector<int32_t> visible(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) visible[t] = static_cast<int32_t>((pos0 + t + 1) / kDsv4CsaRatio);
-    return be.indexer_topk(q, w, st.cache, visible.data(), hp.indexer_top_k);
+    return dsv4_ops(be).indexer_topk(q, w, st.cache, visible.data(), hp.indexer_top_k);
 }
 
 }  // namespace ds4

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "models/deepseek4/dsv4_hparams.h"
+#include "models/deepseek4/dsv4_ops.h"
 #include "models/deepseek4/dsv4_state.h"
 #include "models/deepseek4/dsv4_weights.h"
 

@@ -1,4 +1,5 @@
 #include "models/deepseek4/dsv4_moe.h"
+#include "models/deepseek4/dsv4_ops.h"
 
 #include <cstring>
 #include <string>
@@ -36,18 +37,18 @@ Tensor dsv4_ffn(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, i
         }
     }
     // Hash layers weight their fixed experts by the unbiased scores.
-    Routing r = be.route_sqrt_softplus(logits, L.tid2eid ? nullptr : &L.exp_probs_b,
+    Routing r = dsv4_ops(be).route_sqrt_softplus(logits, L.tid2eid ? nullptr : &L.exp_probs_b,
                                              L.tid2eid ? forced.data() : nullptr, hp.n_expert_used,
                                              hp.expert_weights_norm, hp.expert_weights_scale);
     Tensor out = be.alloc(n, E);
     const ExpertMatrices m = experts.resolve(be, L.experts, r);
-    be.moe_swiglu_clamp(x, r, m.gate, m.up, m.down, hp.swiglu_clamp_exp[size_t(layer)], out);
+    dsv4_ops(be).moe_swiglu_clamp(x, r, m.gate, m.up, m.down, hp.swiglu_clamp_exp[size_t(layer)], out);
 
     const int64_t n_ff = L.gate_shexp.ne[1];
     Tensor g = be.alloc(n, n_ff), u = be.alloc(n, n_ff), d = be.alloc(n, E);
     be.matmul(L.gate_shexp, x, g);
     be.matmul(L.up_shexp, x, u);
-    be.swiglu_clamp(g, u, hp.swiglu_clamp_shexp[size_t(layer)], g);
+    dsv4_ops(be).swiglu_clamp(g, u, hp.swiglu_clamp_shexp[size_t(layer)], g);
     be.matmul(L.down_shexp, g, d);
     be.add(out, d, out);
     return out;
