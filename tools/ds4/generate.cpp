@@ -13,7 +13,7 @@
 
 #include "chat/chat.h"
 #include "common/error.h"
-#include "engine/detokenizer.h"
+#include "engine/generate.h"
 #include "engine/session.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -33,8 +33,6 @@ void install_sigint() {
     sigaction(SIGINT, &sa, nullptr);
 }
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The CLI's chat loop over one engine session: the conversation so far is
 // re-rendered each turn and the session keeps whatever prefix of it the
@@ -72,57 +70,34 @@ struct Chat {
     }
 
     // Feeds `tokens` (the whole conversation) reusing the cached prefix, then
-    // samples until end of generation. Returns the generated text.
+    // samples until end of generation (engine/generate.h), printing as it
+    // goes. Returns the generated text.
     std::string generate(const std::vector<int32_t>& tokens, bool* interrupted) {
-        if (static_cast<int64_t>(tokens.size()) >= session->n_ctx())
-            throw Error("the prompt needs " + std::to_string(tokens.size()) + " tokens but the context holds " +
-                        std::to_string(session->n_ctx()) + "; raise --ctx.");
-        const int64_t kept = session->reuse_prefix(tokens);
-        const std::span<const int32_t> todo = std::span<const int32_t>(tokens).subspan(static_cast<size_t>(kept));
-
-        const bool show_progress = isatty(STDERR_FILENO) && static_cast<int64_t>(todo.size()) > opts.prefill_chunk;
-        const auto t0 = Clock::now();
-        std::vector<float> logits = session->eval(todo, false, [&](int64_t done, int64_t total) {
-            if (show_progress)
-                std::fprintf(stderr, "\rprefill: %lld/%lld tokens (%d%%)", static_cast<long long>(done),
-                             static_cast<long long>(total), static_cast<int>(100 * done / total));
-        });
-        if (show_progress) std::fprintf(stderr, "\n");
-        const double t_prefill = seconds_since(t0);
-
-        const Tokenizer& tokenizer = engine.tokenizer();
-        Detokenizer detok(tokenizer);
-        auto print = [](const std::string& text) {
-            std::fwrite(text.data(), 1, text.size(), stdout);
+        GenerateOptions go;
+        go.max_tokens = opts.n_predict;  // < 0: until the context is full
+        go.sampler = &sampler;  // one random stream across the turns of a chat
+        const bool show_progress = isatty(STDERR_FILENO);
+        GenerateCallbacks cb;
+        cb.on_text = [&](std::string_view piece) {
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
             std::fflush(stdout);
+            return !g_interrupted.exchange(false);
         };
-        std::string text;
-        int64_t generated = 0;
-        const auto t1 = Clock::now();
-        const int64_t limit = opts.n_predict < 0 ? session->n_ctx() : opts.n_predict;
-        while (generated < limit && session->n_past() < session->n_ctx()) {
-            if (g_interrupted.exchange(false)) {
-                *interrupted = true;
-                break;
-            }
-            const int32_t id = sampler.sample(logits);
-            // The end-of-generation token is evaluated too: the template
-            // writes it after the reply, so the next turn's prompt keeps it
-            // in the cached prefix.
-            logits = session->eval(std::span<const int32_t>(&id, 1), false);
-            if (tokenizer.is_eog(id)) break;
-            const std::string piece = detok.push(id);
-            print(piece);
-            text += piece;
-            ++generated;
-        }
-        const std::string rest = detok.flush();
-        print(rest);
-        text += rest;
-        const double t_gen = seconds_since(t1);
+        cb.on_prefill = [&](int64_t done, int64_t total) {
+            if (show_progress && total > opts.prefill_chunk)
+                std::fprintf(stderr, "\rprefill: %lld/%lld tokens (%d%%)%s", static_cast<long long>(done),
+                             static_cast<long long>(total), static_cast<int>(100 * done / total),
+                             done == total ? "\n" : "");
+        };
+        const GenerateResult r = ds4::generate(*session, engine.tokenizer(), tokens, go, cb);
+        if (r.reason == StopReason::cancelled) *interrupted = true;
+        const int64_t prefilled = r.prompt_tokens - r.cached_tokens;
+        const int64_t generated =
+            static_cast<int64_t>(r.tokens.size()) - (r.reason == StopReason::end_of_generation ? 1 : 0);
         std::fprintf(stderr, "\nprefill: %.2f t/s, generation: %.2f t/s\n",
-                     t_prefill > 0 ? todo.size() / t_prefill : 0.0, t_gen > 0 ? generated / t_gen : 0.0);
-        return text;
+                     r.prefill_seconds > 0 ? prefilled / r.prefill_seconds : 0.0,
+                     r.decode_seconds > 0 ? generated / r.decode_seconds : 0.0);
+        return r.text;
     }
 };
 

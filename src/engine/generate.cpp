@@ -1,0 +1,94 @@
+#include "engine/generate.h"
+
+#include <chrono>
+#include <optional>
+
+#include "common/error.h"
+#include "engine/detokenizer.h"
+#include "engine/stop_strings.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds4 {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+const char* finish_reason(StopReason reason) {
+    switch (reason) {
+        case StopReason::end_of_generation:
+        case StopReason::stop_string: return "stop";
+        case StopReason::max_tokens:
+        case StopReason::context_full: return "length";
+        case StopReason::cancelled: return "cancelled";
+    }
+    return "stop";
+}
+
+GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
+                        const GenerateOptions& options, const GenerateCallbacks& callbacks) {
+    if (prompt.empty()) throw Error("the prompt is empty: nothing to continue from.");
+    if (static_cast<int64_t>(prompt.size()) >= session.n_ctx())
+        throw Error("the prompt needs " + std::to_string(prompt.size()) + " tokens but the context holds " +
+                    std::to_string(session.n_ctx()) + "; raise --ctx.");
+    std::optional<Sampler> own;
+    if (!options.sampler) own.emplace(options.sampling);  // checks the parameters before any work
+    Sampler& sampler = options.sampler ? *options.sampler : *own;
+    GenerateResult r;
+    r.prompt_tokens = static_cast<int64_t>(prompt.size());
+    r.cached_tokens = session.reuse_prefix(prompt);
+    const auto t0 = Clock::now();
+    std::vector<float> logits = session.eval(prompt.subspan(static_cast<size_t>(r.cached_tokens)), false, callbacks.on_prefill);
+    r.prefill_seconds = seconds_since(t0);
+
+    Detokenizer detok(tokenizer);
+    StopStrings stops(options.stop);
+    bool cancelled = false;
+    auto emit = [&](const std::string& text) {
+        if (text.empty() || cancelled) return;
+        r.text += text;
+        if (callbacks.on_text && !callbacks.on_text(text)) cancelled = true;
+    };
+    const auto t1 = Clock::now();
+    r.reason = StopReason::max_tokens;
+    for (;;) {
+        if (options.max_tokens >= 0 && static_cast<int64_t>(r.tokens.size()) >= options.max_tokens) break;
+        if (session.n_past() >= session.n_ctx()) {
+            r.reason = StopReason::context_full;
+            break;
+        }
+        const int32_t id = sampler.sample(logits);
+        r.tokens.push_back(id);
+        const bool end = tokenizer.is_eog(id);
+        if (end) {
+            if (options.eval_end_token && session.n_past() < session.n_ctx())
+                session.eval(std::span<const int32_t>(&id, 1), false);
+            r.reason = StopReason::end_of_generation;
+            break;
+        }
+        emit(stops.push(detok.push(id)));
+        if (stops.stopped()) {
+            r.reason = StopReason::stop_string;
+            break;
+        }
+        if (cancelled) {
+            r.reason = StopReason::cancelled;
+            break;
+        }
+        logits = session.eval(std::span<const int32_t>(&id, 1), false);
+    }
+    // The tail: bytes of an unfinished character, then text held back
+    // because it might have begun a stop string that never completed.
+    if (!stops.stopped() && !cancelled) {
+        std::string tail = stops.push(detok.flush());
+        if (!stops.stopped()) tail += stops.flush();
+        else r.reason = StopReason::stop_string;
+        emit(tail);
+    }
+    if (cancelled) r.reason = StopReason::cancelled;
+    r.decode_seconds = seconds_since(t1);
+    return r;
+}
+
+}  // namespace ds4

@@ -1,0 +1,60 @@
+// Generation on a session: the prompt fed through the cached prefix, then
+// tokens sampled one at a time until the end-of-generation token, a stop
+// string, the token limit, a full context or the caller cancels; the text
+// streamed in whole characters with stop strings held back. The CLI and the
+// server generate through this one loop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/session.h"
+#include "sampling/sampler.h"
+
+namespace ds4 {
+
+class Tokenizer;
+
+struct GenerateOptions {
+    int64_t max_tokens = -1;         // < 0: until the context is full
+    SamplerParams sampling;
+    // Continue this sampler's random stream instead (a chat's turns); it
+    // must outlive the call. Null: a new sampler from `sampling`.
+    Sampler* sampler = nullptr;
+    std::vector<std::string> stop;   // stop strings (stop_strings.h)
+    // Feed the end-of-generation token through the model too: a chat
+    // template writes it after the reply, so the next turn's prompt then
+    // reuses the whole cached conversation.
+    bool eval_end_token = true;
+};
+
+enum class StopReason { end_of_generation, stop_string, max_tokens, context_full, cancelled };
+// "stop", "length", ... as OpenAI's finish_reason names them.
+const char* finish_reason(StopReason reason);
+
+struct GenerateResult {
+    std::string text;                // what was streamed, stop string excluded
+    std::vector<int32_t> tokens;     // sampled ids (the end token included when sampled)
+    StopReason reason = StopReason::end_of_generation;
+    int64_t prompt_tokens = 0;
+    int64_t cached_tokens = 0;       // prompt tokens reused from the session's cache
+    double prefill_seconds = 0, decode_seconds = 0;
+};
+
+struct GenerateCallbacks {
+    // A piece of text, whole characters; return false to stop generating.
+    std::function<bool(std::string_view)> on_text;
+    // Prefill progress: positions done of total, after each chunk.
+    std::function<void(int64_t, int64_t)> on_prefill;
+};
+
+// Throws ds4::Error (one sentence) when the prompt does not fit the
+// context or a sampling parameter is out of range.
+GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
+                        const GenerateOptions& options, const GenerateCallbacks& callbacks = {});
+
+}  // namespace ds4

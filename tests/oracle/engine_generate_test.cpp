@@ -1,0 +1,152 @@
+// The engine's generation loop (engine/generate.h) on a Qwen3-MoE from
+// llama.cpp's generator, detokenized with llama.cpp's vocab-only Qwen2
+// vocabulary: greedy generation samples the argmax of the logits a plain
+// session computes; a stop string taken from that reply cuts the text just
+// before its first occurrence, streamed pieces included; max_tokens and a
+// cancelling callback stop where they say; a second turn whose prompt
+// continues the first reuses the cached prefix and gives the same tokens as
+// a fresh session. Fresh seed each run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "backend/backend.h"
+#include "common/error.h"
+#include "engine/generate.h"
+#include "gguf/gguf_file.h"
+#include "oracle_harness.h"
+#include "support/loaded_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds4 {
+namespace {
+
+using namespace oracle;
+
+struct Fixture {
+    TempDir dir;
+    test::LoadedModel m;
+    std::unique_ptr<Backend> cpu = make_cpu_backend(2);
+    std::unique_ptr<GgufFile> vocab_file;
+    std::unique_ptr<Tokenizer> tok;
+    std::vector<int32_t> prompt;
+    explicit Fixture(uint64_t seed) {
+        std::mt19937_64 rng(seed);
+        m = test::load_whole_model(realistic_qwen3moe(dir.path(), model_seed(seed)).string());
+        vocab_file = GgufFile::open(std::string(DS4_ORACLE_DIR) + "/llama.cpp/models/ggml-vocab-qwen2.gguf");
+        tok = Tokenizer::from_gguf(*vocab_file);
+        // Ids the model and the vocabulary both have (no end-of-generation
+        // token among them: the model's vocabulary is the smaller).
+        prompt = random_token_ids(rng, 5 + rng() % 20, int32_t(m.model->info().n_vocab));
+    }
+    std::unique_ptr<Session> session(int64_t n_ctx = 256) const {
+        return std::make_unique<Session>(*m.model, *cpu, SessionOptions{n_ctx, 7});
+    }
+};
+
+GenerateOptions greedy(int64_t max_tokens) {
+    GenerateOptions o;
+    o.max_tokens = max_tokens;
+    o.sampling.temperature = 0;
+    return o;
+}
+
+TEST(Generate, GreedyFollowsTheArgmaxAndStopsWhereAsked) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    Fixture f(seed);
+    ASSERT_LT(f.m.model->info().n_vocab, int64_t(f.tok->n_vocab()));
+
+    // The reference: a plain session, argmax by hand.
+    auto ref = f.session();
+    std::vector<float> logits = ref->eval(f.prompt, false);
+    std::vector<int32_t> want;
+    for (int i = 0; i < 24; ++i) {
+        want.push_back(int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+        logits = ref->eval(std::vector<int32_t>{want.back()}, false);
+    }
+
+    auto s = f.session();
+    std::string streamed;
+    const GenerateResult r = generate(*s, *f.tok, f.prompt, greedy(24),
+                                      {[&](std::string_view piece) {
+                                           streamed += piece;
+                                           return true;
+                                       },
+                                       {}});
+    EXPECT_EQ(r.tokens, want);
+    EXPECT_EQ(r.reason, StopReason::max_tokens);
+    EXPECT_STREQ(finish_reason(r.reason), "length");
+    EXPECT_EQ(r.text, streamed);
+    EXPECT_EQ(r.text, f.tok->decode(want));
+    EXPECT_EQ(r.prompt_tokens, int64_t(f.prompt.size()));
+
+    // A stop string from the middle of that reply.
+    const std::string full = r.text;
+    if (full.size() >= 12) {
+        const std::string stop = full.substr(full.size() / 2, 3);
+        auto s2 = f.session();
+        std::string pieces;
+        GenerateOptions o = greedy(24);
+        o.stop = {stop, "\x01never"};
+        const GenerateResult cut = generate(*s2, *f.tok, f.prompt, o,
+                                            {[&](std::string_view p) {
+                                                 pieces += p;
+                                                 return true;
+                                             },
+                                             {}});
+        EXPECT_EQ(cut.reason, StopReason::stop_string);
+        EXPECT_EQ(cut.text, full.substr(0, full.find(stop)));
+        EXPECT_EQ(pieces, cut.text) << "the stream showed text past the stop string";
+    }
+
+    // Cancelled by the callback after three pieces.
+    auto s3 = f.session();
+    int calls = 0;
+    const GenerateResult c =
+        generate(*s3, *f.tok, f.prompt, greedy(24), {[&](std::string_view) { return ++calls < 3; }, {}});
+    EXPECT_EQ(c.reason, StopReason::cancelled);
+    EXPECT_EQ(calls, 3);
+    EXPECT_LT(c.tokens.size(), want.size());
+
+    // The context fills before max_tokens.
+    auto s4 = f.session(int64_t(f.prompt.size()) + 5);
+    const GenerateResult full_ctx = generate(*s4, *f.tok, f.prompt, greedy(-1));
+    EXPECT_EQ(full_ctx.reason, StopReason::context_full);
+    EXPECT_EQ(full_ctx.tokens, std::vector<int32_t>(want.begin(), want.begin() + 5));
+}
+
+TEST(Generate, SecondTurnReusesTheCachedPrefix) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    Fixture f(seed);
+    auto s = f.session();
+    const GenerateResult first = generate(*s, *f.tok, f.prompt, greedy(6));
+    std::vector<int32_t> turn2 = f.prompt;
+    turn2.insert(turn2.end(), first.tokens.begin(), first.tokens.end());
+    turn2.push_back(f.prompt.front());
+    const GenerateResult second = generate(*s, *f.tok, turn2, greedy(6));
+    EXPECT_EQ(second.cached_tokens, int64_t(turn2.size()) - 1);
+    auto fresh = f.session();
+    const GenerateResult again = generate(*fresh, *f.tok, turn2, greedy(6));
+    EXPECT_EQ(again.cached_tokens, 0);
+    EXPECT_EQ(second.tokens, again.tokens);
+}
+
+TEST(Generate, BadRequestsAreOneSentence) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    Fixture f(seed);
+    auto s = f.session(int64_t(f.prompt.size()));
+    EXPECT_THROW(generate(*s, *f.tok, f.prompt, greedy(4)), Error);  // the prompt fills the context
+    auto s2 = f.session();
+    EXPECT_THROW(generate(*s2, *f.tok, std::vector<int32_t>{}, greedy(4)), Error);
+    GenerateOptions bad = greedy(4);
+    bad.sampling.temperature = 1;
+    bad.sampling.top_p = 2;
+    EXPECT_THROW(generate(*s2, *f.tok, f.prompt, bad), Error);
+}
+
+}  // namespace
+}  // namespace ds4
