@@ -37,10 +37,11 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
     Sampler& sampler = options.sampler ? *options.sampler : *own;
     GenerateResult r;
     r.prompt_tokens = static_cast<int64_t>(prompt.size());
-    r.cached_tokens = session.reuse_prefix(prompt);
+    r.cached_tokens = session.reuse_prefix(prompt, options.prefix_cache);
     const auto t0 = Clock::now();
     std::vector<float> logits = session.eval(prompt.subspan(static_cast<size_t>(r.cached_tokens)), false, callbacks.on_prefill);
     r.prefill_seconds = seconds_since(t0);
+    if (options.prefix_cache) options.prefix_cache->store(session);
 
     Detokenizer detok(tokenizer);
     StopStrings stops(options.stop);

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/prefix_cache.h"
 #include "engine/session.h"
 #include "sampling/sampler.h"
 
@@ -30,6 +31,10 @@ struct GenerateOptions {
     // template writes it after the reply, so the next turn's prompt then
     // reuses the whole cached conversation.
     bool eval_end_token = true;
+    // Resume from the longest snapshot the prompt starts with where the live
+    // sequence keeps less, and keep a snapshot of the prompt's state once it
+    // is evaluated (prefix_cache.h). Null: the live sequence only.
+    PrefixCache* prefix_cache = nullptr;
 };
 
 enum class StopReason { end_of_generation, stop_string, max_tokens, context_full, cancelled };

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "engine/prefix_cache.h"
 
 namespace ds4 {
 
@@ -28,15 +29,26 @@ bool Session::try_rewind(int64_t n) {
     return true;
 }
 
-int64_t Session::reuse_prefix(std::span<const int32_t> prompt) {
+int64_t Session::reuse_prefix(std::span<const int32_t> prompt, PrefixCache* cache) {
     size_t common = 0;
     while (common < tokens_.size() && common < prompt.size() && tokens_[common] == prompt[common]) ++common;
     if (common == prompt.size() && common > 0) --common;  // evaluate at least one token for its logits
-    if (!try_rewind(static_cast<int64_t>(common))) {
-        reset();  // the model's caches cannot resume there: evaluate from the start
+    // What the live sequence keeps: the common prefix where the model's
+    // caches can resume there, else nothing.
+    const int64_t live = pool_.can_rewind(0, static_cast<int64_t>(common)) ? static_cast<int64_t>(common) : 0;
+    if (cache) {
+        if (const SessionSnapshot* snap = cache->find(prompt, live)) {
+            restore(*snap);
+            cache->stats_.tokens_reused += static_cast<uint64_t>(snap->n_past());
+            return snap->n_past();
+        }
+    }
+    if (live == 0) {
+        reset();
         return 0;
     }
-    return static_cast<int64_t>(common);
+    try_rewind(live);
+    return live;
 }
 
 SessionSnapshot Session::snapshot() const { return SessionSnapshot{pool_.snapshot(0), tokens_}; }

@@ -16,6 +16,8 @@
 
 namespace ds4 {
 
+class PrefixCache;
+
 struct SessionOptions {
     int64_t n_ctx = 4096;
     int64_t prefill_chunk = 4096;
@@ -60,8 +62,10 @@ public:
     // holds and can resume from (rewinding where the model's caches allow,
     // starting over where they do not) and returns its length. At least one
     // token of a non-empty prompt is always left to evaluate, since its
-    // logits are what the caller wants next.
-    int64_t reuse_prefix(std::span<const int32_t> prompt);
+    // logits are what the caller wants next. With a prefix cache, a
+    // snapshot that keeps more of the prompt than the live sequence can is
+    // restored instead.
+    int64_t reuse_prefix(std::span<const int32_t> prompt, PrefixCache* cache = nullptr);
 
     // Copies the whole state (caches of every kind, position, tokens) to
     // host memory and back; after restore the session continues exactly as

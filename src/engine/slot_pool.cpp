@@ -40,11 +40,15 @@ void SlotPool::reset(int slot) {
     n_past_[static_cast<size_t>(slot)] = 0;
 }
 
-bool SlotPool::try_rewind(int slot, int64_t n) {
+bool SlotPool::can_rewind(int slot, int64_t n) const {
     check_slot(slot);
-    int64_t& past = n_past_[static_cast<size_t>(slot)];
-    if (n < 0 || n > past || !state_->can_rewind(n, past)) return false;
-    past = n;
+    const int64_t past = n_past_[static_cast<size_t>(slot)];
+    return n >= 0 && n <= past && state_->can_rewind(n, past);
+}
+
+bool SlotPool::try_rewind(int slot, int64_t n) {
+    if (!can_rewind(slot, n)) return false;
+    n_past_[static_cast<size_t>(slot)] = n;
     return true;
 }
 

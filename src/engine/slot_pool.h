@@ -49,6 +49,8 @@ public:
     // Forgets positions from n on in `slot` when the model's caches can
     // resume there (ring caches cannot); false changes nothing.
     bool try_rewind(int slot, int64_t n);
+    // Whether try_rewind(slot, n) would succeed (changes nothing).
+    bool can_rewind(int slot, int64_t n) const;
 
     // One forward pass over every request's tokens (at most one request per
     // slot). Returns each request's logits, [rows x n_vocab] row-major, in

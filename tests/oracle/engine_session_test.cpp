@@ -15,6 +15,7 @@
 #include "models/family.h"
 #include "oracle_harness.h"
 #include "support/loaded_model.h"
+#include "engine/prefix_cache.h"
 #include "engine/session.h"
 
 namespace ds4 {
@@ -169,6 +170,61 @@ TEST_P(SessionState, ReusePrefixKeepsWhatTheCacheHolds) {
     EXPECT_TRUE(s.tokens().empty());
     s.restore(snap);
     EXPECT_EQ(s.tokens(), branch);
+}
+
+// A prefix cache: the snapshot of a prompt's state resumes a later prompt
+// that starts with it but leaves the live sequence inside what followed (a
+// chat template that re-renders the last reply differently). DeepSeek V4's
+// rings cannot rewind there, so the snapshot turns a full re-prefill into
+// the new tokens only, with the logits of a fresh session bit for bit; for
+// Qwen3-MoE the live cache rewinds as far, and the cache is not consulted.
+// The byte budget holds: a snapshot larger than it is not kept, and older
+// ones are evicted first.
+TEST_P(SessionState, PrefixCacheResumesWhereTheLiveSequenceCannot) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    TempDir dir;
+    Loaded m = load(make_model(GetParam(), seed, dir));
+    std::mt19937_64 rng(seed ^ 0x51ed27);
+    const auto V = static_cast<int32_t>(m.model->info().n_vocab);
+    const auto prompt = random_token_ids(rng, 20 + rng() % 40, V);
+    auto reply = random_token_ids(rng, 4 + rng() % 8, V);
+    auto other = random_token_ids(rng, 4 + rng() % 8, V);
+    other[0] = (reply[0] + 1) % V;  // leaves the live sequence right after the prompt
+    SessionOptions so;
+    so.n_ctx = 160;
+    so.prefill_chunk = 1 + int64_t(rng() % 16);
+
+    Session s(*m.model, *m.backend, so);
+    PrefixCache cache(uint64_t(1) << 30);
+    s.eval(prompt, false);
+    cache.store(s);
+    EXPECT_EQ(cache.size(), 1u);
+    s.eval(reply, false);
+
+    std::vector<int32_t> next = prompt;
+    next.insert(next.end(), other.begin(), other.end());
+    const int64_t kept = s.reuse_prefix(next, &cache);
+    EXPECT_EQ(kept, int64_t(prompt.size()));
+    EXPECT_EQ(cache.stats().hits, GetParam() == "deepseek4" ? 1u : 0u);
+    const auto got = s.eval(std::span<const int32_t>(next).subspan(size_t(kept)), false);
+    Session fresh(*m.model, *m.backend, so);
+    EXPECT_EQ(got, fresh.eval(next, false));
+    EXPECT_EQ(s.tokens(), next);
+
+    // Budgets: one snapshot's bytes hold one entry; a smaller budget none.
+    const uint64_t one = s.snapshot().bytes();
+    PrefixCache small(one - 1), single(one);
+    small.store(s);
+    EXPECT_EQ(small.size(), 0u);
+    single.store(fresh);  // holds `next` too, same size
+    single.store(s);      // the same tokens: replaces
+    EXPECT_EQ(single.size(), 1u);
+    s.eval(reply, false);
+    single.store(s);      // another entry: the older one goes
+    EXPECT_EQ(single.size(), 1u);
+    EXPECT_EQ(single.stats().evictions, 1u);
+    EXPECT_LE(single.bytes(), one);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, SessionState, ::testing::Values("qwen3moe", "deepseek4"));
