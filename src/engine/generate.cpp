@@ -22,6 +22,7 @@ const char* finish_reason(StopReason reason) {
         case StopReason::max_tokens:
         case StopReason::context_full: return "length";
         case StopReason::cancelled: return "cancelled";
+        case StopReason::failed: return "error";
     }
     return "stop";
 }

@@ -37,7 +37,7 @@ struct GenerateOptions {
     PrefixCache* prefix_cache = nullptr;
 };
 
-enum class StopReason { end_of_generation, stop_string, max_tokens, context_full, cancelled };
+enum class StopReason { end_of_generation, stop_string, max_tokens, context_full, cancelled, failed };
 // "stop", "length", ... as OpenAI's finish_reason names them.
 const char* finish_reason(StopReason reason);
 
@@ -48,6 +48,7 @@ struct GenerateResult {
     int64_t prompt_tokens = 0;
     int64_t cached_tokens = 0;       // prompt tokens reused from the session's cache
     double prefill_seconds = 0, decode_seconds = 0;
+    std::string error;               // StopReason::failed: what went wrong, one sentence
 };
 
 struct GenerateCallbacks {

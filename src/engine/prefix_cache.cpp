@@ -6,13 +6,17 @@ namespace ds4 {
 
 void PrefixCache::store(const Session& session) {
     if (session.n_past() == 0) return;
+    store(session.snapshot());
+}
+
+void PrefixCache::store(SessionSnapshot snap) {
+    if (snap.n_past() == 0) return;
     for (auto it = entries_.begin(); it != entries_.end(); ++it)
-        if (it->tokens == session.tokens()) {
+        if (it->tokens == snap.tokens) {
             bytes_ -= it->bytes();
             entries_.erase(it);
             break;
         }
-    SessionSnapshot snap = session.snapshot();
     if (snap.bytes() > max_bytes_) return;
     while (bytes_ + snap.bytes() > max_bytes_ && !entries_.empty()) {
         bytes_ -= entries_.back().bytes();

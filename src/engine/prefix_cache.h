@@ -30,6 +30,8 @@ public:
     // entry with the same tokens). Not kept when it alone exceeds the budget
     // or the session holds nothing; older entries are evicted to make room.
     void store(const Session& session);
+    // The same for a snapshot taken elsewhere (a slot of a pool).
+    void store(SessionSnapshot snapshot);
     // The entry whose tokens are the longest prefix of `prompt` with more
     // than `at_least` and fewer than prompt.size() tokens (the last prompt
     // token must be evaluated for its logits), or null; a hit becomes the

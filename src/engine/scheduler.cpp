@@ -1,0 +1,277 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "engine/detokenizer.h"
+#include "engine/stop_strings.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds4 {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+}  // namespace
+
+// A request holding a slot.
+struct Scheduler::Active {
+    uint64_t id = 0;
+    Request req;
+    int slot = 0;
+    int64_t fed = 0;           // prompt tokens the slot holds (the reused prefix, then each chunk)
+    Sampler sampler;
+    Detokenizer detok;
+    StopStrings stops;
+    GenerateResult result;
+    int32_t next = -1;         // the token the next step feeds (the last one sampled)
+    bool end_pending = false;  // `next` is the end token: feed it, then finish
+    bool cancelled = false;    // by cancel() or the text callback
+    Clock::time_point started, prompt_done;
+
+    Active(uint64_t i, Request r, int s, const Tokenizer& tok)
+        : id(i), req(std::move(r)), slot(s), sampler(req.options.sampling), detok(tok), stops(req.options.stop),
+          started(Clock::now()) {}
+    bool prefilling() const { return fed < static_cast<int64_t>(req.prompt.size()); }
+};
+
+Scheduler::Scheduler(const Model& model, Backend& backend, const Tokenizer& tokenizer, const SchedulerOptions& o)
+    : model_(model), tokenizer_(tokenizer), opts_(o), pool_(model, backend, o.n_slots, o.n_ctx) {
+    if (o.prefill_chunk < 1) throw Error("the prefill chunk must be at least 1 token.");
+    if (o.prefix_cache_bytes > 0) cache_.emplace(o.prefix_cache_bytes);
+    held_.resize(static_cast<size_t>(o.n_slots));
+    slot_.resize(static_cast<size_t>(o.n_slots));
+}
+
+Scheduler::~Scheduler() = default;
+
+uint64_t Scheduler::submit(Request r) {
+    if (r.prompt.empty()) throw Error("the prompt is empty: nothing to continue from.");
+    if (static_cast<int64_t>(r.prompt.size()) >= opts_.n_ctx)
+        throw Error("the prompt needs " + std::to_string(r.prompt.size()) + " tokens but the context holds " +
+                    std::to_string(opts_.n_ctx) + ".");
+    const int64_t V = model_.info().n_vocab;
+    for (int32_t t : r.prompt)
+        if (t < 0 || t >= V)
+            throw Error("token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(V) +
+                        " tokens.");
+    if (r.options.sampler) throw Error("a scheduled request samples with its own sampler.");
+    Sampler check(r.options.sampling);  // a bad parameter fails here, not in the loop
+    (void)check;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= opts_.max_queue)
+        throw QueueFull("the queue holds " + std::to_string(queue_.size()) + " requests already; retry later.");
+    const uint64_t id = next_id_++;
+    queue_.push_back(Queued{id, std::move(r)});
+    work_.notify_one();
+    return id;
+}
+
+void Scheduler::cancel(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_.push_back(id);
+    work_.notify_one();
+}
+
+SchedulerStats Scheduler::stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    SchedulerStats s = stats_;
+    s.queued = queue_.size();
+    s.active = static_cast<int>(std::count_if(slot_.begin(), slot_.end(), [](const auto& a) { return a != nullptr; }));
+    return s;
+}
+
+void Scheduler::admit() {
+    std::vector<Queued> dropped;  // cancelled while queued: answered outside the lock
+    std::vector<uint64_t> cancel_active;
+    std::vector<std::pair<uint64_t, Request>> admitted;
+    std::vector<int> free;
+    for (size_t s = 0; s < slot_.size(); ++s)
+        if (!slot_[s]) free.push_back(static_cast<int>(s));
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (uint64_t id : cancelled_) {
+            auto q = std::find_if(queue_.begin(), queue_.end(), [&](const Queued& x) { return x.id == id; });
+            if (q != queue_.end()) {
+                dropped.push_back(std::move(*q));
+                queue_.erase(q);
+            } else {
+                cancel_active.push_back(id);
+            }
+        }
+        cancelled_.clear();
+        while (!queue_.empty() && admitted.size() < free.size()) {
+            admitted.emplace_back(queue_.front().id, std::move(queue_.front().request));
+            queue_.pop_front();
+        }
+    }
+    for (Queued& q : dropped) {
+        GenerateResult r;
+        r.reason = StopReason::cancelled;
+        r.prompt_tokens = static_cast<int64_t>(q.request.prompt.size());
+        if (q.request.on_done) q.request.on_done(r);
+    }
+    for (uint64_t id : cancel_active)
+        for (auto& a : slot_)
+            if (a && a->id == id) a->cancelled = true;
+
+    for (auto& [id, req] : admitted) {
+        // The free slot that keeps the most of this prompt.
+        const auto& p = req.prompt;
+        int best = -1;
+        int64_t keep = -1;
+        for (int s : free) {
+            const auto& h = held_[static_cast<size_t>(s)];
+            size_t common = 0;
+            while (common < h.size() && common + 1 < p.size() && h[common] == p[common]) ++common;
+            const int64_t k = pool_.can_rewind(s, static_cast<int64_t>(common)) ? static_cast<int64_t>(common) : 0;
+            if (k > keep) {
+                keep = k;
+                best = s;
+            }
+        }
+        free.erase(std::find(free.begin(), free.end(), best));
+        auto a = std::make_unique<Active>(id, std::move(req), best, tokenizer_);
+        auto& held = held_[static_cast<size_t>(best)];
+        const SessionSnapshot* snap = cache_ ? cache_->find(a->req.prompt, keep) : nullptr;
+        if (snap) {
+            pool_.restore(best, snap->state);
+            held = snap->tokens;
+            keep = snap->n_past();
+        } else if (keep > 0) {
+            pool_.try_rewind(best, keep);
+            held.resize(static_cast<size_t>(keep));
+        } else {
+            pool_.reset(best);
+            held.clear();
+            keep = 0;
+        }
+        a->fed = keep;
+        a->result.prompt_tokens = static_cast<int64_t>(a->req.prompt.size());
+        a->result.cached_tokens = keep;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stats_.cached_tokens += static_cast<uint64_t>(keep);
+        }
+        slot_[static_cast<size_t>(best)] = std::move(a);
+    }
+}
+
+bool Scheduler::step() {
+    admit();
+    // Requests cancelled since the last step end before it.
+    for (auto& a : slot_)
+        if (a && a->cancelled) finish(*a, StopReason::cancelled);
+
+    std::vector<SeqStep> steps;
+    std::vector<Active*> who;
+    bool prefill = false, decode = false;
+    for (auto& a : slot_) {
+        if (!a) continue;
+        SeqStep st;
+        st.slot = a->slot;
+        if (a->prefilling()) {
+            const int64_t n = std::min(opts_.prefill_chunk, static_cast<int64_t>(a->req.prompt.size()) - a->fed);
+            st.tokens = std::span<const int32_t>(a->req.prompt).subspan(static_cast<size_t>(a->fed), static_cast<size_t>(n));
+            prefill = true;
+        } else {
+            st.tokens = std::span<const int32_t>(&a->next, 1);
+            decode = true;
+        }
+        steps.push_back(st);
+        who.push_back(a.get());
+    }
+    if (steps.empty()) return false;
+
+    std::vector<std::vector<float>> logits;
+    try {
+        logits = pool_.step(steps);
+    } catch (const Error& e) {
+        for (Active* a : who) {
+            a->result.error = e.what();
+            finish(*a, StopReason::failed);
+        }
+        return true;
+    }
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.steps;
+        if (prefill && decode) ++stats_.mixed_steps;
+    }
+    for (size_t i = 0; i < who.size(); ++i) {
+        Active& a = *who[i];
+        auto& held = held_[static_cast<size_t>(a.slot)];
+        held.insert(held.end(), steps[i].tokens.begin(), steps[i].tokens.end());
+        if (a.prefilling()) {
+            a.fed += static_cast<int64_t>(steps[i].tokens.size());
+            if (a.prefilling()) continue;  // more prompt to read
+            a.prompt_done = Clock::now();
+            a.result.prefill_seconds = seconds_between(a.started, a.prompt_done);
+            if (cache_) cache_->store(SessionSnapshot{pool_.snapshot(a.slot), held});
+        } else if (a.end_pending) {
+            finish(a, StopReason::end_of_generation);
+            continue;
+        }
+        after_logits(a, logits[i]);
+    }
+    return true;
+}
+
+// The logits of the request's newest position: what generate() does
+// after each eval, for this request alone.
+void Scheduler::after_logits(Active& a, std::span<const float> logits) {
+    const GenerateOptions& o = a.req.options;
+    if (o.max_tokens >= 0 && static_cast<int64_t>(a.result.tokens.size()) >= o.max_tokens)
+        return finish(a, StopReason::max_tokens);
+    if (pool_.n_past(a.slot) >= opts_.n_ctx) return finish(a, StopReason::context_full);
+    const int32_t id = a.sampler.sample(logits);
+    a.result.tokens.push_back(id);
+    if (tokenizer_.is_eog(id)) {
+        if (o.eval_end_token && pool_.n_past(a.slot) < opts_.n_ctx) {
+            a.next = id;
+            a.end_pending = true;
+            return;
+        }
+        return finish(a, StopReason::end_of_generation);
+    }
+    const std::string text = a.stops.push(a.detok.push(id));
+    if (!text.empty()) {
+        a.result.text += text;
+        if (a.req.on_text && !a.req.on_text(text)) a.cancelled = true;
+    }
+    if (a.stops.stopped()) return finish(a, StopReason::stop_string);
+    if (a.cancelled) return finish(a, StopReason::cancelled);
+    a.next = id;
+}
+
+void Scheduler::finish(Active& a, StopReason reason) {
+    // The tail, as generate() ends: an unfinished character, then text held
+    // back for a stop string that never completed.
+    if (reason != StopReason::cancelled && reason != StopReason::failed && !a.stops.stopped()) {
+        std::string tail = a.stops.push(a.detok.flush());
+        if (!a.stops.stopped()) tail += a.stops.flush();
+        else reason = StopReason::stop_string;
+        if (!tail.empty()) {
+            a.result.text += tail;
+            if (a.req.on_text) a.req.on_text(tail);
+        }
+    }
+    a.result.reason = reason;
+    if (a.prompt_done != Clock::time_point{}) a.result.decode_seconds = seconds_between(a.prompt_done, Clock::now());
+    std::unique_ptr<Active> gone = std::move(slot_[static_cast<size_t>(a.slot)]);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.completed;
+    }
+    if (gone->req.on_done) gone->req.on_done(gone->result);
+}
+
+void Scheduler::serve(const std::function<bool()>& stop, std::chrono::milliseconds idle_wait) {
+    while (!stop()) {
+        if (step()) continue;
+        std::unique_lock<std::mutex> lock(mu_);
+        work_.wait_for(lock, idle_wait, [&] { return !queue_.empty() || !cancelled_.empty(); });
+    }
+}
+
+}  // namespace ds4

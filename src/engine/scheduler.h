@@ -1,0 +1,122 @@
+// Continuous batching: requests arrive at any time (from any thread), wait
+// in a bounded queue for a free sequence slot, and every step runs ONE
+// forward pass over all of them: the next prefill chunk of each request
+// still reading its prompt and one token of each request that is
+// generating, so a long prompt never stalls running streams and the weights
+// are read once per step for everyone. Each request samples, detokenizes
+// and applies its stop strings as generate() does for one session, so a
+// request's tokens are the ones it gets alone.
+//
+// A new request takes the free slot whose held tokens share the longest
+// prefix with its prompt where the slot can resume there, or a snapshot from
+// the RAM prefix cache where that keeps more (stateless clients resend the
+// whole conversation every turn).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "engine/generate.h"
+#include "engine/prefix_cache.h"
+#include "engine/slot_pool.h"
+
+namespace ds4 {
+
+class Tokenizer;
+
+struct SchedulerOptions {
+    int n_slots = 4;                  // sequences decoded together (--parallel)
+    int64_t n_ctx = 4096;             // positions per sequence
+    int64_t prefill_chunk = 512;      // prompt tokens per request per step
+    size_t max_queue = 64;            // requests waiting for a slot (--max-queue)
+    uint64_t prefix_cache_bytes = 0;  // RAM for prompt snapshots (0: none)
+};
+
+// The queue is full: answer 429 and let the client retry.
+class QueueFull : public Error {
+public:
+    using Error::Error;
+};
+
+struct Request {
+    std::vector<int32_t> prompt;
+    GenerateOptions options;  // max_tokens, sampling, stop strings, eval_end_token
+    // Called on the scheduler's thread: whole-character pieces as they are
+    // generated (false cancels), then the result exactly once, whatever the
+    // reason (cancel() and a failed step included).
+    std::function<bool(std::string_view)> on_text;
+    std::function<void(const GenerateResult&)> on_done;
+};
+
+struct SchedulerStats {
+    int active = 0;         // requests holding a slot
+    size_t queued = 0;      // waiting for one
+    uint64_t steps = 0;     // forward passes
+    uint64_t mixed_steps = 0;  // passes with both prefill chunks and decodes
+    uint64_t completed = 0;
+    uint64_t cached_tokens = 0;  // prompt tokens reused instead of evaluated
+};
+
+class Scheduler {
+public:
+    Scheduler(const Model& model, Backend& backend, const Tokenizer& tokenizer, const SchedulerOptions& options);
+    ~Scheduler();
+
+    // Queues a request; returns its id. Throws ds4::Error (one sentence)
+    // for an empty prompt or one the context cannot hold with a token to
+    // spare, or a bad sampling parameter; QueueFull when max_queue requests
+    // already wait. Thread-safe.
+    uint64_t submit(Request request);
+    // Ends a queued or running request at the next step (its on_done sees
+    // StopReason::cancelled). Unknown or finished ids are ignored. Thread-safe.
+    void cancel(uint64_t id);
+
+    // One forward pass over every active request, after admitting queued
+    // ones into free slots; false (and nothing ran) when there was no work.
+    // Call from one thread.
+    bool step();
+    // Steps until `stop` returns true, waiting (up to `idle_wait`) for work
+    // when there is none.
+    void serve(const std::function<bool()>& stop,
+               std::chrono::milliseconds idle_wait = std::chrono::milliseconds(50));
+
+    SchedulerStats stats() const;
+    const PrefixCache* prefix_cache() const { return cache_ ? &*cache_ : nullptr; }
+
+private:
+    struct Active;
+    void admit();
+    void finish(Active& a, StopReason reason);
+    void after_logits(Active& a, std::span<const float> logits);
+
+    const Model& model_;
+    const Tokenizer& tokenizer_;
+    SchedulerOptions opts_;
+    SlotPool pool_;
+    std::optional<PrefixCache> cache_;
+    std::vector<std::vector<int32_t>> held_;     // per slot: the tokens its state holds
+    std::vector<std::unique_ptr<Active>> slot_;  // per slot: the request in it, or null
+
+    mutable std::mutex mu_;
+    std::condition_variable work_;
+    struct Queued {
+        uint64_t id;
+        Request request;
+    };
+    std::deque<Queued> queue_;
+    std::vector<uint64_t> cancelled_;
+    uint64_t next_id_ = 1;
+    SchedulerStats stats_;
+};
+
+}  // namespace ds4

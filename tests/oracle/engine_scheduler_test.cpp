@@ -1,0 +1,223 @@
+// Continuous batching (engine/scheduler.h) against generate() on one
+// session: more requests than slots, random prompts (some sharing a prefix),
+// greedy or seeded sampling, stop strings and token limits; every request's
+// tokens and text equal what it gets alone, steps mix prefill chunks with
+// decodes, finished slots serve queued requests, and a request resubmitted
+// after its first turn reuses the slot's cached prefix. Both families from
+// llama.cpp's generator at realistic magnitudes, detokenized with llama.cpp's
+// vocab-only Qwen2 vocabulary. Also: cancellation (queued and running), a
+// full queue, bad requests, and requests submitted from other threads while
+// the scheduler serves. Fresh seed each run.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "backend/backend.h"
+#include "common/error.h"
+#include "engine/generate.h"
+#include "engine/scheduler.h"
+#include "gguf/gguf_file.h"
+#include "oracle_harness.h"
+#include "support/loaded_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds4 {
+namespace {
+
+using namespace oracle;
+
+struct Fixture {
+    TempDir dir;
+    test::LoadedModel m;
+    std::unique_ptr<Backend> cpu = make_cpu_backend(2);
+    std::unique_ptr<GgufFile> vocab_file;
+    std::unique_ptr<Tokenizer> tok;
+    Fixture(const std::string& arch, uint64_t seed) {
+        const fs::path path = arch == "deepseek4" ? realistic_deepseek4(dir.path(), model_seed(seed))
+                                                  : realistic_qwen3moe(dir.path(), model_seed(seed));
+        m = test::load_whole_model(path.string());
+        vocab_file = GgufFile::open(std::string(DS4_ORACLE_DIR) + "/llama.cpp/models/ggml-vocab-qwen2.gguf");
+        tok = Tokenizer::from_gguf(*vocab_file);
+    }
+    int32_t V() const { return int32_t(m.model->info().n_vocab); }
+};
+
+struct Case {
+    std::vector<int32_t> prompt;
+    GenerateOptions options;
+    GenerateResult alone, batched;
+    std::string streamed;
+    int done = 0;
+};
+
+class Scheduling : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Scheduling, EveryRequestGetsWhatItGetsAlone) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    Fixture f(GetParam(), seed);
+    const int64_t n_ctx = 128;
+    const auto shared = random_token_ids(rng, 10, f.V());
+    std::vector<Case> cases(7);
+    for (auto& c : cases) {
+        c.prompt = random_token_ids(rng, 3 + rng() % 70, f.V());
+        if (rng() % 2) c.prompt.insert(c.prompt.begin(), shared.begin(), shared.end());
+        c.options.max_tokens = int64_t(rng() % 12);
+        c.options.sampling.temperature = rng() % 2 ? 0.0f : 0.9f;
+        c.options.sampling.seed = rng();
+        SessionOptions so;
+        so.n_ctx = n_ctx;
+        so.prefill_chunk = 16;
+        Session s(*f.m.model, *f.cpu, so);
+        c.alone = generate(s, *f.tok, c.prompt, c.options);
+    }
+    // A stop string from the middle of one reply.
+    for (auto& c : cases)
+        if (c.alone.text.size() >= 6) {
+            c.options.stop = {c.alone.text.substr(c.alone.text.size() / 2, 2)};
+            SessionOptions so;
+            so.n_ctx = n_ctx;
+            Session s(*f.m.model, *f.cpu, so);
+            c.alone = generate(s, *f.tok, c.prompt, c.options);
+            break;
+        }
+
+    SchedulerOptions o;
+    o.n_slots = 3;
+    o.n_ctx = n_ctx;
+    o.prefill_chunk = 1 + int64_t(rng() % 24);
+    Scheduler sched(*f.m.model, *f.cpu, *f.tok, o);
+    for (auto& c : cases) {
+        Request r;
+        r.prompt = c.prompt;
+        r.options = c.options;
+        r.on_text = [&c](std::string_view t) {
+            c.streamed += t;
+            return true;
+        };
+        r.on_done = [&c](const GenerateResult& g) {
+            c.batched = g;
+            ++c.done;
+        };
+        sched.submit(std::move(r));
+    }
+    while (sched.step()) {
+    }
+    for (size_t i = 0; i < cases.size(); ++i) {
+        const Case& c = cases[i];
+        SCOPED_TRACE("request " + std::to_string(i));
+        EXPECT_EQ(c.done, 1);
+        EXPECT_EQ(c.batched.tokens, c.alone.tokens);
+        EXPECT_EQ(c.batched.text, c.alone.text);
+        EXPECT_EQ(c.streamed, c.batched.text);
+        EXPECT_EQ(c.batched.reason, c.alone.reason);
+        EXPECT_EQ(c.batched.prompt_tokens, int64_t(c.prompt.size()));
+    }
+    const SchedulerStats st = sched.stats();
+    EXPECT_EQ(st.completed, cases.size());
+    EXPECT_EQ(st.active, 0);
+    EXPECT_GT(st.mixed_steps, 0u) << "no step mixed a prefill chunk with decodes";
+    std::printf("%s: %zu requests, 3 slots, %llu steps (%llu mixed), %llu cached prompt tokens\n", GetParam().c_str(),
+                cases.size(), (unsigned long long)st.steps, (unsigned long long)st.mixed_steps,
+                (unsigned long long)st.cached_tokens);
+
+    // The first request's next turn: its prompt plus its reply and more.
+    Case& c0 = cases[0];
+    std::vector<int32_t> turn2 = c0.prompt;
+    turn2.insert(turn2.end(), c0.batched.tokens.begin(), c0.batched.tokens.end());
+    const auto more = random_token_ids(rng, 4, f.V());
+    turn2.insert(turn2.end(), more.begin(), more.end());
+    GenerateOptions g;
+    g.max_tokens = 4;
+    g.sampling.temperature = 0;
+    GenerateResult second;
+    sched.submit(Request{turn2, g, {}, [&](const GenerateResult& r) { second = r; }});
+    while (sched.step()) {
+    }
+    SessionOptions so;
+    so.n_ctx = n_ctx;
+    Session s(*f.m.model, *f.cpu, so);
+    const GenerateResult alone2 = generate(s, *f.tok, turn2, g);
+    EXPECT_EQ(second.tokens, alone2.tokens);
+    if (GetParam() == "qwen3moe") EXPECT_GT(second.cached_tokens, 0) << "the slot's prefix was not reused";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Scheduling, ::testing::Values("qwen3moe", "deepseek4"));
+
+TEST(Scheduler, CancelQueueLimitsAndBadRequests) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    Fixture f("qwen3moe", seed);
+    SchedulerOptions o;
+    o.n_slots = 1;
+    o.n_ctx = 64;
+    o.max_queue = 2;
+    Scheduler sched(*f.m.model, *f.cpu, *f.tok, o);
+    GenerateOptions g;
+    g.max_tokens = 20;
+    g.sampling.temperature = 0;
+    std::vector<GenerateResult> done(3);
+    int pieces = 0;
+    // 0 cancels itself after two pieces; 1 is cancelled while queued; 2 runs.
+    sched.submit(Request{random_token_ids(rng, 5, f.V()), g, [&](std::string_view) { return ++pieces < 2; },
+                         [&](const GenerateResult& r) { done[0] = r; }});
+    const uint64_t id1 = sched.submit(Request{random_token_ids(rng, 5, f.V()), g, {}, [&](const GenerateResult& r) { done[1] = r; }});
+    EXPECT_THROW(sched.submit(Request{random_token_ids(rng, 5, f.V()), g, {}, {}}), QueueFull);
+    sched.step();  // admits request 0: the queue has room again
+    sched.submit(Request{random_token_ids(rng, 5, f.V()), g, {}, [&](const GenerateResult& r) { done[2] = r; }});
+    sched.cancel(id1);
+    while (sched.step()) {
+    }
+    EXPECT_EQ(done[0].reason, StopReason::cancelled);
+    EXPECT_EQ(pieces, 2);
+    EXPECT_EQ(done[1].reason, StopReason::cancelled);
+    EXPECT_TRUE(done[1].tokens.empty());
+    EXPECT_EQ(done[2].reason, StopReason::max_tokens);
+    EXPECT_EQ(done[2].tokens.size(), 20u);
+
+    EXPECT_THROW(sched.submit(Request{{}, g, {}, {}}), Error);
+    EXPECT_THROW(sched.submit(Request{random_token_ids(rng, 64, f.V()), g, {}, {}}), Error);
+    EXPECT_THROW(sched.submit(Request{{f.V()}, g, {}, {}}), Error);
+    GenerateOptions bad = g;
+    bad.sampling.temperature = 1;
+    bad.sampling.top_p = 0;
+    EXPECT_THROW(sched.submit(Request{{1, 2}, bad, {}, {}}), Error);
+}
+
+TEST(Scheduler, ServesRequestsFromOtherThreads) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    Fixture f("qwen3moe", seed);
+    SchedulerOptions o;
+    o.n_slots = 2;
+    o.n_ctx = 64;
+    Scheduler sched(*f.m.model, *f.cpu, *f.tok, o);
+    std::atomic<bool> stop{false};
+    std::thread loop([&] { sched.serve([&] { return stop.load(); }, std::chrono::milliseconds(5)); });
+    std::atomic<int> finished{0};
+    std::vector<std::thread> clients;
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 4; ++i) prompts.push_back(random_token_ids(rng, 4 + rng() % 10, f.V()));
+    for (int i = 0; i < 4; ++i)
+        clients.emplace_back([&, i] {
+            GenerateOptions g;
+            g.max_tokens = 5;
+            g.sampling.temperature = 0;
+            sched.submit(Request{prompts[size_t(i)], g, {}, [&](const GenerateResult& r) {
+                                     if (r.tokens.size() == 5) ++finished;
+                                 }});
+        });
+    for (auto& c : clients) c.join();
+    for (int i = 0; i < 2000 && finished.load() < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    stop = true;
+    loop.join();
+    EXPECT_EQ(finished.load(), 4);
+}
+
+}  // namespace
+}  // namespace ds4
