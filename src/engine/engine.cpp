@@ -92,4 +92,8 @@ std::unique_ptr<Session> Engine::new_session(const SessionOptions& options) cons
     return std::make_unique<Session>(*model_, *backend_, options);
 }
 
+std::unique_ptr<Scheduler> Engine::new_scheduler(const SchedulerOptions& options) const {
+    return std::make_unique<Scheduler>(*model_, *backend_, tokenizer(), options);
+}
+
 }  // namespace ds4

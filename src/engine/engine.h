@@ -16,6 +16,7 @@
 #include "chat/chat.h"
 #include "common/layer_range.h"
 #include "engine/backend_factory.h"
+#include "engine/scheduler.h"
 #include "engine/session.h"
 
 namespace ds4 {
@@ -70,6 +71,9 @@ public:
 
     // A new sequence of up to n_ctx tokens on this engine's model and backend.
     std::unique_ptr<Session> new_session(const SessionOptions& options) const;
+    // Continuous batching over options.n_slots sequences (engine/scheduler.h);
+    // throws ds4::Error when the file carries no vocabulary.
+    std::unique_ptr<Scheduler> new_scheduler(const SchedulerOptions& options) const;
 
     // For tests and benchmarks that drive the model directly.
     const Model& model() const { return *model_; }

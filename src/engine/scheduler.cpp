@@ -67,6 +67,12 @@ uint64_t Scheduler::submit(Request r) {
     return id;
 }
 
+void Scheduler::cancel_all() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancel_all_ = true;
+    work_.notify_one();
+}
+
 void Scheduler::cancel(uint64_t id) {
     std::lock_guard<std::mutex> lock(mu_);
     cancelled_.push_back(id);
@@ -90,6 +96,13 @@ void Scheduler::admit() {
         if (!slot_[s]) free.push_back(static_cast<int>(s));
     {
         std::lock_guard<std::mutex> lock(mu_);
+        if (cancel_all_) {
+            for (Queued& q : queue_) dropped.push_back(std::move(q));
+            queue_.clear();
+            for (auto& a : slot_)
+                if (a) cancel_active.push_back(a->id);
+            cancel_all_ = false;
+        }
         for (uint64_t id : cancelled_) {
             auto q = std::find_if(queue_.begin(), queue_.end(), [&](const Queued& x) { return x.id == id; });
             if (q != queue_.end()) {
@@ -270,7 +283,7 @@ void Scheduler::serve(const std::function<bool()>& stop, std::chrono::millisecon
     while (!stop()) {
         if (step()) continue;
         std::unique_lock<std::mutex> lock(mu_);
-        work_.wait_for(lock, idle_wait, [&] { return !queue_.empty() || !cancelled_.empty(); });
+        work_.wait_for(lock, idle_wait, [&] { return !queue_.empty() || !cancelled_.empty() || cancel_all_; });
     }
 }
 

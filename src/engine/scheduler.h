@@ -80,6 +80,8 @@ public:
     // Ends a queued or running request at the next step (its on_done sees
     // StopReason::cancelled). Unknown or finished ids are ignored. Thread-safe.
     void cancel(uint64_t id);
+    // Cancels every queued and running request (shutdown). Thread-safe.
+    void cancel_all();
 
     // One forward pass over every active request, after admitting queued
     // ones into free slots; false (and nothing ran) when there was no work.
@@ -115,6 +117,7 @@ private:
     };
     std::deque<Queued> queue_;
     std::vector<uint64_t> cancelled_;
+    bool cancel_all_ = false;
     uint64_t next_id_ = 1;
     SchedulerStats stats_;
 };

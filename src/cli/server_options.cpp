@@ -1,0 +1,151 @@
+#include "cli/server_options.h"
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "chat/chat.h"
+#include "cli/cli_values.h"
+#include "common/error.h"
+
+namespace ds4 {
+
+namespace {
+
+std::string one_line(std::string s) {
+    for (char& c : s)
+        if (c == '\n' || c == '\r') c = ' ';
+    return s;
+}
+
+// An API key: printable ASCII without spaces (what a header carries).
+void check_key(const std::string& where, const std::string& k) {
+    if (k.empty()) throw UsageError(where + " holds an empty API key");
+    for (unsigned char c : k)
+        if (c <= 0x20 || c >= 0x7f) throw UsageError(where + " holds an API key with a space or non-ASCII character");
+}
+
+}  // namespace
+
+std::string server_help_text() {
+    return R"(usage: ds4-server [options]
+  -m, --model FILE         GGUF model (default ./ds4flash.gguf)
+  --backend auto|cpu|cuda  compute backend (default auto: CUDA when present)
+  -t, --threads N          CPU threads (default: one per core)
+  --check-tensors          read every weight once at start, refuse NaN/Inf
+  --chat-template NAME     a renderer ds4 knows, or raw (default: the model's)
+  -c, --ctx N              tokens per sequence (default 4096)
+  --parallel N             sequences decoded together (default 4)
+  --prefill-chunk N        prompt tokens per request per step (default 512)
+  --max-queue N            requests waiting for a slot; more get 429 (default 64)
+  --cache-ram-mb N         RAM for prompt snapshots reused by later requests (default 0)
+  --host HOST              address to bind (default 127.0.0.1)
+  --port N                 port (default 8080)
+  --api-key KEY            accept this key (Authorization: Bearer KEY or
+                           x-api-key: KEY); repeatable
+  --api-key-file FILE      one key per line
+  --max-body-mb N          largest request body (default 8); larger: 413
+  --alias NAME             the model id clients see (default: the file name)
+  -h, --help | --version
+
+endpoints: GET /health, GET /v1/models, POST /v1/chat/completions,
+POST /v1/completions (OpenAI shapes; "stream": true for Server-Sent Events)
+exit status: 0 stopped by SIGINT/SIGTERM, 1 the model or the port failed, 2 bad command line
+)";
+}
+
+ServerCliOptions parse_server_options(int argc, const char* const* argv) {
+    ServerCliOptions o;
+    struct {
+        std::string model, backend, threads, chat_template, ctx, parallel, prefill_chunk, max_queue, cache_ram_mb,
+            host, port, api_key_file, max_body_mb, alias;
+        std::vector<std::string> api_keys;
+        int check_tensors = 0, help = 0, version = 0;
+    } raw;
+    CLI::App app{"ds4-server"};
+    app.set_help_flag();
+    app.allow_extras(true);
+    app.add_flag("-h,--help", raw.help);
+    app.add_flag("--version", raw.version);
+    app.add_option("-m,--model", raw.model);
+    app.add_option("--backend", raw.backend);
+    app.add_option("-t,--threads", raw.threads);
+    app.add_flag("--check-tensors", raw.check_tensors);
+    app.add_option("--chat-template", raw.chat_template);
+    app.add_option("-c,--ctx", raw.ctx);
+    app.add_option("--parallel", raw.parallel);
+    app.add_option("--prefill-chunk", raw.prefill_chunk);
+    app.add_option("--max-queue", raw.max_queue);
+    app.add_option("--cache-ram-mb", raw.cache_ram_mb);
+    app.add_option("--host", raw.host);
+    app.add_option("--port", raw.port);
+    app.add_option("--api-key", raw.api_keys)->take_all();
+    app.add_option("--api-key-file", raw.api_key_file);
+    app.add_option("--max-body-mb", raw.max_body_mb);
+    app.add_option("--alias", raw.alias);
+    std::vector<std::string> args;
+    for (int i = argc - 1; i > 0; --i) args.emplace_back(argv[i]);
+    try {
+        app.parse(args);
+    } catch (const CLI::ParseError& e) {
+        throw UsageError(one_line(e.what()));
+    }
+    if (!app.remaining().empty()) {
+        const std::string& x = app.remaining().front();
+        throw UsageError((x.size() > 1 && x[0] == '-' ? "unknown option " : "unexpected argument ") + quote_value(x) +
+                         " (see --help)");
+    }
+    o.help = raw.help > 0;
+    o.version = raw.version > 0;
+    if (o.help || o.version) return o;
+    auto given = [&](const char* name) { return app.count(name) > 0; };
+    if (given("--model")) o.model = raw.model;
+    if (given("--backend")) {
+        if (raw.backend != "auto" && raw.backend != "cpu" && raw.backend != "cuda")
+            throw UsageError("--backend must be auto, cpu or cuda, got " + quote_value(raw.backend));
+        o.backend = raw.backend;
+    }
+    if (given("--threads")) o.threads = int(parse_int_value("--threads", raw.threads, 1, 4096));
+    o.check_tensors = raw.check_tensors > 0;
+    if (given("--chat-template")) {
+        const auto& names = chat_template_names();
+        if (raw.chat_template != kRawChat && std::find(names.begin(), names.end(), raw.chat_template) == names.end())
+            throw UsageError("--chat-template must be one of " + chat_template_list() + ", " + std::string(kRawChat) +
+                             "; got " + quote_value(raw.chat_template));
+        o.chat_template = raw.chat_template;
+    }
+    if (given("--ctx")) o.ctx = int(parse_int_value("--ctx", raw.ctx, 2, 1 << 24));
+    if (given("--parallel")) o.parallel = int(parse_int_value("--parallel", raw.parallel, 1, 4096));
+    if (given("--prefill-chunk")) o.prefill_chunk = int(parse_int_value("--prefill-chunk", raw.prefill_chunk, 1, 1 << 24));
+    if (given("--max-queue")) o.max_queue = int(parse_int_value("--max-queue", raw.max_queue, 0, 1 << 20));
+    if (given("--cache-ram-mb")) o.cache_ram_mb = uint64_t(parse_int_value("--cache-ram-mb", raw.cache_ram_mb, 0, int64_t(1) << 30));
+    if (given("--host")) {
+        if (raw.host.empty()) throw UsageError("--host needs an address");
+        o.host = raw.host;
+    }
+    if (given("--port")) o.port = parse_port_value("--port", raw.port);
+    for (const std::string& k : raw.api_keys) {
+        check_key("--api-key", k);
+        o.api_keys.push_back(k);
+    }
+    if (given("--api-key-file")) {
+        std::ifstream in(raw.api_key_file);
+        if (!in) throw UsageError("--api-key-file: cannot read " + quote_value(raw.api_key_file));
+        std::string line;
+        while (std::getline(in, line)) {
+            while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+            if (line.empty() || line[0] == '#') continue;
+            check_key("--api-key-file", line);
+            o.api_keys.push_back(line);
+        }
+        if (o.api_keys.empty()) throw UsageError("--api-key-file holds no key");
+    }
+    if (given("--max-body-mb")) o.max_body_mb = uint64_t(parse_int_value("--max-body-mb", raw.max_body_mb, 1, 4096));
+    if (given("--alias")) o.alias = raw.alias;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(o.model, ec))
+        throw UsageError("--model: no model file at " + quote_value(o.model));
+    return o;
+}
+
+}  // namespace ds4

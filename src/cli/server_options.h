@@ -1,0 +1,34 @@
+// Command line of `ds4-server`: parsed and checked before any model is
+// loaded; each problem is a ds4::UsageError with one line naming the flag
+// (the program prints "ds4-server: <message>" and exits 2).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ds4 {
+
+struct ServerCliOptions {
+    std::string model = "./ds4flash.gguf";  // -m/--model
+    std::string backend = "auto";           // --backend auto|cpu|cuda
+    int threads = 0;                        // -t/--threads (0: one per core)
+    bool check_tensors = false;             // --check-tensors
+    std::string chat_template;              // --chat-template NAME
+    int ctx = 4096;                         // -c/--ctx: tokens per sequence
+    int parallel = 4;                       // --parallel: sequences decoded together
+    int prefill_chunk = 512;                // --prefill-chunk
+    int max_queue = 64;                     // --max-queue
+    uint64_t cache_ram_mb = 0;              // --cache-ram-mb: prompt snapshots kept in RAM
+    std::string host = "127.0.0.1";         // --host
+    int port = 8080;                        // --port
+    std::vector<std::string> api_keys;      // --api-key (repeatable) and --api-key-file lines
+    uint64_t max_body_mb = 8;               // --max-body-mb
+    std::string alias;                      // --alias: the model id clients see ("" = the file name)
+    bool help = false, version = false;
+};
+
+ServerCliOptions parse_server_options(int argc, const char* const* argv);
+std::string server_help_text();
+
+}  // namespace ds4

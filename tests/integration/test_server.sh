@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# ds4-server end to end on loopback: a tiny Qwen3-MoE with the real
+# tokenizer, a real server process and real clients (curl, the official
+# openai npm SDK). Checks: health and models; API keys; greedy chat text is
+# the same non-streamed, streamed, through the SDK and from the ds4 CLI;
+# usage numbers and cached prompt tokens; completions; three requests at
+# once each give their text alone; a client that leaves mid-stream is
+# cancelled; malformed and hostile requests each get a 4xx JSON error and the
+# server keeps serving; SIGTERM stops it with status 0.
+set -euo pipefail
+bin=${DS4_BIN:?}
+deps=${DS4_DEPS_DIR:-${DS4_SOURCE_DIR:?}/.deps}
+tmp=$(mktemp -d)
+pid=
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
+
+"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed $RANDOM --out "$tmp/m.gguf" >/dev/null
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+key=k$RANDOM$RANDOM
+base=http://127.0.0.1:$port
+"$bin/ds4-server" -m "$tmp/m.gguf" --backend cpu -t 2 --parallel 3 --ctx 512 --port "$port" --api-key "$key" \
+    --cache-ram-mb 256 >"$tmp/log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+  curl -s "$base/health" >/dev/null 2>&1 && break
+  kill -0 "$pid" 2>/dev/null || fail "the server exited at start"
+  sleep 0.1
+done
+[ "$(curl -s "$base/health")" = '{"status":"ok"}' ] || fail "health"
+grep -q "listening on http://127.0.0.1:$port" "$tmp/log" || fail "no listening line"
+
+H=(-H "Authorization: Bearer $key" -H "Content-Type: application/json")
+code() { curl -s -o "$tmp/body" -w '%{http_code}' "$@"; }
+json() { python3 -c "import json,sys; d=json.load(open('$tmp/body')); print($1)"; }
+
+# Keys: none or a wrong one is 401 with the error shape; x-api-key works too.
+[ "$(code "$base/v1/models")" = 401 ] || fail "no key was let in"
+[ "$(json 'd["error"]["type"]')" = authentication_error ] || fail "401 shape"
+[ "$(code -H "Authorization: Bearer nope" "$base/v1/models")" = 401 ] || fail "a wrong key was let in"
+[ "$(code -H "x-api-key: $key" "$base/v1/models")" = 200 ] || fail "x-api-key refused"
+[ "$(json 'd["data"][0]["id"]')" = m.gguf ] || fail "model id"
+
+# Greedy chat: whole, streamed, and the CLI agree.
+prompt="Tell me about the sea."
+req="{\"messages\":[{\"role\":\"user\",\"content\":\"$prompt\"}],\"max_tokens\":12,\"temperature\":0}"
+[ "$(code "${H[@]}" "$base/v1/chat/completions" -d "$req")" = 200 ] || fail "chat: $(cat "$tmp/body")"
+whole=$(json 'd["choices"][0]["message"]["content"]')
+[ "$(json 'd["usage"]["completion_tokens"]')" = 12 ] || fail "completion_tokens"
+[ "$(json 'd["choices"][0]["finish_reason"]')" = length ] || fail "finish_reason"
+[ -n "$whole" ] || fail "empty reply"
+curl -sN "${H[@]}" "$base/v1/chat/completions" \
+  -d "${req%\}},\"stream\":true,\"stream_options\":{\"include_usage\":true}}" >"$tmp/sse"
+streamed=$(python3 - "$tmp/sse" <<'PY'
+import json, sys
+text, done, usage = "", False, None
+for line in open(sys.argv[1], encoding="utf-8"):
+    line = line.rstrip("\n")
+    if not line.startswith("data: "): continue
+    if line == "data: [DONE]": done = True; continue
+    d = json.loads(line[6:])
+    if d.get("usage"): usage = d["usage"]
+    for c in d["choices"]: text += c["delta"].get("content", "")
+assert done and usage and usage["prompt_tokens_details"]["cached_tokens"] > 0, (done, usage)
+print(text)
+PY
+) || fail "stream: $(head -c 600 "$tmp/sse")"
+[ "$streamed" = "$whole" ] || fail "streamed text differs: '$streamed' vs '$whole'"
+cli=$("$bin/ds4" -m "$tmp/m.gguf" --backend cpu -t 2 -p "$prompt" -n 12 --temp 0 2>/dev/null)
+[ "$cli" = "$whole" ] || fail "the CLI says '$cli', the server '$whole'"
+
+# The official SDK.
+out=$(node "$DS4_SOURCE_DIR/tests/integration/server_openai_client.mjs" "$deps/npm/node_modules" "$base/v1" "$key" \
+      "$prompt" 2>&1) || fail "openai SDK client failed: $out"
+python3 - "$out" "$whole" <<'PY' || fail "SDK results: $out"
+import json, sys
+d, whole = json.loads(sys.argv[1]), sys.argv[2]
+assert d["whole"] == whole and d["streamed"] == whole, d
+assert d["whole_finish"] == "length" and d["finish"] == "length", d
+assert d["usage"]["completion_tokens"] == 12 and d["usage"]["prompt_tokens"] > 0, d
+assert d["completion"], d
+assert d["refused"]["status"] == 400, d
+PY
+
+# Three at once: each the text it gets alone.
+declare -a alone
+for i in 0 1 2; do
+  r="{\"messages\":[{\"role\":\"user\",\"content\":\"Question number $i?\"}],\"max_tokens\":10,\"temperature\":0}"
+  code "${H[@]}" "$base/v1/chat/completions" -d "$r" >/dev/null
+  alone[$i]=$(json 'd["choices"][0]["message"]["content"]')
+done
+clients=()
+for i in 0 1 2; do
+  r="{\"messages\":[{\"role\":\"user\",\"content\":\"Question number $i?\"}],\"max_tokens\":10,\"temperature\":0}"
+  curl -s --max-time 120 "${H[@]}" "$base/v1/chat/completions" -d "$r" >"$tmp/par$i" &
+  clients+=($!)
+done
+for c in "${clients[@]}"; do wait "$c" || fail "a parallel request failed"; done
+for i in 0 1 2; do
+  got=$(python3 -c "import json; print(json.load(open('$tmp/par$i'))['choices'][0]['message']['content'])")
+  [ "$got" = "${alone[$i]}" ] || fail "parallel request $i: '$got' vs alone '${alone[$i]}'"
+done
+
+# A client that leaves mid-stream: its generation is cancelled.
+curl -sN --max-time 1 "${H[@]}" "$base/v1/chat/completions" \
+  -d '{"messages":[{"role":"user","content":"Go on forever."}],"max_tokens":400,"temperature":0,"stream":true}' \
+  >/dev/null 2>&1 || true
+for _ in $(seq 100); do grep -q "cancelled" "$tmp/log" && break; sleep 0.1; done
+grep -q "cancelled" "$tmp/log" || fail "a client that left was not cancelled"
+
+# Malformed and hostile requests: 4xx with the error shape, never a crash.
+bad() {  # expected status, then curl arguments
+  local want=$1; shift
+  local got; got=$(code "$@")
+  [ "$got" = "$want" ] || fail "expected $want, got $got for: $* -> $(head -c 300 "$tmp/body")"
+  python3 -c "import json; d=json.load(open('$tmp/body')); assert d['error']['message']" || fail "no error body for: $*"
+}
+C="$base/v1/chat/completions"
+bad 400 "${H[@]}" "$C" -d 'not json'
+bad 400 "${H[@]}" "$C" -d '[1,2]'
+bad 400 "${H[@]}" "$C" -d '{}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[]}'
+bad 400 "${H[@]}" "$C" -d '{"messages":"hi"}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"content":"x"}]}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"wizard","content":"x"}]}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"user","content":7}]}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":-5}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":1e30}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"user","content":"x"}],"temperature":9}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"user","content":"x"}],"top_p":0}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"user","content":"x"}],"n":2}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"user","content":"x"}],"stream":"yes"}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"user","content":"x"}],"stop":[1]}'
+bad 400 "${H[@]}" "$C" -d '{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}'
+bad 400 "${H[@]}" "$C" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"$(printf 'word %.0s' $(seq 700))\"}]}"
+bad 400 "${H[@]}" "$C" --data-binary $'{"messages":[{"role":"user","content":"\xff\xfe"}]}'
+bad 400 "${H[@]}" "$base/v1/completions" -d '{"prompt":["a","b"]}'
+bad 400 "${H[@]}" "$base/v1/completions" -d '{"prompt":""}'
+bad 404 "${H[@]}" "$base/v1/nothing"
+bad 404 "${H[@]}" -X DELETE "$base/v1/models"
+head -c $((9 << 20)) /dev/zero | tr '\0' ' ' >"$tmp/big"
+bad 413 "${H[@]}" "$C" --data-binary @"$tmp/big"
+# A request line and headers that never finish: dropped, the server serves on.
+python3 - "$port" <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n")
+time.sleep(0.5)
+s.close()
+PY
+[ "$(curl -s "$base/health")" = '{"status":"ok"}' ] || fail "the server stopped serving after hostile requests"
+grep -c "^request " "$tmp/log" >/dev/null || fail "no request log lines"
+
+kill -TERM "$pid"
+for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null && fail "SIGTERM did not stop the server"
+wait "$pid" && st=0 || st=$?
+pid=
+[ "$st" = 0 ] || fail "exit status $st after SIGTERM"
+echo "server: ok"

@@ -1,0 +1,91 @@
+// ds4-server: the OpenAI-compatible server (src/server) over one engine.
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <thread>
+
+#include "cli/server_options.h"
+#include "common/error.h"
+#include "engine/engine.h"
+#include "server/server.h"
+
+namespace {
+
+// SIGINT/SIGTERM only set a flag; a watcher thread stops the server.
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    ds4::ServerCliOptions o;
+    try {
+        o = ds4::parse_server_options(argc, argv);
+    } catch (const ds4::UsageError& e) {
+        std::fprintf(stderr, "ds4-server: %s\n", e.what());
+        return 2;
+    }
+    if (o.help) {
+        std::fputs(ds4::server_help_text().c_str(), stdout);
+        return 0;
+    }
+    if (o.version) {
+        std::printf("ds4-server %s\n", DS4_VERSION);
+        return 0;
+    }
+    try {
+        struct sigaction sa {};
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, nullptr);
+        sigaction(SIGTERM, &sa, nullptr);
+        std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a dead server
+
+        ds4::EngineOptions e;
+        e.model = o.model;
+        e.backend.name = o.backend;
+        e.backend.threads = o.threads;
+        e.check_tensors = o.check_tensors;
+        e.chat_template = o.chat_template;
+        const auto engine = ds4::Engine::open(e);
+        engine->tokenizer();  // a file without a vocabulary fails here, before listening
+
+        ds4::ServerOptions so;
+        so.host = o.host;
+        so.port = o.port;
+        so.api_keys = o.api_keys;
+        so.max_body_bytes = o.max_body_mb << 20;
+        so.parallel = o.parallel;
+        so.n_ctx = o.ctx;
+        so.prefill_chunk = o.prefill_chunk;
+        so.max_queue = static_cast<size_t>(o.max_queue);
+        so.cache_ram_bytes = o.cache_ram_mb << 20;
+        so.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
+        ds4::Server server(*engine, so);
+        std::thread watcher([&] {
+            while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            server.stop();
+        });
+        try {
+            server.run();
+        } catch (...) {
+            g_stop = 1;
+            watcher.join();
+            throw;
+        }
+        g_stop = 1;
+        watcher.join();
+        std::fprintf(stderr, "ds4-server: stopped\n");
+        return 0;
+    } catch (const ds4::Error& e) {
+        std::fprintf(stderr, "ds4-server: %s\n", e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "ds4-server: out of memory.\n");
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ds4-server: internal error: %s\n", e.what());
+        return 1;
+    }
+}
