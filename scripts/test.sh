@@ -3,7 +3,8 @@
 #   1. Debian packages, 2. the oracles (llama.cpp library + tools, npm
 #   tokenizers), 3. Release build (CUDA code compiled when nvcc exists) and
 #   every test, 4. ASan+UBSan build and every test again, 5. the GGUF
-#   reader's and the model loaders' fuzzers under libFuzzer for a bounded
+#   reader's, the model loaders' and the server request parser's fuzzers
+#   under libFuzzer for a bounded
 #   time each.
 # Environment: DS4_JOBS (parallel jobs, default nproc), DS4_FUZZ_SECONDS
 # (per fuzzer, default 60), DS4_SKIP_SANITIZE=1 to stop after step 3 (local
@@ -38,8 +39,8 @@ if [[ "${DS4_SKIP_SANITIZE:-0}" != 1 ]]; then
   step "libFuzzer: GGUF reader, model loaders"
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS4_FUZZ=ON -DDS4_SANITIZE=ON \
         -DDS4_CUDA=OFF -DDS4_TESTS=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-  cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_models
-  for target in fuzz_gguf fuzz_models; do
+  cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_models fuzz_server_request
+  for target in fuzz_gguf fuzz_models fuzz_server_request; do
     mkdir -p "build-fuzz/corpus-$target"
     cp "tests/fuzz/corpus/$target"/* "build-fuzz/corpus-$target/"
     build-fuzz/tests/$target -max_total_time="${DS4_FUZZ_SECONDS:-60}" -rss_limit_mb=4096 -max_len=65536 \
