@@ -90,8 +90,8 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     } catch (const CLI::ParseError& e) {
         throw UsageError(one_line(e.what()));
     }
-    if (!app.remaining().empty()) {
-        const std::string& x = app.remaining().front();
+    if (const std::vector<std::string> extras = app.remaining(); !extras.empty()) {
+        const std::string& x = extras.front();
         throw UsageError((x.size() > 1 && x[0] == '-' ? "unknown option " : "unexpected argument ") + quote_value(x) +
                          " (see --help)");
     }

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `ds4-server` command lines: every bad one exits 2 with exactly one stderr
+# line ("ds4-server: <problem>") before any model is loaded; a file that is
+# not a model exits 1 with one sentence; --help and --version exit 0.
+set -u
+: "${DS4_BIN:?DS4_BIN must name the build directory}"
+S="$DS4_BIN/ds4-server"
+WORK=$(mktemp -d /tmp/ds4_server_args.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+[ -x "$S" ] || { echo "FAIL: $S is not built"; exit 1; }
+MODEL="$WORK/model.gguf"
+printf 'GGUF' >"$MODEL"
+printf 'k1\n# a comment\n\nk2\n' >"$WORK/keys"
+printf 'bad key\n' >"$WORK/badkeys"
+: >"$WORK/nokeys"
+
+run() {  # WANT DESCRIPTION ARGS...
+    local want=$1 what=$2
+    shift 2
+    timeout 60 "$S" "$@" </dev/null >"$WORK/out" 2>"$WORK/err"
+    local rc=$?
+    [ "$rc" -lt 128 ] || { fail "$what: killed by signal $((rc - 128))"; return; }
+    [ "$rc" -eq "$want" ] || { fail "$what: exit $rc, wanted $want: $(head -c 300 "$WORK/err")"; return; }
+    if [ "$want" -ne 0 ]; then
+        [ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "$what: not one stderr line: $(head -c 300 "$WORK/err")"
+        grep -q '^ds4-server: .' "$WORK/err" || fail "$what: no 'ds4-server: ' prefix: $(head -c 200 "$WORK/err")"
+    fi
+}
+
+run 0 "--help" --help
+grep -q "/v1/chat/completions" "$WORK/out" || fail "--help does not list the endpoints"
+run 0 "--version" --version
+run 2 "unknown option" -m "$MODEL" --frobnicate
+run 2 "stray argument" -m "$MODEL" extra
+run 2 "missing model" -m "$WORK/absent.gguf"
+run 2 "port 0" -m "$MODEL" --port 0
+run 2 "port too big" -m "$MODEL" --port 70000
+run 2 "port not a number" -m "$MODEL" --port http
+run 2 "parallel 0" -m "$MODEL" --parallel 0
+run 2 "ctx 1" -m "$MODEL" --ctx 1
+run 2 "threads 0" -m "$MODEL" -t 0
+run 2 "negative queue" -m "$MODEL" --max-queue -1
+run 2 "body limit 0" -m "$MODEL" --max-body-mb 0
+run 2 "bad backend" -m "$MODEL" --backend metal
+run 2 "bad chat template" -m "$MODEL" --chat-template chatml
+run 2 "empty host" -m "$MODEL" --host ""
+run 2 "key with a space" -m "$MODEL" --api-key "a b"
+run 2 "missing key file" -m "$MODEL" --api-key-file "$WORK/absent"
+run 2 "bad key in file" -m "$MODEL" --api-key-file "$WORK/badkeys"
+run 2 "empty key file" -m "$MODEL" --api-key-file "$WORK/nokeys"
+run 2 "value missing" -m "$MODEL" --port
+run 1 "not a model" -m "$MODEL" --backend cpu --api-key-file "$WORK/keys"
+grep -qi "gguf\|model" "$WORK/err" || fail "a broken model's sentence does not say what is wrong: $(cat "$WORK/err")"
+
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "server args: ok"
