@@ -1,10 +1,13 @@
 #include "cli/cli_values.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
 #include <string>
+
+#include "chat/chat.h"
 
 #include "common/error.h"
 
@@ -113,6 +116,20 @@ ExpertCacheBudget parse_expert_cache_budget(std::string_view flag, std::string_v
     budget.bytes = static_cast<uint64_t>(gib * 1073741824.0);
     if (budget.bytes == 0) fail(flag, "must be a size in (0, 1e9] GiB", text);
     return budget;
+}
+
+std::string parse_backend_value(std::string_view flag, std::string_view text) {
+    if (text != "auto" && text != "cpu" && text != "cuda")
+        throw UsageError(std::string(flag) + " must be auto, cpu or cuda, got " + quote_value(text));
+    return std::string(text);
+}
+
+std::string parse_chat_template_value(std::string_view flag, std::string_view text) {
+    const auto& names = chat_template_names();
+    if (text != kRawChat && std::find(names.begin(), names.end(), text) == names.end())
+        throw UsageError(std::string(flag) + " must be one of " + chat_template_list() + ", " + std::string(kRawChat) +
+                         "; got " + quote_value(text));
+    return std::string(text);
 }
 
 }  // namespace ds4

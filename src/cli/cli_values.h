@@ -30,6 +30,11 @@ struct ExpertCacheBudget {
 };
 ExpertCacheBudget parse_expert_cache_budget(std::string_view flag, std::string_view text);
 
+// --backend: "auto", "cpu" or "cuda".
+std::string parse_backend_value(std::string_view flag, std::string_view text);
+// --chat-template: a renderer ds4 knows, or "raw".
+std::string parse_chat_template_value(std::string_view flag, std::string_view text);
+
 // Quotes a value for an error message, shortening very long ones.
 std::string quote_value(std::string_view text);
 

@@ -280,11 +280,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
 
     // One value at a time, in the order of the help text.
     if (given("--model")) o.model = raw.model;
-    if (given("--backend")) {
-        if (raw.backend != "auto" && raw.backend != "cpu" && raw.backend != "cuda")
-            throw UsageError("--backend must be auto, cpu or cuda, got " + quote_value(raw.backend));
-        o.backend = raw.backend;
-    }
+    if (given("--backend")) o.backend = parse_backend_value("--backend", raw.backend);
     if (given("--threads")) o.threads = static_cast<int>(parse_int_value("--threads", raw.threads, 1, kMaxThreads));
     if (given("--ctx")) o.ctx = static_cast<int>(parse_int_value("--ctx", raw.ctx, 1, kMaxContext));
     if (given("--prefill-chunk"))
@@ -297,14 +293,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     if (given("--system")) o.system = raw.system;
     if (raw.nothink > 0) o.think = false;
     if (raw.think_max > 0) o.think_max = true;
-    if (given("--chat-template")) {
-        const auto& names = chat_template_names();
-        if (raw.chat_template != kRawChat &&
-            std::find(names.begin(), names.end(), raw.chat_template) == names.end())
-            throw UsageError("--chat-template must be one of " + chat_template_list() + ", " + std::string(kRawChat) +
-                             "; got " + quote_value(raw.chat_template));
-        o.chat_template = raw.chat_template;
-    }
+    if (given("--chat-template")) o.chat_template = parse_chat_template_value("--chat-template", raw.chat_template);
     if (given("--token-ids")) o.token_ids_file = raw.token_ids;
     if (given("--dump-logits")) o.dump_logits_file = raw.dump_logits;
     if (given("--tokens")) o.n_predict = static_cast<int>(parse_int_value("-n/--tokens", raw.n_predict, -1, kMaxContext));

@@ -100,20 +100,10 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     if (o.help || o.version) return o;
     auto given = [&](const char* name) { return app.count(name) > 0; };
     if (given("--model")) o.model = raw.model;
-    if (given("--backend")) {
-        if (raw.backend != "auto" && raw.backend != "cpu" && raw.backend != "cuda")
-            throw UsageError("--backend must be auto, cpu or cuda, got " + quote_value(raw.backend));
-        o.backend = raw.backend;
-    }
+    if (given("--backend")) o.backend = parse_backend_value("--backend", raw.backend);
     if (given("--threads")) o.threads = int(parse_int_value("--threads", raw.threads, 1, 4096));
     o.check_tensors = raw.check_tensors > 0;
-    if (given("--chat-template")) {
-        const auto& names = chat_template_names();
-        if (raw.chat_template != kRawChat && std::find(names.begin(), names.end(), raw.chat_template) == names.end())
-            throw UsageError("--chat-template must be one of " + chat_template_list() + ", " + std::string(kRawChat) +
-                             "; got " + quote_value(raw.chat_template));
-        o.chat_template = raw.chat_template;
-    }
+    if (given("--chat-template")) o.chat_template = parse_chat_template_value("--chat-template", raw.chat_template);
     if (given("--ctx")) o.ctx = int(parse_int_value("--ctx", raw.ctx, 2, 1 << 24));
     if (given("--parallel")) o.parallel = int(parse_int_value("--parallel", raw.parallel, 1, 4096));
     if (given("--prefill-chunk")) o.prefill_chunk = int(parse_int_value("--prefill-chunk", raw.prefill_chunk, 1, 1 << 24));

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "engine/generate.h"
 #include "gguf/gguf_file.h"
+#include "generation_fixture.h"
 #include "oracle_harness.h"
 #include "support/loaded_model.h"
 #include "tokenizer/tokenizer.h"
@@ -24,21 +25,11 @@ namespace {
 
 using namespace oracle;
 
-struct Fixture {
-    TempDir dir;
-    test::LoadedModel m;
-    std::unique_ptr<Backend> cpu = make_cpu_backend(2);
-    std::unique_ptr<GgufFile> vocab_file;
-    std::unique_ptr<Tokenizer> tok;
+struct Fixture : GenerationFixture {
     std::vector<int32_t> prompt;
-    explicit Fixture(uint64_t seed) {
+    explicit Fixture(uint64_t seed) : GenerationFixture("qwen3moe", seed) {
         std::mt19937_64 rng(seed);
-        m = test::load_whole_model(realistic_qwen3moe(dir.path(), model_seed(seed)).string());
-        vocab_file = GgufFile::open(std::string(DS4_ORACLE_DIR) + "/llama.cpp/models/ggml-vocab-qwen2.gguf");
-        tok = Tokenizer::from_gguf(*vocab_file);
-        // Ids the model and the vocabulary both have (no end-of-generation
-        // token among them: the model's vocabulary is the smaller).
-        prompt = random_token_ids(rng, 5 + rng() % 20, int32_t(m.model->info().n_vocab));
+        prompt = random_token_ids(rng, 5 + rng() % 20, V());
     }
     std::unique_ptr<Session> session(int64_t n_ctx = 256) const {
         return std::make_unique<Session>(*m.model, *cpu, SessionOptions{n_ctx, 7});

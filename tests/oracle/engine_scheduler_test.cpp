@@ -19,6 +19,7 @@
 #include "engine/generate.h"
 #include "engine/scheduler.h"
 #include "gguf/gguf_file.h"
+#include "generation_fixture.h"
 #include "oracle_harness.h"
 #include "support/loaded_model.h"
 #include "tokenizer/tokenizer.h"
@@ -28,21 +29,7 @@ namespace {
 
 using namespace oracle;
 
-struct Fixture {
-    TempDir dir;
-    test::LoadedModel m;
-    std::unique_ptr<Backend> cpu = make_cpu_backend(2);
-    std::unique_ptr<GgufFile> vocab_file;
-    std::unique_ptr<Tokenizer> tok;
-    Fixture(const std::string& arch, uint64_t seed) {
-        const fs::path path = arch == "deepseek4" ? realistic_deepseek4(dir.path(), model_seed(seed))
-                                                  : realistic_qwen3moe(dir.path(), model_seed(seed));
-        m = test::load_whole_model(path.string());
-        vocab_file = GgufFile::open(std::string(DS4_ORACLE_DIR) + "/llama.cpp/models/ggml-vocab-qwen2.gguf");
-        tok = Tokenizer::from_gguf(*vocab_file);
-    }
-    int32_t V() const { return int32_t(m.model->info().n_vocab); }
-};
+using Fixture = GenerationFixture;
 
 struct Case {
     std::vector<int32_t> prompt;
