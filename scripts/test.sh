@@ -4,8 +4,7 @@
 #   tokenizers), 3. Release build (CUDA code compiled when nvcc exists) and
 #   every test, 4. ASan+UBSan build and every test again, 5. the GGUF
 #   reader's, the model loaders' and the server request parser's fuzzers
-#   under libFuzzer for a bounded
-#   time each.
+#   under libFuzzer for a bounded time each.
 # Environment: DS4_JOBS (parallel jobs, default nproc), DS4_FUZZ_SECONDS
 # (per fuzzer, default 60), DS4_SKIP_SANITIZE=1 to stop after step 3 (local
 # use only).
@@ -36,7 +35,7 @@ if [[ "${DS4_SKIP_SANITIZE:-0}" != 1 ]]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1800
 
-  step "libFuzzer: GGUF reader, model loaders"
+  step "libFuzzer: GGUF reader, model loaders, server request parser"
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS4_FUZZ=ON -DDS4_SANITIZE=ON \
         -DDS4_CUDA=OFF -DDS4_TESTS=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
   cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_models fuzz_server_request
