@@ -10,6 +10,7 @@
 // the scheduler serves. Fresh seed each run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -37,6 +38,7 @@ struct Case {
     GenerateResult alone, batched;
     std::string streamed;
     int done = 0;
+    int order = -1;  // when it finished among the requests
 };
 
 class Scheduling : public ::testing::TestWithParam<std::string> {};
@@ -77,6 +79,7 @@ TEST_P(Scheduling, EveryRequestGetsWhatItGetsAlone) {
     o.n_ctx = n_ctx;
     o.prefill_chunk = 1 + int64_t(rng() % 24);
     Scheduler sched(*f.m.model, *f.cpu, *f.tok, o);
+    int finished = 0;
     for (auto& c : cases) {
         Request r;
         r.prompt = c.prompt;
@@ -85,9 +88,10 @@ TEST_P(Scheduling, EveryRequestGetsWhatItGetsAlone) {
             c.streamed += t;
             return true;
         };
-        r.on_done = [&c](const GenerateResult& g) {
+        r.on_done = [&c, &finished](const GenerateResult& g) {
             c.batched = g;
             ++c.done;
+            c.order = finished++;
         };
         sched.submit(std::move(r));
     }
@@ -111,8 +115,11 @@ TEST_P(Scheduling, EveryRequestGetsWhatItGetsAlone) {
                 cases.size(), (unsigned long long)st.steps, (unsigned long long)st.mixed_steps,
                 (unsigned long long)st.cached_tokens);
 
-    // The first request's next turn: its prompt plus its reply and more.
-    Case& c0 = cases[0];
+    // The next turn of the request that finished last (its slot still holds
+    // it; earlier ones' slots served later requests): its prompt plus its
+    // reply and more.
+    Case& c0 = *std::max_element(cases.begin(), cases.end(),
+                                 [](const Case& a, const Case& b) { return a.order < b.order; });
     std::vector<int32_t> turn2 = c0.prompt;
     turn2.insert(turn2.end(), c0.batched.tokens.begin(), c0.batched.tokens.end());
     const auto more = random_token_ids(rng, 4, f.V());
