@@ -93,7 +93,8 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
     json j;
     try {
         j = json::parse(body);
-    } catch (const json::parse_error&) {
+    } catch (const json::exception&) {
+        // Syntax errors, and numbers out of every range (out_of_range 406).
         throw ApiError(400, "the request body is not valid JSON.");
     }
     if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object.");
