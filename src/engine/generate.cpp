@@ -4,7 +4,6 @@
 #include <optional>
 
 #include "common/error.h"
-#include "engine/detokenizer.h"
 #include "engine/stop_strings.h"
 #include "tokenizer/tokenizer.h"
 
@@ -44,8 +43,7 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
     r.prefill_seconds = seconds_since(t0);
     if (options.prefix_cache) options.prefix_cache->store(session);
 
-    Detokenizer detok(tokenizer);
-    StopStrings stops(options.stop);
+    ReplyText reply(tokenizer, options.stop);
     bool cancelled = false;
     auto emit = [&](const std::string& text) {
         if (text.empty() || cancelled) return;
@@ -69,8 +67,8 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
             r.reason = StopReason::end_of_generation;
             break;
         }
-        emit(stops.push(detok.push(id)));
-        if (stops.stopped()) {
+        emit(reply.push(id));
+        if (reply.stopped()) {
             r.reason = StopReason::stop_string;
             break;
         }
@@ -80,12 +78,10 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
         }
         logits = session.eval(std::span<const int32_t>(&id, 1), false);
     }
-    // The tail: bytes of an unfinished character, then text held back
-    // because it might have begun a stop string that never completed.
-    if (!stops.stopped() && !cancelled) {
-        std::string tail = stops.push(detok.flush());
-        if (!stops.stopped()) tail += stops.flush();
-        else r.reason = StopReason::stop_string;
+    // The tail (ReplyText::finish).
+    if (!reply.stopped() && !cancelled) {
+        const std::string tail = reply.finish();
+        if (reply.stopped()) r.reason = StopReason::stop_string;
         emit(tail);
     }
     if (cancelled) r.reason = StopReason::cancelled;

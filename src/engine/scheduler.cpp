@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "engine/detokenizer.h"
 #include "engine/stop_strings.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -21,8 +20,7 @@ struct Scheduler::Active {
     int slot = 0;
     int64_t fed = 0;           // prompt tokens the slot holds (the reused prefix, then each chunk)
     Sampler sampler;
-    Detokenizer detok;
-    StopStrings stops;
+    ReplyText reply;
     GenerateResult result;
     int32_t next = -1;         // the token the next step feeds (the last one sampled)
     bool end_pending = false;  // `next` is the end token: feed it, then finish
@@ -30,7 +28,7 @@ struct Scheduler::Active {
     Clock::time_point started, prompt_done;
 
     Active(uint64_t i, Request r, int s, const Tokenizer& tok)
-        : id(i), req(std::move(r)), slot(s), sampler(req.options.sampling), detok(tok), stops(req.options.stop),
+        : id(i), req(std::move(r)), slot(s), sampler(req.options.sampling), reply(tok, req.options.stop),
           started(Clock::now()) {}
     bool prefilling() const { return fed < static_cast<int64_t>(req.prompt.size()); }
 };
@@ -247,23 +245,21 @@ void Scheduler::after_logits(Active& a, std::span<const float> logits) {
         }
         return finish(a, StopReason::end_of_generation);
     }
-    const std::string text = a.stops.push(a.detok.push(id));
+    const std::string text = a.reply.push(id);
     if (!text.empty()) {
         a.result.text += text;
         if (a.req.on_text && !a.req.on_text(text)) a.cancelled = true;
     }
-    if (a.stops.stopped()) return finish(a, StopReason::stop_string);
+    if (a.reply.stopped()) return finish(a, StopReason::stop_string);
     if (a.cancelled) return finish(a, StopReason::cancelled);
     a.next = id;
 }
 
 void Scheduler::finish(Active& a, StopReason reason) {
-    // The tail, as generate() ends: an unfinished character, then text held
-    // back for a stop string that never completed.
-    if (reason != StopReason::cancelled && reason != StopReason::failed && !a.stops.stopped()) {
-        std::string tail = a.stops.push(a.detok.flush());
-        if (!a.stops.stopped()) tail += a.stops.flush();
-        else reason = StopReason::stop_string;
+    // The tail (ReplyText::finish), as generate() ends.
+    if (reason != StopReason::cancelled && reason != StopReason::failed && !a.reply.stopped()) {
+        const std::string tail = a.reply.finish();
+        if (a.reply.stopped()) reason = StopReason::stop_string;
         if (!tail.empty()) {
             a.result.text += tail;
             if (a.req.on_text) a.req.on_text(tail);

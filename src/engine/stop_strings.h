@@ -6,9 +6,12 @@
 // behave the same way).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine/detokenizer.h"
 
 namespace ds4 {
 
@@ -32,6 +35,31 @@ private:
     size_t longest_ = 0;
     bool stopped_ = false;
     std::string matched_;
+};
+
+// A reply's text as it streams: sampled ids through the detokenizer, then
+// the stop strings, so what comes out is whole characters and never part
+// of a stop string. generate() and the scheduler's requests both use it.
+class ReplyText {
+public:
+    ReplyText(const Tokenizer& tokenizer, std::vector<std::string> stops)
+        : detok_(tokenizer), stops_(std::move(stops)) {}
+    // Text safe to show after token `id` ("" once a stop string completed).
+    std::string push(int32_t id) { return stops_.push(detok_.push(id)); }
+    // At the end of generation: the bytes of an unfinished character, then
+    // text held back for a stop string that never completed (the tail may
+    // itself complete one; stopped() says so). Nothing after a stop.
+    std::string finish() {
+        if (stops_.stopped()) return {};
+        std::string tail = stops_.push(detok_.flush());
+        if (!stops_.stopped()) tail += stops_.flush();
+        return tail;
+    }
+    bool stopped() const { return stops_.stopped(); }
+
+private:
+    Detokenizer detok_;
+    StopStrings stops_;
 };
 
 }  // namespace ds4
