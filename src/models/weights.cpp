@@ -62,13 +62,24 @@ WeightRef WeightBinder::optional_scale(const std::string& name, Dim n) {
     return bind(*t, {std::move(n)});
 }
 
-const uint8_t* WeightBinder::require_i32(const std::string& name, std::initializer_list<Dim> ne) {
+WeightRef WeightBinder::require_i32(const std::string& name, std::initializer_list<Dim> ne) {
     const GgufTensorInfo& t = file_.require_tensor(name);
     check_shape(t, ne);
     if (t.type != GgmlType::I32)
         throw Error(file_.path() + ": tensor '" + name + "' has type " + std::string(ggml_type_name(t.type)) +
                     "; it must be i32.");
-    return map_.tensor_data(t);
+    if (t.file_offset % sizeof(int32_t) != 0)
+        throw Error(file_.path() + ": tensor '" + name + "' starts at byte " + std::to_string(t.file_offset) +
+                    ", which is not a multiple of 4.");
+    WeightRef w;
+    w.type = t.type;
+    w.data = bind_data_ ? map_.tensor_data(t) : nullptr;
+    w.offset = t.file_offset;
+    for (int d = 0; d < 4; ++d) w.ne[d] = t.ne[d];
+    w.row_bytes = sizeof(int32_t) * static_cast<size_t>(t.ne[0]);
+    w.matrix_bytes = w.row_bytes * static_cast<size_t>(t.ne[1]);
+    w.name = t.name;
+    return w;
 }
 
 int64_t WeightBinder::dim(const std::string& name, int d) {

@@ -35,10 +35,10 @@ public:
     WeightRef optional(const std::string& name, std::initializer_list<Dim> ne);
     // Optional F32 scale tensor with n elements (llama.cpp's ".scale").
     WeightRef optional_scale(const std::string& name, Dim n);
-    // The bytes of a table of i32 values (routing tables) of exactly shape
-    // `ne`: little-endian, at any alignment (read them with memcpy). The
-    // values are the caller's to check where they are used.
-    const uint8_t* require_i32(const std::string& name, std::initializer_list<Dim> ne);
+    // A table of i32 values (routing tables) of exactly shape `ne`,
+    // little-endian and 4-byte aligned in the file (ops read it in place).
+    // The values are the caller's to check.
+    WeightRef require_i32(const std::string& name, std::initializer_list<Dim> ne);
 
     // Whether the tensors required from now on are bound to their bytes
     // (default) or only checked: a pipeline stage checks the whole file's

@@ -2,10 +2,9 @@
 // deepseek4 --preset tiny`, f32 and the published q2 / q4 quant mixes), CUDA
 // against the CPU backend (cuda_model_fixture.h): prefill, chunked prefill
 // (7 and 3) and 64 greedy decode steps within 1e-5 relative error per
-// position, with the same tokens. DeepSeek V4's decode step is not recorded
-// yet (its indexer and compressor bookkeeping run on the host): the fixture
-// checks that too, so the day it becomes recordable the test asks for the
-// replay to be compared. Prompts of 200+ positions make every part
+// position, with the same tokens; decode both recorded and replayed (the
+// index plans, the indexer's top-k and hash routing on the device; checked
+// to have really replayed) and op by op. Prompts of 200+ positions make every part
 // of the attention work: the 32-position window wraps, ratio-4 blocks outnumber the indexer's
 // top-k of 16 (from position 68), and ratio-128 blocks complete during the
 // prefill (position 127) and during the decode (position 255).
@@ -29,7 +28,7 @@ TEST_P(CudaDsv4Model, LogitsAndGreedyTokensMatchCpu) {
     CudaBackend gpu(0);
     gpu.attach_weights(*l.map);
     compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 200, 215), 64, GetParam(),
-                     Decode::op_by_op);
+                     Decode::replayed_and_op_by_op);
 }
 
 // A planted 1% error in one row of layer 0's KV projection must fail the bound
@@ -64,9 +63,10 @@ TEST_F(CudaDsv4Model, ChainedStagesMatchWholeModelOnCpu) {
 
 // Batches on the GPU: 5 slots, more sequences than slots (slots reset and
 // reused), steps mixing prefill chunks of some sequences with decodes of
-// others, prompts up to 200 tokens (ratio-128 blocks complete in some
-// sequences, the indexer's top-k saturates); every sequence's logits within
-// the FP32 bound of the same sequence alone on the CPU.
+// others and all-decode steps (recorded once per row count and replayed),
+// prompts up to 200 tokens (ratio-128 blocks complete in some sequences,
+// the indexer's top-k saturates); every sequence's logits within the FP32
+// bound of the same sequence alone on the CPU.
 TEST_F(CudaDsv4Model, BatchedSequencesMatchCpuAlone) {
     const auto l = load(synth("--arch deepseek4 --preset tiny --quant q4", "deepseek4-tiny-q4.gguf"));
     CudaBackend gpu(0);
@@ -77,13 +77,15 @@ TEST_F(CudaDsv4Model, BatchedSequencesMatchCpuAlone) {
     ds4::test::run_alone(*l.model, *cpu, seqs, n_ctx);
     const auto batched = ds4::test::run_batched(*l.model, gpu, seqs, 5, n_ctx, 70, rng_);
     EXPECT_GT(batched.mixed_steps, 0);
+    EXPECT_GT(batched.replayed, 0) << "no all-decode step was replayed";
     for (size_t i = 0; i < seqs.size(); ++i) {
         bool same = false;
         const double e = ds4::test::worst_rel_l2(batched.logits[i], seqs[i].logits, V, &same);
         EXPECT_GE(e, 0.0) << "sequence " << i << ": row counts differ";
         EXPECT_LE(e, cudatest::kExactBound) << "sequence " << i;
     }
-    std::printf("  batched: %d passes (%d mixed)\n", batched.steps, batched.mixed_steps);
+    std::printf("  batched: %d passes (%d mixed, %lld replayed)\n", batched.steps, batched.mixed_steps,
+                static_cast<long long>(batched.replayed));
 }
 
 // Real shapes: DeepSeek V4 Flash (256 experts, 6 used, 4096-wide embeddings,
@@ -95,7 +97,7 @@ TEST_F(CudaDsv4Model, RealShapeFlashQ2) {
     CudaBackend gpu(0);
     gpu.attach_weights(*l.map);
     compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 200, 300), 16, "deepseek4-flash q2",
-                     Decode::op_by_op);
+                     Decode::replayed_and_op_by_op);
 }
 
 INSTANTIATE_TEST_SUITE_P(SyntheticDeepSeek4Tiny, CudaDsv4Model, ::testing::Values("f32", "q2", "q4"),

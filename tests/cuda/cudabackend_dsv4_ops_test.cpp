@@ -184,6 +184,53 @@ TEST_F(CudaDsv4Ops, ClampedSwiglu) {
     }
 }
 
+// A batch of runs of consecutive positions of distinct slots (of n_slots),
+// each starting anywhere below max_pos: decodes (runs of 1) and chunks.
+struct RandomBatch {
+    std::vector<int32_t> positions, slots;
+};
+RandomBatch random_batch(std::mt19937_64& rng, int n_slots, int max_run, int64_t max_pos) {
+    std::vector<int32_t> order(static_cast<size_t>(n_slots));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::uniform_int_distribution<int> run(1, max_run);
+    std::uniform_int_distribution<int64_t> start(0, max_pos);
+    RandomBatch b;
+    for (int32_t slot : order) {
+        const int n = run(rng);
+        const int64_t p0 = start(rng);
+        for (int i = 0; i < n; ++i) {
+            b.positions.push_back(int32_t(p0 + i));
+            b.slots.push_back(slot);
+        }
+    }
+    return b;
+}
+
+TEST_F(CudaDsv4Ops, IndexPlansAreTheCpuPlans) {
+    for (int trial = 0; trial < 20; ++trial) {
+        const RandomBatch b = random_batch(rng_, 1 + trial % 7, trial % 3 == 0 ? 1 : 300, 5000);
+        const int64_t n = int64_t(b.positions.size());
+        auto [pc, pg] = ints(b.positions);
+        auto [sc, sg] = ints(b.slots);
+        const CacheRows bc{pc, sc, 8192}, bg{pg, sg, 8192};
+        const Dsv4Rows rc = dsv4_ops(*cpu_).plan_rows(bc, n), rg = gpu_->plan_rows(bg, n);
+        EXPECT_EQ(host_ints(*gpu_, rg.run_first), host_ints(*cpu_, rc.run_first));
+        EXPECT_EQ(host_ints(*gpu_, rg.run_last), host_ints(*cpu_, rc.run_last));
+        EXPECT_EQ(host_ints(*gpu_, gpu_->plan_ring(rg, 128)), host_ints(*cpu_, dsv4_ops(*cpu_).plan_ring(rc, 128)));
+        for (int ratio : {4, 128}) {
+            const bool overlap = ratio == 4;
+            const Dsv4CompressorPlan c = dsv4_ops(*cpu_).plan_compressor(rc, ratio, overlap, 8192 / ratio);
+            const Dsv4CompressorPlan g = gpu_->plan_compressor(rg, ratio, overlap, 8192 / ratio);
+            const std::string what = "ratio " + std::to_string(ratio) + ", " + std::to_string(n) + " rows";
+            for (auto [x, y] : {std::pair{&c.in_block, &g.in_block}, {&c.sources, &g.sources},
+                                {&c.block_pos, &g.block_pos}, {&c.cache_dst, &g.cache_dst}, {&c.ring_dst, &g.ring_dst},
+                                {&c.visible.count, &g.visible.count}, {&c.visible.base, &g.visible.base}})
+                EXPECT_EQ(host_ints(*gpu_, *y), host_ints(*cpu_, *x)) << what;
+        }
+    }
+}
+
 TEST_F(CudaDsv4Ops, CompressorPoolingOverlappedAndPlain) {
     struct Shape {
         int ratio;
@@ -192,46 +239,60 @@ TEST_F(CudaDsv4Ops, CompressorPoolingOverlappedAndPlain) {
     // ratio 4 (overlapping, 8 sources) at tiny / Flash attention and indexer widths; ratio 128.
     for (const Shape s : {Shape{4, 64}, Shape{4, 512}, Shape{4, 128}, Shape{128, 64}, Shape{128, 512}}) {
         const bool overlap = s.ratio == 4;
-        const int64_t coff = overlap ? 2 : 1, ring = coff * s.ratio, width = coff * s.D;
+        const int64_t coff = overlap ? 2 : 1, ring = 3 * coff * s.ratio, width = coff * s.D;  // rings of 3 slots
         const int per_block = int(coff * s.ratio);
         for (int64_t n : {int64_t(1), int64_t(3 * s.ratio + 1)}) {
             auto [skc, skg] = pair(ring, width, -2.0f, 2.0f);
             auto [ssc, ssg] = pair(ring, width, -4.0f, 4.0f);
             auto [kc, kg] = pair(n, width, -2.0f, 2.0f);
             auto [scc, scg] = pair(n, width, -4.0f, 4.0f);
-            const int64_t nb = 1 + n / s.ratio;
+            // Ids into [chunk rows | state rows]; the last row has no sources (zeros).
+            const int64_t rows = n + 1;
             std::uniform_int_distribution<int32_t> id(-1, int32_t(ring + n - 1));
-            std::vector<int32_t> sources(size_t(nb * per_block));
+            std::vector<int32_t> sources(size_t(rows * per_block));
             for (auto& v : sources) v = id(rng_);
-            for (int64_t b = 0; b < nb; ++b) sources[size_t(b * per_block + per_block - 1)] = int32_t(ring);  // never empty
-            if (overlap) std::fill(sources.begin(), sources.begin() + per_block / 2, -1);  // block 0: no previous block
-            auto [oc, og] = zeros(nb, s.D);
-            dsv4_ops(*cpu_).compress_pool(skc, ssc, kc, scc, sources.data(), per_block, overlap, oc);
-            gpu_->compress_pool(skg, ssg, kg, scg, sources.data(), per_block, overlap, og);
+            for (int64_t b = 0; b < rows; ++b) sources[size_t(b * per_block + per_block - 1)] = int32_t(n);  // never empty
+            if (overlap) std::fill(sources.begin(), sources.begin() + per_block / 2, -1);  // no previous block
+            std::fill(sources.end() - per_block, sources.end(), -1);
+            auto [ic, ig] = ints(sources);
+            auto [oc, og] = pair(rows, s.D);
+            dsv4_ops(*cpu_).compress_pool(skc, ssc, kc, scc, ic, per_block, overlap, oc);
+            gpu_->compress_pool(skg, ssg, kg, scg, ig, per_block, overlap, og);
             EXPECT_TRUE(close(oc, og, 1e-6, "compress_pool ratio " + std::to_string(s.ratio) + " D " +
                                                 std::to_string(s.D) + " chunk " + std::to_string(n)));
-            sources[0] = int32_t(ring + n);
-            EXPECT_THROW(gpu_->compress_pool(skg, ssg, kg, scg, sources.data(), per_block, overlap, og), Error);
+            const std::vector<float> last = host(og);
+            EXPECT_TRUE(std::all_of(last.end() - s.D, last.end(), [](float v) { return v == 0.0f; }));
         }
     }
 }
 
-TEST_F(CudaDsv4Ops, CopyRowsLaterPairsWin) {
+TEST_F(CudaDsv4Ops, ScatterRowsSkipsMinusOne) {
     for (int64_t n : {1, 40, 300}) {
-        auto [sc, sg] = pair(n + 5, 512);
-        auto [dc, dg] = pair(64, 512);
-        std::uniform_int_distribution<int32_t> src(0, int32_t(n + 4)), dst(0, 63);
-        std::vector<int32_t> s(static_cast<size_t>(n)), d(static_cast<size_t>(n));
-        for (auto& v : s) v = src(rng_);
-        for (auto& v : d) v = dst(rng_);  // 40 and 300 rows into 64: repeated destinations
-        dsv4_ops(*cpu_).copy_rows(sc, s.data(), dc, d.data(), n);
-        gpu_->copy_rows(sg, s.data(), dg, d.data(), n);
-        EXPECT_TRUE(close(dc, dg, 0.0, "copy_rows n " + std::to_string(n)));
+        auto [sc, sg] = pair(n, 512);
+        auto [dc, dg] = pair(400, 512);
+        std::vector<int32_t> all(400);
+        std::iota(all.begin(), all.end(), 0);
+        std::shuffle(all.begin(), all.end(), rng_);
+        std::vector<int32_t> d(all.begin(), all.begin() + n);  // distinct destinations
+        for (size_t i = 0; i < d.size(); i += 3) d[i] = -1;
+        auto [ic, ig] = ints(d);
+        dsv4_ops(*cpu_).scatter_rows(sc, ic, dc);
+        gpu_->scatter_rows(sg, ig, dg);
+        EXPECT_TRUE(close(dc, dg, 0.0, "scatter_rows n " + std::to_string(n)));
     }
-    auto [sc, sg] = pair(4, 64);
+    auto [sc, sg] = pair(3, 64);
     auto [dc, dg] = pair(4, 64);
-    const int32_t s[2] = {0, 1}, d[2] = {3, 4};
-    EXPECT_THROW(gpu_->copy_rows(sg, s, dg, d, 2), Error);
+    auto [ic, ig] = ints({0, 1});
+    EXPECT_THROW(gpu_->scatter_rows(sg, ig, dg), Error);  // 2 destinations for 3 rows
+}
+
+TEST_F(CudaDsv4Ops, BroadcastStreams) {
+    auto [xc, xg] = pair(5, 96);
+    auto [oc, og] = zeros(5, 4 * 96);
+    dsv4_ops(*cpu_).broadcast_streams(xc, oc);
+    gpu_->broadcast_streams(xg, og);
+    EXPECT_TRUE(close(oc, og, 0.0, "broadcast_streams"));
+    EXPECT_EQ(oc.data[3 * 96 + 7], xc.data[7]);
 }
 
 TEST_F(CudaDsv4Ops, IndexerTopkChoosesTheCpuRows) {
@@ -240,40 +301,53 @@ TEST_F(CudaDsv4Ops, IndexerTopkChoosesTheCpuRows) {
         int64_t top_k, n_keys;
     };
     for (const Shape s : {Shape{8, 64, 16, 60}, Shape{64, 128, 512, 2100}}) {
-        // Duplicate and zero keys make exact ties, which both must break by lower row.
-        std::vector<float> keys = random_floats(rng_, size_t(s.n_keys * s.dim));
-        std::uniform_int_distribution<int64_t> row(0, s.n_keys - 1);
-        for (int i = 0; i < int(s.n_keys / 6); ++i) {
+        // Two slots' keys side by side. Duplicate and zero keys make exact
+        // ties, which both must break by lower row.
+        const int64_t rows = 2 * s.n_keys;
+        std::vector<float> keys = random_floats(rng_, size_t(rows * s.dim));
+        std::uniform_int_distribution<int64_t> row(0, rows - 1);
+        for (int i = 0; i < int(rows / 6); ++i) {
             const int64_t a = row(rng_), b = row(rng_);
             std::copy_n(keys.begin() + a * s.dim, s.dim, keys.begin() + b * s.dim);
         }
         for (int i = 0; i < 3; ++i) std::fill_n(keys.begin() + row(rng_) * s.dim, s.dim, 0.0f);
-        auto [kc, kg] = same(keys, s.n_keys, s.dim);
+        auto [kc, kg] = same(keys, rows, s.dim);
         for (int64_t T : {1, 7}) {
             auto [qc, qg] = pair(T, int64_t(s.heads) * s.dim);
             auto [wc, wg] = pair(T, s.heads, -0.5f, 1.0f);
-            std::vector<int32_t> nv(static_cast<size_t>(T));
+            std::vector<int32_t> nv(static_cast<size_t>(T)), base(static_cast<size_t>(T));
             std::uniform_int_distribution<int32_t> vis(int32_t(s.top_k + 1), int32_t(s.n_keys));
             for (auto& v : nv) v = vis(rng_);
+            for (size_t t = 0; t < base.size(); ++t) base[t] = int32_t(t % 2 ? s.n_keys : 0);
             nv[0] = int32_t(s.n_keys);
             if (T > 1) {
                 nv[1] = int32_t(s.top_k);      // exactly top-k: all rows, unscored
                 nv[2] = int32_t(s.top_k / 2);  // fewer
                 nv[3] = 0;                     // nothing visible yet
             }
-            const RowLists rc = dsv4_ops(*cpu_).indexer_topk(qc, wc, kc, nv.data(), s.top_k);
-            const RowLists rg = gpu_->indexer_topk(qg, wg, kg, nv.data(), s.top_k);
-            EXPECT_EQ(rg.offsets, rc.offsets) << "indexer heads " << s.heads << " T " << T;
-            EXPECT_EQ(rg.rows, rc.rows) << "indexer heads " << s.heads << " T " << T;
+            // Contiguous sets, and the same sets listed row by row.
+            std::vector<int32_t> listed(size_t(T * s.n_keys), -1);
+            for (int64_t t = 0; t < T; ++t)
+                for (int32_t j = 0; j < nv[size_t(t)]; ++j) listed[size_t(t * s.n_keys + j)] = base[size_t(t)] + j;
+            auto [nc, ng] = ints(nv);
+            auto [bc, bg] = ints(base);
+            auto [lc, lg] = ints(listed);
+            const RowSets contiguous_c{nc, bc, {}, s.n_keys}, contiguous_g{ng, bg, {}, s.n_keys};
+            const RowSets listed_c{nc, {}, lc, s.n_keys}, listed_g{ng, {}, lg, s.n_keys};
+            const RowSets rc = dsv4_ops(*cpu_).indexer_topk(qc, wc, kc, contiguous_c, s.top_k);
+            for (const RowSets* in : {&contiguous_g, &listed_g}) {
+                const RowSets rg = gpu_->indexer_topk(qg, wg, kg, *in, s.top_k);
+                const std::vector<int32_t> cc = host_ints(*cpu_, rc.count), gc = host_ints(*gpu_, rg.count);
+                EXPECT_EQ(gc, cc) << "indexer heads " << s.heads << " T " << T;
+                const std::vector<int32_t> cr = host_ints(*cpu_, rc.rows), gr = host_ints(*gpu_, rg.rows);
+                for (int64_t t = 0; t < T; ++t)
+                    EXPECT_TRUE(std::equal(cr.begin() + t * s.top_k, cr.begin() + t * s.top_k + cc[size_t(t)],
+                                           gr.begin() + t * s.top_k))
+                        << "indexer heads " << s.heads << " T " << T << " row " << t;
+            }
+            const RowSets rl = dsv4_ops(*cpu_).indexer_topk(qc, wc, kc, listed_c, s.top_k);
+            EXPECT_EQ(host_ints(*cpu_, rl.rows), host_ints(*cpu_, rc.rows));
         }
-        // Every visible row within top-k: no device work, all rows listed.
-        auto [qc, qg] = pair(1, int64_t(s.heads) * s.dim);
-        auto [wc, wg] = pair(1, s.heads);
-        const int32_t few = int32_t(std::min<int64_t>(s.top_k, s.n_keys));
-        EXPECT_EQ(gpu_->indexer_topk(qg, wg, kg, &few, s.top_k).rows,
-                  dsv4_ops(*cpu_).indexer_topk(qc, wc, kc, &few, s.top_k).rows);
-        const int32_t too_many = int32_t(s.n_keys + 1);
-        EXPECT_THROW(gpu_->indexer_topk(qg, wg, kg, &too_many, s.top_k), Error);
     }
 }
 
@@ -282,51 +356,43 @@ TEST_F(CudaDsv4Ops, WindowAttentionWithCompressedRowsAndSinks) {
         int heads, dim;
         int64_t n_swa;
     };
-    struct Step {
-        int64_t pos0, T;
-        bool comp;
-        const char* what;
-    };
     for (const Shape s : {Shape{8, 64, 32}, Shape{64, 512, 128}}) {
         const AttentionParams ap{s.heads, 1, s.dim, s.dim, 1.0f / std::sqrt(float(s.dim))};
         const WeightRef sinks = f32_vector(random_floats(rng_, size_t(s.heads), -2.0f, 2.0f));
         const int64_t n_comp = 40;
+        const int n_slots = 5;
         auto [cc, cg] = pair(n_comp, s.dim, -2.0f, 2.0f);
-        auto [wc, wg] = pair(s.n_swa, s.dim, -2.0f, 2.0f);
-        const Step steps[] = {
-            {0, 5, false, "prefill, window not full"},
-            {3, 1, true, "decode, no compressed rows yet"},
-            {s.n_swa + 77, 1, true, "decode, full window + compressed rows"},
-            {s.n_swa + 5, 7, true, "chunk of 7 rows"},
-            {50, s.n_swa + 9, true, "chunk longer than the window"},
-        };
-        for (const Step& st : steps) {
-            auto [qc, qg] = pair(st.T, int64_t(s.heads) * s.dim, -2.0f, 2.0f);
-            auto [kc, kg] = pair(st.T, s.dim, -2.0f, 2.0f);
-            RowLists comp_rows;
-            comp_rows.offsets.push_back(0);
-            std::uniform_int_distribution<int> len(0, 20);
+        auto [wc, wg] = pair(n_slots * s.n_swa, s.dim, -2.0f, 2.0f);
+        // Decodes, short chunks, chunks longer than the window, windows not yet full.
+        for (int max_run : {1, 7, int(s.n_swa) + 9}) {
+            const RandomBatch b = random_batch(rng_, n_slots, max_run, 3 * s.n_swa);
+            const int64_t T = int64_t(b.positions.size());
+            auto [pc, pg] = ints(b.positions);
+            auto [sc, sg] = ints(b.slots);
+            const Dsv4Rows rc = dsv4_ops(*cpu_).plan_rows({pc, sc, 0}, T), rg = gpu_->plan_rows({pg, sg, 0}, T);
+            auto [qc, qg] = pair(T, int64_t(s.heads) * s.dim, -2.0f, 2.0f);
+            auto [kc, kg] = pair(T, s.dim, -2.0f, 2.0f);
+            const int64_t cap = 20;
+            std::uniform_int_distribution<int> len(0, int(cap));
             std::uniform_int_distribution<int32_t> row(0, int32_t(n_comp - 1));
-            for (int64_t t = 0; t < st.T; ++t) {
-                const int n = std::string(st.what).find("no compressed") != std::string::npos ? 0 : len(rng_);
-                for (int i = 0; i < n; ++i) comp_rows.rows.push_back(row(rng_));
-                comp_rows.offsets.push_back(int32_t(comp_rows.rows.size()));
+            std::vector<int32_t> count(static_cast<size_t>(T)), rows(static_cast<size_t>(T * cap), -1);
+            for (int64_t t = 0; t < T; ++t) {
+                count[size_t(t)] = len(rng_);
+                for (int i = 0; i < count[size_t(t)]; ++i) rows[size_t(t * cap + i)] = row(rng_);
             }
-            auto [oc, og] = zeros(st.T, int64_t(s.heads) * s.dim);
-            dsv4_ops(*cpu_).attention_window_sink(qc, kc, wc, st.pos0, s.n_swa, st.comp ? &cc : nullptr,
-                                        st.comp ? &comp_rows : nullptr, sinks, ap, oc);
-            gpu_->attention_window_sink(qg, kg, wg, st.pos0, s.n_swa, st.comp ? &cg : nullptr,
-                                        st.comp ? &comp_rows : nullptr, sinks, ap, og);
-            EXPECT_TRUE(close(oc, og, 1e-5, std::string(st.what) + ", head " + std::to_string(s.dim)));
+            auto [nc, ng] = ints(count);
+            auto [lc, lg] = ints(rows);
+            const RowSets comp_c{nc, {}, lc, cap}, comp_g{ng, {}, lg, cap};
+            for (bool with_comp : {false, true}) {
+                auto [oc, og] = zeros(T, int64_t(s.heads) * s.dim);
+                dsv4_ops(*cpu_).attention_window_sink(qc, kc, wc, rc, s.n_swa, with_comp ? &cc : nullptr,
+                                                      with_comp ? &comp_c : nullptr, sinks, ap, oc);
+                gpu_->attention_window_sink(qg, kg, wg, rg, s.n_swa, with_comp ? &cg : nullptr,
+                                            with_comp ? &comp_g : nullptr, sinks, ap, og);
+                EXPECT_TRUE(close(oc, og, 1e-5, "runs up to " + std::to_string(max_run) + (with_comp ? ", " : ", no ") +
+                                                    "compressed rows, head " + std::to_string(s.dim)));
+            }
         }
-        // A compressed row outside the cache is refused, not read.
-        auto [qc, qg] = pair(1, int64_t(s.heads) * s.dim);
-        auto [kc, kg] = pair(1, s.dim);
-        auto [oc, og] = zeros(1, int64_t(s.heads) * s.dim);
-        RowLists bad;
-        bad.offsets = {0, 1};
-        bad.rows = {int32_t(n_comp)};
-        EXPECT_THROW(gpu_->attention_window_sink(qg, kg, wg, 9, s.n_swa, &cg, &bad, sinks, ap, og), Error);
     }
 }
 

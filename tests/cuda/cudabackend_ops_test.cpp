@@ -318,16 +318,25 @@ TEST_F(CudaOps, SqrtSoftplusRoutingWithBiasAndForcedExperts) {
     const WeightRef bias = f32_vector(random_floats(rng_, n_exp, -0.1f, 0.1f));
     for (bool norm : {true, false}) {
         auto [lc, lg] = pair(9, n_exp, -4.0f, 4.0f);
-        const Routing rc = dsv4_ops(*cpu_).route_sqrt_softplus(lc, &bias, nullptr, 6, norm, 1.5f);
-        const Routing rg = gpu_->route_sqrt_softplus(lg, &bias, nullptr, 6, norm, 1.5f);
+        const Routing rc = dsv4_ops(*cpu_).route_sqrt_softplus(lc, &bias, nullptr, nullptr, 6, norm, 1.5f);
+        const Routing rg = gpu_->route_sqrt_softplus(lg, &bias, nullptr, nullptr, 6, norm, 1.5f);
         EXPECT_EQ(host_ints(*cpu_, rc.experts), host_ints(*gpu_, rg.experts));
         EXPECT_TRUE(close(rc.weights, rg.weights, 1e-6, "sqrt-softplus routing weights"));
-        std::vector<int32_t> forced(9 * 6);
-        std::uniform_int_distribution<int32_t> e(0, int32_t(n_exp - 1));
-        for (auto& f : forced) f = e(rng_);
-        const Routing fc = dsv4_ops(*cpu_).route_sqrt_softplus(lc, nullptr, forced.data(), 6, norm, 1.0f);
-        const Routing fg = gpu_->route_sqrt_softplus(lg, nullptr, forced.data(), 6, norm, 1.0f);
+        // Hash routing: a table of 6 experts for each of 50 tokens, read at each row's token.
+        std::vector<uint8_t>* bytes = nullptr;
+        WeightRef table = new_weight(GgmlType::I32, 6, 50, 1, bytes);
+        std::uniform_int_distribution<int32_t> e(0, int32_t(n_exp - 1)), tok(0, 49);
+        std::vector<int32_t> entries(50 * 6), tokens(9), forced;
+        for (auto& v : entries) v = e(rng_);
+        for (auto& v : tokens) v = tok(rng_);
+        for (int32_t t : tokens) forced.insert(forced.end(), entries.begin() + t * 6, entries.begin() + t * 6 + 6);
+        std::memcpy(bytes->data(), entries.data(), bytes->size());
+        attach(table);
+        auto [tc, tg] = ints(tokens);
+        const Routing fc = dsv4_ops(*cpu_).route_sqrt_softplus(lc, nullptr, &table, &tc, 6, norm, 1.0f);
+        const Routing fg = gpu_->route_sqrt_softplus(lg, nullptr, &table, &tg, 6, norm, 1.0f);
         EXPECT_EQ(host_ints(*gpu_, fg.experts), forced);
+        EXPECT_EQ(host_ints(*cpu_, fc.experts), forced);
         EXPECT_TRUE(close(fc.weights, fg.weights, 1e-6, "hash routing weights"));
     }
 }

@@ -71,7 +71,7 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
     for (int64_t f : frontiers) kv_bytes.push_back(model.new_state(backend, f, n)->bytes());
 
     // Room for the deepest frontier plus its probe, in every slot.
-    SlotPool pool(model, backend, n, frontiers.back() + opts.gen_tokens);
+    SlotPool pool(model, backend, n, frontiers.back() + opts.gen_tokens, !opts.op_by_op);
     std::vector<SeqStep> step(static_cast<size_t>(n));
     for (int s = 0; s < n; ++s) step[static_cast<size_t>(s)].slot = s;
     // A --layers slice runs as the pipeline stage it would be: one that does
@@ -133,6 +133,7 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
         row.gen_tps_per_seq = rate(opts.gen_tokens, gen_secs);
         for (int s = 0; s < n; ++s) pool.restore(s, snaps[static_cast<size_t>(s)]);
 
+        row.steps_replayed = pool.decode_steps_replayed();
         rows.push_back(row);
         if (on_row) on_row(row);
     }

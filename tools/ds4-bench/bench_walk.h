@@ -23,6 +23,7 @@ struct BenchWalkOptions {
     int64_t gen_tokens = 32;
     int64_t prefill_chunk = 512;
     int parallel = 1;        // sequences decoded together in one batch, each at the same depth
+    bool op_by_op = false;   // never replay a recorded decode step
     uint64_t seed = 0;
 };
 
@@ -33,6 +34,7 @@ struct BenchRow {
     double gen_tps_per_seq = 0;  // probe tokens of one sequence / seconds
     uint64_t kv_bytes = 0;   // model state of all sequences sized for exactly ctx positions
     int parallel = 1;
+    int64_t steps_replayed = 0;  // decode steps so far that replayed a recording (not op by op)
 };
 
 // ctx_start, then +step_incr or ×step_mul (rounded up, always at least +1),

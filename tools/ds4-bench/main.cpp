@@ -63,6 +63,8 @@ const char* const kHelp =
     "                         and decoded together in one batch per forward pass (default\n"
     "                         1); the CSV then adds parallel,gen_tps_per_seq and the rates\n"
     "                         count the tokens of all N\n"
+    "  --op-by-op             decode op by op, never replaying a recorded step (to\n"
+    "                         measure what the recording gains)\n"
     "  --seed N               seed of the token sequence (default 0)\n"
     "  --csv FILE             write the CSV there instead of stdout\n"
     "  --json FILE            also write {model, layers, weights_bytes_per_token, rows}\n"
@@ -124,6 +126,7 @@ BenchArgs parse_args(int argc, char** argv) {
     app.add_option("--gen-tokens", a.walk.gen_tokens)->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     app.add_option("--prefill-chunk", a.walk.prefill_chunk)->check(CLI::Range(int64_t{1}, kMaxContext));
     app.add_option("--parallel", a.walk.parallel)->check(CLI::Range(1, 1024));
+    app.add_flag("--op-by-op", a.walk.op_by_op);
     // CLI11 would wrap "-1" to 2^64-1; a seed is plain digits.
     const CLI::Validator digits(
         [](std::string& s) -> std::string {
@@ -232,10 +235,11 @@ int run_bench(const BenchArgs& a) {
 
     const std::vector<int64_t> frontiers = ds4::bench_frontiers(a.walk);
     const bool parallel = a.walk.parallel > 1;
-    std::fprintf(stderr, "ds4-bench: %s, %zu frontier(s) %lld..%lld, %lld-token probes, %d sequence%s, seed %llu\n",
+    std::fprintf(stderr, "ds4-bench: %s, %zu frontier(s) %lld..%lld, %lld-token probes, %d sequence%s, seed %llu%s\n",
                  engine->backend_description().c_str(), frontiers.size(), static_cast<long long>(frontiers.front()),
                  static_cast<long long>(frontiers.back()), static_cast<long long>(a.walk.gen_tokens), a.walk.parallel,
-                 parallel ? "s per batch" : "", static_cast<unsigned long long>(a.walk.seed));
+                 parallel ? "s per batch" : "", static_cast<unsigned long long>(a.walk.seed),
+                 a.walk.op_by_op ? ", decode op by op" : "");
     std::fprintf(out, parallel ? "ctx,prefill_tps,gen_tps,kv_bytes,parallel,gen_tps_per_seq\n" : "ctx,prefill_tps,gen_tps,kv_bytes\n");
     std::fflush(out);
     const auto rows = ds4::run_bench_walk(*engine, a.walk, [&](const ds4::BenchRow& r) {
@@ -247,7 +251,8 @@ int run_bench(const BenchArgs& a) {
         std::fprintf(stderr, "  ctx %8lld: prefill %10.2f t/s, generation %8.2f t/s", static_cast<long long>(r.ctx),
                      r.prefill_tps, r.gen_tps);
         if (parallel) std::fprintf(stderr, " (%d sequences, %.2f t/s each)", r.parallel, r.gen_tps_per_seq);
-        std::fprintf(stderr, ", state %8.2f MiB\n", static_cast<double>(r.kv_bytes) / (1 << 20));
+        std::fprintf(stderr, ", state %8.2f MiB, %lld decode steps replayed\n", static_cast<double>(r.kv_bytes) / (1 << 20),
+                     static_cast<long long>(r.steps_replayed));
     });
     std::fprintf(stderr, "ds4-bench: %zu rows written to %s\n", rows.size(), a.csv.empty() ? "stdout" : a.csv.c_str());
     const ds4::DecodeWeightBytes traffic = ds4::decode_weight_bytes(engine->file(), run.begin, run.end);
@@ -267,6 +272,7 @@ int run_bench(const BenchArgs& a) {
         j["n_layer"] = n_layer;
         j["weights_bytes_per_token"] = traffic.total;
         j["parallel"] = a.walk.parallel;
+        j["op_by_op"] = a.walk.op_by_op;
         j["rows"] = nlohmann::json::array();
         for (const auto& r : rows)
             j["rows"].push_back({{"ctx", r.ctx},

@@ -51,18 +51,21 @@ public:
                    Tensor& out) override;
     void matmul_grouped(const WeightRef& w, const Tensor& x, Tensor& y) override;
     void swiglu_clamp(const Tensor& gate, const Tensor& up, float limit, Tensor& out) override;
-    Routing route_sqrt_softplus(const Tensor& logits, const WeightRef* bias, const int32_t* forced, int n_used,
-                                bool norm, float w_scale) override;
+    Routing route_sqrt_softplus(const Tensor& logits, const WeightRef* bias, const WeightRef* hash,
+                                const IntArray* tokens, int n_used, bool norm, float w_scale) override;
     void moe_swiglu_clamp(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                           const WeightRef& down, float limit, Tensor& out) override;
+    void broadcast_streams(const Tensor& x, Tensor& streams) override;
+    Dsv4Rows plan_rows(const CacheRows& batch, int64_t n) override;           // cpu_dsv4_plans.cpp
+    IntArray plan_ring(const Dsv4Rows& rows, int64_t ring) override;
+    Dsv4CompressorPlan plan_compressor(const Dsv4Rows& rows, int ratio, bool overlap, int64_t cache_rows) override;
     void compress_pool(const Tensor& state_kv, const Tensor& state_score, const Tensor& kv, const Tensor& score,
-                       const int32_t* sources, int per_block, bool overlap, Tensor& out) override;
-    void copy_rows(const Tensor& src, const int32_t* src_rows, Tensor& dst, const int32_t* dst_rows,
-                   int64_t n) override;
-    RowLists indexer_topk(const Tensor& q, const Tensor& w, const Tensor& keys, const int32_t* n_visible,
-                          int64_t top_k) override;
-    void attention_window_sink(const Tensor& q, const Tensor& k, const Tensor& window, int64_t pos0, int64_t n_swa,
-                               const Tensor* comp, const RowLists* comp_rows, const WeightRef& sinks,
+                       const IntArray& sources, int per_block, bool overlap, Tensor& out) override;
+    void scatter_rows(const Tensor& src, const IntArray& dst_rows, Tensor& dst) override;
+    RowSets indexer_topk(const Tensor& q, const Tensor& w, const Tensor& keys, const RowSets& visible,
+                         int64_t top_k) override;
+    void attention_window_sink(const Tensor& q, const Tensor& k, const Tensor& window, const Dsv4Rows& rows,
+                               int64_t n_swa, const Tensor* comp, const RowSets* comp_rows, const WeightRef& sinks,
                                const AttentionParams& p, Tensor& out) override;
 
     ThreadPool& pool() { return pool_; }

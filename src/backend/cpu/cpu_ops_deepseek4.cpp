@@ -147,11 +147,13 @@ void CpuBackend::swiglu_clamp(const Tensor& gate, const Tensor& up, float limit,
     }
 }
 
-Routing CpuBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* bias_w, const int32_t* forced,
-                                        int n_used, bool norm, float w_scale) {
+Routing CpuBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* bias_w, const WeightRef* hash,
+                                        const IntArray* tokens, int n_used, bool norm, float w_scale) {
     const int64_t n_exp = logits.cols;
     if (n_used <= 0 || n_used > n_exp)
         throw Error("routing " + std::to_string(n_used) + " of " + std::to_string(n_exp) + " experts is impossible.");
+    if (hash && (!tokens || tokens->n < logits.rows || hash->ne[0] != n_used))
+        throw Error("hash routing needs a token per row and a table of " + std::to_string(n_used) + " experts per token.");
     Routing r = new_routing(logits.rows, n_used);
     std::vector<float> bias;
     if (bias_w) bias = to_floats(*bias_w);
@@ -165,13 +167,12 @@ Routing CpuBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* b
             sel[e] = bias_w ? probs[e] + bias[e] : probs[e];
         }
         int32_t* chosen = r.experts.data + t * n_used;
-        if (forced) {
-            for (int j = 0; j < n_used; ++j) {
-                const int32_t e = forced[t * n_used + j];
-                if (e < 0 || e >= n_exp)
-                    throw Error("hash routing names expert " + std::to_string(e) + " of " + std::to_string(n_exp) + ".");
-                chosen[j] = e;
-            }
+        if (hash) {
+            // The table's ids were checked when the model loaded.
+            const int64_t tok = tokens->data[t];
+            if (tok < 0 || tok >= hash->ne[1])
+                throw Error("hash routing has no row for token " + std::to_string(tok) + ".");
+            std::memcpy(chosen, hash->data + tok * hash->row_bytes, sizeof(int32_t) * size_t(n_used));
         } else {
             std::iota(idx.begin(), idx.end(), 0);
             std::partial_sort(idx.begin(), idx.begin() + n_used, idx.end(), [&](int32_t a, int32_t b) {
@@ -192,26 +193,39 @@ Routing CpuBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* b
 }
 
 void CpuBackend::compress_pool(const Tensor& state_kv, const Tensor& state_score, const Tensor& kv,
-                               const Tensor& score, const int32_t* sources, int per_block, bool overlap, Tensor& out) {
+                               const Tensor& score, const IntArray& sources, int per_block, bool overlap, Tensor& out) {
     const int64_t D = out.cols;
-    const int64_t n_state = state_kv.rows;
+    const int64_t n_chunk = kv.rows, limit = kv.rows + state_kv.rows;
+    if (sources.n < out.rows * per_block)
+        throw Error("compressor pooling: " + std::to_string(sources.n) + " source ids for " +
+                    std::to_string(out.rows) + " rows of " + std::to_string(per_block) + ".");
+    for (int64_t i = 0; i < out.rows * per_block; ++i)
+        if (sources.data[i] < -1 || sources.data[i] >= limit)
+            throw Error("compressor source row " + std::to_string(sources.data[i]) + " is outside the " +
+                        std::to_string(limit) + " rows of chunk and state.");
     pool_.parallel_for(out.rows, 1, [&](int64_t b, int64_t e) {
         std::vector<const float*> kvp(static_cast<size_t>(per_block)), scp(static_cast<size_t>(per_block));
         for (int64_t blk = b; blk < e; ++blk) {
+            bool any = false;
             for (int j = 0; j < per_block; ++j) {
-                const int32_t id = sources[blk * per_block + j];
+                const int32_t id = sources.data[blk * per_block + j];
                 const int64_t col = overlap && j >= per_block / 2 ? D : 0;
                 if (id < 0) {
                     kvp[j] = scp[j] = nullptr;
-                } else if (id < n_state) {
-                    kvp[j] = state_kv.data + id * state_kv.cols + col;
-                    scp[j] = state_score.data + id * state_score.cols + col;
+                } else if (id < n_chunk) {
+                    kvp[j] = kv.data + id * kv.cols + col;
+                    scp[j] = score.data + id * score.cols + col;
                 } else {
-                    kvp[j] = kv.data + (id - n_state) * kv.cols + col;
-                    scp[j] = score.data + (id - n_state) * score.cols + col;
+                    kvp[j] = state_kv.data + (id - n_chunk) * state_kv.cols + col;
+                    scp[j] = state_score.data + (id - n_chunk) * state_score.cols + col;
                 }
+                any = any || id >= 0;
             }
             float* o = out.data + blk * D;
+            if (!any) {  // no block ends at this row
+                std::fill(o, o + D, 0.0f);
+                continue;
+            }
             for (int64_t d = 0; d < D; ++d) {
                 float mx = -INFINITY;
                 for (int j = 0; j < per_block; ++j)
@@ -229,34 +243,65 @@ void CpuBackend::compress_pool(const Tensor& state_kv, const Tensor& state_score
     });
 }
 
-void CpuBackend::copy_rows(const Tensor& src, const int32_t* src_rows, Tensor& dst, const int32_t* dst_rows, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-        if (src_rows[i] < 0 || src_rows[i] >= src.rows || dst_rows[i] < 0 || dst_rows[i] >= dst.rows)
-            throw Error("row copy out of range (" + std::to_string(src_rows[i]) + " -> " + std::to_string(dst_rows[i]) +
-                        "); the context is too small.");
-        std::memcpy(dst.data + int64_t(dst_rows[i]) * dst.cols, src.data + int64_t(src_rows[i]) * src.cols,
-                    sizeof(float) * static_cast<size_t>(dst.cols));
+void CpuBackend::scatter_rows(const Tensor& src, const IntArray& dst_rows, Tensor& dst) {
+    if (dst_rows.n < src.rows || src.cols < dst.cols)
+        throw Error("row scatter: " + std::to_string(dst_rows.n) + " destinations for " + std::to_string(src.rows) +
+                    " rows of " + std::to_string(src.cols) + " values into rows of " + std::to_string(dst.cols) + ".");
+    for (int64_t i = 0; i < src.rows; ++i) {
+        const int32_t r = dst_rows.data[i];
+        if (r < 0) continue;
+        if (r >= dst.rows)
+            throw Error("row scatter to row " + std::to_string(r) + " of " + std::to_string(dst.rows) +
+                        "; the context is too small.");
+        std::memcpy(dst.data + int64_t(r) * dst.cols, src.data + i * src.cols, sizeof(float) * size_t(dst.cols));
     }
 }
 
-RowLists CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& keys, const int32_t* n_visible,
-                                  int64_t top_k) {
-    const int64_t H = w.cols, Di = keys.cols;
-    std::vector<std::vector<int32_t>> lists(static_cast<size_t>(q.rows));
-    pool_.parallel_for(q.rows, 1, [&](int64_t b, int64_t e) {
+void CpuBackend::broadcast_streams(const Tensor& x, Tensor& streams) {
+    const int64_t E = x.cols;
+    if (E <= 0 || streams.cols % E != 0 || streams.rows < x.rows)
+        throw Error("streams of " + std::to_string(streams.cols) + " values are not copies of rows of " +
+                    std::to_string(E) + ".");
+    for (int64_t t = 0; t < x.rows; ++t)
+        for (int64_t h = 0; h < streams.cols / E; ++h)
+            std::memcpy(streams.data + t * streams.cols + h * E, x.data + t * E, sizeof(float) * size_t(E));
+}
+
+RowSets CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& keys, const RowSets& visible,
+                                 int64_t top_k) {
+    const int64_t H = w.cols, Di = keys.cols, T = q.rows;
+    if (top_k < 0) throw Error("the indexer cannot keep " + std::to_string(top_k) + " rows.");
+    if (q.cols != H * Di || w.rows < T)
+        throw Error("indexer queries of " + std::to_string(q.cols) + " values are not " + std::to_string(H) +
+                    " heads of " + std::to_string(Di) + ".");
+    RowSets out;
+    out.cap = top_k;
+    out.count = alloc_ints(T);
+    out.rows = alloc_ints(T * top_k);
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t nv = visible.count.data[t], first = visible.rows.data ? 0 : visible.base.data[t];
+        if (nv < 0 || nv > visible.cap || (!visible.rows.data && (first < 0 || first + nv > keys.rows)))
+            throw Error("the indexer sees " + std::to_string(nv) + " compressed rows from row " +
+                        std::to_string(first) + " of " + std::to_string(keys.rows) + ".");
+    }
+    pool_.parallel_for(T, 1, [&](int64_t b, int64_t e) {
         std::vector<float> s;
         std::vector<int32_t> idx;
         for (int64_t t = b; t < e; ++t) {
-            const int64_t nv = n_visible[t];
-            auto& out = lists[static_cast<size_t>(t)];
+            const int64_t nv = visible.count.data[t];
+            auto key_row = [&](int64_t j) -> int32_t {
+                return visible.rows.data ? visible.rows.data[t * visible.cap + j]
+                                         : static_cast<int32_t>(visible.base.data[t] + j);
+            };
+            int32_t* o = out.rows.data + t * top_k;
             if (nv <= top_k) {
-                out.resize(static_cast<size_t>(nv));
-                std::iota(out.begin(), out.end(), 0);
+                for (int64_t j = 0; j < nv; ++j) o[j] = key_row(j);
+                out.count.data[t] = static_cast<int32_t>(nv);
                 continue;
             }
             s.assign(static_cast<size_t>(nv), 0.0f);
             for (int64_t j = 0; j < nv; ++j) {
-                const float* k = keys.data + j * Di;
+                const float* k = keys.data + int64_t(key_row(j)) * Di;
                 float acc = 0.0f;
                 for (int64_t h = 0; h < H; ++h) {
                     const float* qh = q.data + t * q.cols + h * Di;
@@ -270,23 +315,35 @@ RowLists CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor
             std::iota(idx.begin(), idx.end(), 0);
             std::partial_sort(idx.begin(), idx.begin() + top_k, idx.end(),
                               [&](int32_t a, int32_t c) { return s[a] > s[c] || (s[a] == s[c] && a < c); });
-            out.assign(idx.begin(), idx.begin() + top_k);
-            std::sort(out.begin(), out.end());
+            std::sort(idx.begin(), idx.begin() + top_k);
+            for (int64_t j = 0; j < top_k; ++j) o[j] = key_row(idx[j]);
+            out.count.data[t] = static_cast<int32_t>(top_k);
         }
     });
-    RowLists r;
-    r.offsets.push_back(0);
-    for (auto& l : lists) {
-        r.rows.insert(r.rows.end(), l.begin(), l.end());
-        r.offsets.push_back(static_cast<int32_t>(r.rows.size()));
-    }
-    return r;
+    return out;
 }
 
-void CpuBackend::attention_window_sink(const Tensor& q, const Tensor& k, const Tensor& window, int64_t pos0,
-                                       int64_t n_swa, const Tensor* comp, const RowLists* comp_rows,
+void CpuBackend::attention_window_sink(const Tensor& q, const Tensor& k, const Tensor& window, const Dsv4Rows& rows,
+                                       int64_t n_swa, const Tensor* comp, const RowSets* comp_rows,
                                        const WeightRef& sinks_w, const AttentionParams& p, Tensor& out) {
     const int D = p.head_dim_k;
+    if (rows.n < q.rows || n_swa <= 0)
+        throw Error("window attention: " + std::to_string(rows.n) + " row positions for " + std::to_string(q.rows) +
+                    " queries.");
+    for (int64_t t = 0; t < q.rows; ++t) {
+        const int64_t pos = rows.positions.data[t], first = rows.run_first.data[t];
+        const int64_t lo = std::max<int64_t>(0, pos - n_swa + 1);
+        if (pos - first > t || (lo < first && int64_t(rows.slots.data[t] + 1) * n_swa > window.rows))
+            throw Error("window attention: row " + std::to_string(t) + " has no window to read.");
+        if (comp && comp_rows)
+            for (int64_t i = 0; i < comp_rows->count.data[t]; ++i) {
+                const int64_t r = comp_rows->rows.data ? comp_rows->rows.data[t * comp_rows->cap + i]
+                                                       : comp_rows->base.data[t] + i;
+                if (r < 0 || r >= comp->rows)
+                    throw Error("attention asks for compressed row " + std::to_string(r) + " of " +
+                                std::to_string(comp->rows) + ".");
+            }
+    }
     const std::vector<float> sinks = to_floats(sinks_w);
     pool_.parallel_for(q.rows * p.n_head, 1, [&](int64_t b, int64_t e) {
         std::vector<const float*> keys;
@@ -295,13 +352,18 @@ void CpuBackend::attention_window_sink(const Tensor& q, const Tensor& k, const T
         for (int64_t job = b; job < e; ++job) {
             const int64_t t = job / p.n_head;
             const int h = static_cast<int>(job % p.n_head);
-            const int64_t pos = pos0 + t;
+            const int64_t pos = rows.positions.data[t], first = rows.run_first.data[t];
+            const float* ring = window.data + int64_t(rows.slots.data[t]) * n_swa * window.cols;
             keys.clear();
+            // Positions of this run from the batch's keys, earlier ones from the slot's ring.
             for (int64_t j = std::max<int64_t>(0, pos - n_swa + 1); j <= pos; ++j)
-                keys.push_back(j >= pos0 ? k.data + (j - pos0) * k.cols : window.data + (j % n_swa) * window.cols);
+                keys.push_back(j >= first ? k.data + (t - (pos - j)) * k.cols : ring + (j % n_swa) * window.cols);
             if (comp && comp_rows)
-                for (int32_t i = comp_rows->offsets[t]; i < comp_rows->offsets[t + 1]; ++i)
-                    keys.push_back(comp->data + int64_t(comp_rows->rows[i]) * comp->cols);
+                for (int64_t i = 0; i < comp_rows->count.data[t]; ++i) {
+                    const int64_t r = comp_rows->rows.data ? comp_rows->rows.data[t * comp_rows->cap + i]
+                                                           : comp_rows->base.data[t] + i;
+                    keys.push_back(comp->data + r * comp->cols);
+                }
             const float* qv = q.data + t * q.cols + static_cast<int64_t>(h) * D;
             scores.resize(keys.size());
             float mx = sinks[h];

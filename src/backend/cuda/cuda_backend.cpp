@@ -468,7 +468,7 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
 Routing CudaBackend::route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) {
     Routing r = new_routing(logits.rows, n_used);
     const auto t = timed("route softmax");
-    cuda::route_topk(cuda::RouteScore::Softmax, logits.data, logits.rows, int(logits.cols), n_used, nullptr, nullptr,
+    cuda::route_topk(cuda::RouteScore::Softmax, logits.data, logits.rows, int(logits.cols), n_used, nullptr, nullptr, nullptr,
                      norm, w_scale, r.experts.data, r.weights.data, stream_);
     return r;
 }

@@ -1,14 +1,11 @@
 // DeepSeek V4's ops on CUDA (all but the MoE routing and experts, which live
-// with the shared MoE kernels): shape checks and host-side index lists here,
-// kernels in dsv4_*.cu. Semantics are the CPU backend's, op for op.
+// with the shared MoE kernels): shape checks here, kernels in dsv4_*.cu.
+// Semantics are the CPU backend's, op for op.
 //
-// Host synchronisation: only indexer_topk waits for the GPU (it returns host
-// RowLists by design: one download of the chosen rows per call). copy_rows
-// passes its row ids as kernel parameters and rope_partial reads device
-// positions, so both can be recorded in a CUDA graph; compress_pool,
-// indexer_topk and attention_window_sink upload host index lists from
-// pageable memory, which a recording cannot hold (DeepSeek V4 decode is not
-// replayable while they do).
+// Every index list (the plans, the indexer's choice) is made and read on
+// the device and nothing waits for the GPU, so a step of these ops can be
+// recorded as a CUDA graph. Ids made by the plan ops are valid by
+// construction; the kernels do not check them again.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -32,12 +29,7 @@ constexpr int64_t kScoreFloats = int64_t(16) << 20;  // 64 MiB
 
 int64_t elements(const WeightRef& w) { return w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3]; }
 
-// Pageable host memory: the copy is staged before cudaMemcpyAsync returns,
-// so the host list may go away at once.
-void copy_to_device(const std::shared_ptr<void>& dev, const void* host, size_t bytes, cudaStream_t stream,
-                    const char* what) {
-    if (bytes) check(cudaMemcpyAsync(dev.get(), host, bytes, cudaMemcpyHostToDevice, stream), what);
-}
+cuda::RowSetsView view(const RowSets& r) { return {r.count.data, r.base.data, r.rows.data, r.cap}; }
 
 [[noreturn]] void shape_error(const std::string& op, const std::string& what) {
     throw Error("CUDA " + op + ": " + what + ".");
@@ -141,8 +133,59 @@ void CudaBackend::swiglu_clamp(const Tensor& gate, const Tensor& up, float limit
     cuda::swiglu_clamp(gate.data, up.data, limit, gate.size(), out.data, stream_);
 }
 
+void CudaBackend::broadcast_streams(const Tensor& x, Tensor& streams) {
+    const int64_t E = x.cols;
+    if (E <= 0 || streams.cols % E != 0 || streams.rows < x.rows)
+        shape_error("broadcast_streams", "streams of " + std::to_string(streams.cols) +
+                                             " values are not copies of rows of " + std::to_string(E));
+    cuda::broadcast_streams(x.data, x.rows, E, int(streams.cols / E), streams.data, streams.cols, stream_);
+}
+
+Dsv4Rows CudaBackend::plan_rows(const CacheRows& batch, int64_t n) {
+    if (batch.positions.n < n || batch.slots.n < n)
+        shape_error("plan_rows", std::to_string(n) + " batch rows but " + std::to_string(batch.positions.n) +
+                                     " positions");
+    Dsv4Rows r;
+    r.n = n;
+    r.positions = batch.positions;
+    r.slots = batch.slots;
+    r.run_first = alloc_ints(n);
+    r.run_last = alloc_ints(n);
+    cuda::plan_rows(r.positions.data, r.slots.data, n, r.run_first.data, r.run_last.data, stream_);
+    return r;
+}
+
+IntArray CudaBackend::plan_ring(const Dsv4Rows& rows, int64_t ring) {
+    IntArray dst = alloc_ints(rows.n);
+    cuda::plan_ring(rows.positions.data, rows.slots.data, rows.run_last.data, rows.n, ring, dst.data, stream_);
+    return dst;
+}
+
+Dsv4CompressorPlan CudaBackend::plan_compressor(const Dsv4Rows& rows, int ratio, bool overlap, int64_t cache_rows) {
+    if (ratio <= 0) shape_error("plan_compressor", "a ratio of " + std::to_string(ratio));
+    const int64_t n = rows.n;
+    Dsv4CompressorPlan c;
+    c.ratio = ratio;
+    c.overlap = overlap;
+    c.ring = (overlap ? 2 : 1) * int64_t(ratio);
+    c.cache_rows = cache_rows;
+    c.in_block = alloc_ints(n);
+    c.sources = alloc_ints(n * c.per_block());
+    c.block_pos = alloc_ints(n);
+    c.cache_dst = alloc_ints(n);
+    c.ring_dst = plan_ring(rows, c.ring);
+    c.visible.count = alloc_ints(n);
+    c.visible.base = alloc_ints(n);
+    c.visible.cap = cache_rows;
+    const cuda::CompressorPlanArgs a{rows.positions.data, rows.slots.data, rows.run_first.data, n,
+                                     ratio, overlap, c.ring, cache_rows, c.in_block.data, c.sources.data,
+                                     c.block_pos.data, c.cache_dst.data, c.visible.count.data, c.visible.base.data};
+    cuda::plan_compressor(a, stream_);
+    return c;
+}
+
 void CudaBackend::compress_pool(const Tensor& state_kv, const Tensor& state_score, const Tensor& kv,
-                                const Tensor& score, const int32_t* sources, int per_block, bool overlap,
+                                const Tensor& score, const IntArray& sources, int per_block, bool overlap,
                                 Tensor& out) {
     const int64_t D = out.cols, nb = out.rows;
     if (nb <= 0 || D <= 0) return;
@@ -151,96 +194,64 @@ void CudaBackend::compress_pool(const Tensor& state_kv, const Tensor& state_scor
         state_score.rows < state_kv.rows || score.rows < kv.rows)
         shape_error("compress_pool", "sources of " + std::to_string(kv.cols) + " columns do not hold " +
                                          std::to_string(width) + " pooled values");
-    // A bad id would read outside the tensors on the device: refuse it here.
-    const int64_t n_ids = nb * per_block, limit = state_kv.rows + kv.rows;
-    for (int64_t i = 0; i < n_ids; ++i)
-        if (sources[i] < -1 || sources[i] >= limit)
-            throw Error("compressor source row " + std::to_string(sources[i]) + " is outside the " +
-                        std::to_string(limit) + " rows of state and chunk.");
-    auto d_sources = device_scratch(sizeof(int32_t) * size_t(n_ids));
-    copy_to_device(d_sources, sources, sizeof(int32_t) * size_t(n_ids), stream_, "uploading compressor sources");
-    const cuda::PoolSources s{state_kv.data, state_score.data, state_kv.rows, state_kv.cols, state_score.cols,
-                              kv.data,       score.data,       kv.cols,       score.cols};
-    cuda::compress_pool(s, static_cast<const int32_t*>(d_sources.get()), per_block, overlap, nb, D, out.data,
-                        stream_);
+    if (sources.n < nb * per_block)
+        shape_error("compress_pool", std::to_string(sources.n) + " source ids for " + std::to_string(nb) +
+                                         " rows of " + std::to_string(per_block));
+    const cuda::PoolSources s{kv.data,       score.data,       kv.rows,          kv.cols,         score.cols,
+                              state_kv.data, state_score.data, state_kv.cols, state_score.cols};
+    cuda::compress_pool(s, sources.data, per_block, overlap, nb, D, out.data, stream_);
 }
 
-void CudaBackend::copy_rows(const Tensor& src, const int32_t* src_rows, Tensor& dst, const int32_t* dst_rows,
-                            int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-        if (src_rows[i] < 0 || src_rows[i] >= src.rows || dst_rows[i] < 0 || dst_rows[i] >= dst.rows)
-            throw Error("row copy out of range (" + std::to_string(src_rows[i]) + " -> " + std::to_string(dst_rows[i]) +
-                        "); the context is too small.");
-    }
-    if (src.cols < dst.cols)
-        shape_error("copy_rows", "source rows of " + std::to_string(src.cols) + " values cannot fill rows of " +
-                                     std::to_string(dst.cols));
-    cuda::copy_rows(src.data, src.cols, src_rows, dst.data, dst.cols, dst_rows, n, dst.cols, stream_);
+void CudaBackend::scatter_rows(const Tensor& src, const IntArray& dst_rows, Tensor& dst) {
+    if (dst_rows.n < src.rows || src.cols < dst.cols)
+        shape_error("scatter_rows", std::to_string(dst_rows.n) + " destinations for " + std::to_string(src.rows) +
+                                        " rows of " + std::to_string(src.cols) + " values into rows of " +
+                                        std::to_string(dst.cols));
+    cuda::scatter_rows(src.data, src.cols, dst_rows.data, src.rows, dst.data, dst.cols, dst.cols, stream_);
 }
 
-// Scores and the top-k selection run on the GPU; only the chosen row ids
-// come back (one synchronising download per call, in groups of query rows
-// when the score matrix would pass kScoreFloats).
-RowLists CudaBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& keys, const int32_t* n_visible,
-                                   int64_t top_k) {
+// Scores and the top-k selection run on the GPU, in groups of query rows
+// when the score matrix (rows x the sets' cap) would pass kScoreFloats.
+RowSets CudaBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor& keys, const RowSets& visible,
+                                  int64_t top_k) {
     const int64_t T = q.rows, H = w.cols, Di = keys.cols;
     if (top_k < 0) throw Error("the indexer cannot keep " + std::to_string(top_k) + " rows.");
-    if (q.cols != H * Di || w.rows < T)
+    if (q.cols != H * Di || w.rows < T || visible.count.n < T)
         shape_error("indexer_topk", "queries of " + std::to_string(q.cols) + " values are not " + std::to_string(H) +
                                         " heads of " + std::to_string(Di));
-    int64_t max_nv = 0;
-    bool select = false;
-    for (int64_t t = 0; t < T; ++t) {
-        if (n_visible[t] < 0 || n_visible[t] > keys.rows)
-            throw Error("the indexer sees " + std::to_string(n_visible[t]) + " compressed rows of " +
-                        std::to_string(keys.rows) + ".");
-        max_nv = std::max<int64_t>(max_nv, n_visible[t]);
-        select = select || n_visible[t] > top_k;
+    RowSets out;
+    out.cap = top_k;
+    out.count = alloc_ints(T);
+    out.rows = alloc_ints(std::max<int64_t>(1, T * top_k));
+    if (T <= 0) return out;
+    const int64_t cap = std::max<int64_t>(1, visible.cap);
+    const int64_t group = std::max<int64_t>(1, std::min<int64_t>(T, kScoreFloats / cap));
+    auto d_scores = device_scratch(sizeof(float) * size_t(group * cap));
+    float* scores = static_cast<float*>(d_scores.get());
+    for (int64_t r0 = 0; r0 < T; r0 += group) {
+        const int64_t nr = std::min(group, T - r0);
+        cuda::RowSetsView v = view(visible);
+        v.count += r0;
+        if (v.base) v.base += r0;
+        if (v.rows) v.rows += r0 * v.cap;
+        cuda::indexer_scores(q.data + r0 * q.cols, q.cols, w.data + r0 * w.cols, w.cols, int(H), int(Di), keys.data,
+                             v, nr, scores, cap, stream_);
+        cuda::indexer_select_topk(scores, cap, v, nr, top_k, out.rows.data + r0 * top_k, out.count.data + r0,
+                                  stream_);
     }
-    std::vector<int32_t> chosen;
-    if (select) {
-        auto d_nv = device_scratch(sizeof(int32_t) * size_t(T));
-        copy_to_device(d_nv, n_visible, sizeof(int32_t) * size_t(T), stream_, "uploading indexer visibility");
-        const int64_t group = std::max<int64_t>(1, std::min<int64_t>(T, kScoreFloats / max_nv));
-        auto d_scores = device_scratch(sizeof(float) * size_t(group * max_nv));
-        auto d_out = device_scratch(sizeof(int32_t) * size_t(T * top_k));
-        const int32_t* nv = static_cast<const int32_t*>(d_nv.get());
-        float* scores = static_cast<float*>(d_scores.get());
-        int32_t* out = static_cast<int32_t*>(d_out.get());
-        for (int64_t r0 = 0; r0 < T; r0 += group) {
-            const int64_t nr = std::min(group, T - r0);
-            cuda::indexer_scores(q.data + r0 * q.cols, q.cols, w.data + r0 * w.cols, w.cols, int(H), int(Di),
-                                 keys.data, nv + r0, nr, max_nv, scores, max_nv, stream_);
-            cuda::indexer_select_topk(scores, max_nv, nv + r0, nr, top_k, out + r0 * top_k, stream_);
-        }
-        chosen.resize(size_t(T * top_k));
-        check(cudaMemcpyAsync(chosen.data(), out, sizeof(int32_t) * chosen.size(), cudaMemcpyDeviceToHost, stream_),
-              "downloading the indexer's choice");
-        check(cudaStreamSynchronize(stream_), "downloading the indexer's choice");
-    }
-    RowLists r;
-    r.offsets.reserve(size_t(T) + 1);
-    r.offsets.push_back(0);
-    for (int64_t t = 0; t < T; ++t) {
-        if (n_visible[t] <= top_k) {
-            for (int32_t j = 0; j < n_visible[t]; ++j) r.rows.push_back(j);
-        } else {
-            r.rows.insert(r.rows.end(), chosen.begin() + t * top_k, chosen.begin() + (t + 1) * top_k);
-        }
-        r.offsets.push_back(int32_t(r.rows.size()));
-    }
-    return r;
+    return out;
 }
 
-void CudaBackend::attention_window_sink(const Tensor& q, const Tensor& k, const Tensor& window, int64_t pos0,
-                                        int64_t n_swa, const Tensor* comp, const RowLists* comp_rows,
+void CudaBackend::attention_window_sink(const Tensor& q, const Tensor& k, const Tensor& window, const Dsv4Rows& rows,
+                                        int64_t n_swa, const Tensor* comp, const RowSets* comp_rows,
                                         const WeightRef& sinks_w, const AttentionParams& p, Tensor& out) {
     const int64_t T = q.rows, D = p.head_dim_k, H = p.n_head;
     if (T <= 0) return;
-    if (D <= 0 || H <= 0 || q.cols != H * D || out.cols != H * D || out.rows < T || k.rows < T || k.cols < D)
+    if (D <= 0 || H <= 0 || q.cols != H * D || out.cols != H * D || out.rows < T || k.rows < T || k.cols < D ||
+        rows.n < T)
         shape_error("attention_window_sink", "queries of " + std::to_string(q.cols) + " values are not " +
                                                  std::to_string(H) + " heads of " + std::to_string(D));
-    if (n_swa <= 0 || (pos0 > 0 && (window.rows < n_swa || window.cols < D)))
+    if (n_swa <= 0 || window.cols < D || window.rows < n_swa)
         shape_error("attention_window_sink", "a window ring of " + std::to_string(window.rows) + " rows cannot hold " +
                                                  std::to_string(n_swa) + " positions");
     if (D > cuda::kWindowSinkMaxHeadDim)
@@ -250,37 +261,23 @@ void CudaBackend::attention_window_sink(const Tensor& q, const Tensor& k, const 
     a.q = q.data;
     a.k = k.data;
     a.window = window.data;
+    a.positions = rows.positions.data;
+    a.run_first = rows.run_first.data;
+    a.slots = rows.slots.data;
     a.out = out.data;
     a.n_tok = T;
-    a.pos0 = pos0;
     a.n_swa = n_swa;
     a.ld_k = k.cols;
     a.ld_window = window.cols;
     a.n_head = int(H);
     a.head_dim = int(D);
     a.scale = p.scale;
-    std::shared_ptr<void> d_offsets, d_rows;
-    if (comp && comp_rows && !comp_rows->rows.empty()) {
-        const auto& off = comp_rows->offsets;
-        const auto& rows = comp_rows->rows;
-        if (int64_t(off.size()) != T + 1 || off[0] < 0 || comp->cols < D)
-            shape_error("attention_window_sink", "compressed row lists for " + std::to_string(off.size()) +
-                                                     " offsets do not fit " + std::to_string(T) + " queries");
-        for (int64_t t = 0; t < T; ++t)
-            if (off[t + 1] < off[t] || off[t + 1] > int64_t(rows.size()))
-                shape_error("attention_window_sink", "compressed row lists are not ordered");
-        for (int32_t row : rows)
-            if (row < 0 || row >= comp->rows)
-                throw Error("attention asks for compressed row " + std::to_string(row) + " of " +
-                            std::to_string(comp->rows) + ".");
-        d_offsets = device_scratch(sizeof(int32_t) * off.size());
-        d_rows = device_scratch(sizeof(int32_t) * rows.size());
-        copy_to_device(d_offsets, off.data(), sizeof(int32_t) * off.size(), stream_, "uploading compressed row offsets");
-        copy_to_device(d_rows, rows.data(), sizeof(int32_t) * rows.size(), stream_, "uploading compressed rows");
+    if (comp && comp_rows) {
+        if (comp->cols < D)
+            shape_error("attention_window_sink", "compressed rows of " + std::to_string(comp->cols) + " values");
         a.comp = comp->data;
         a.ld_comp = comp->cols;
-        a.comp_offsets = static_cast<const int32_t*>(d_offsets.get());
-        a.comp_rows = static_cast<const int32_t*>(d_rows.get());
+        a.comp_rows = view(*comp_rows);
     }
     std::shared_ptr<void> keep;
     a.sinks = weight_vector(sinks_w, H, keep);

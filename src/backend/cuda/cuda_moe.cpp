@@ -33,21 +33,19 @@ constexpr size_t kGroupedGemmFloats = size_t(1) << 28;
 
 }  // namespace
 
-Routing CudaBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* bias, const int32_t* forced,
-                                         int n_used, bool norm, float w_scale) {
+Routing CudaBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* bias, const WeightRef* hash,
+                                         const IntArray* tokens, int n_used, bool norm, float w_scale) {
+    if (hash && (!tokens || tokens->n < logits.rows || hash->ne[0] != n_used))
+        throw Error("hash routing needs a token per row and a table of " + std::to_string(n_used) +
+                    " experts per token.");
     Routing r = new_routing(logits.rows, n_used);
-    std::shared_ptr<void> keep_bias, d_forced;
+    std::shared_ptr<void> keep_bias;
     const float* b = bias ? weight_vector(*bias, logits.cols, keep_bias) : nullptr;
-    if (forced) {
-        for (int64_t i = 0; i < logits.rows * n_used; ++i)
-            if (forced[i] < 0 || forced[i] >= logits.cols)
-                throw Error("hash routing names expert " + std::to_string(forced[i]) + " of " +
-                            std::to_string(logits.cols) + ".");
-        d_forced = upload_array(forced, size_t(logits.rows * n_used));
-    }
-    cuda::route_topk(cuda::RouteScore::SqrtSoftplus, logits.data, logits.rows, int(logits.cols), n_used, b,
-                     static_cast<const int32_t*>(d_forced.get()), norm, w_scale, r.experts.data, r.weights.data,
-                     stream_);
+    // The table's ids were checked when the model loaded; token ids by the session.
+    const int32_t* table =
+        hash ? reinterpret_cast<const int32_t*>(device_ptr(hash->data, hash->matrix_bytes, hash->name)) : nullptr;
+    cuda::route_topk(cuda::RouteScore::SqrtSoftplus, logits.data, logits.rows, int(logits.cols), n_used, b, table,
+                     hash ? tokens->data : nullptr, norm, w_scale, r.experts.data, r.weights.data, stream_);
     return r;
 }
 

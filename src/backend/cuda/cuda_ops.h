@@ -67,10 +67,11 @@ void gather_rows(const float* src, int64_t src_rows, const int32_t* rows, int64_
 void init_moe_decode_tables();
 enum class RouteScore { Softmax, SqrtSoftplus };
 // Per token: scores of n_exp logits, top-n_used of score (+ bias) unless
-// `forced` names the experts ([n_tok x n_used]); weights as the CPU backend.
+// `forced` names the experts: row forced_rows[t] (or t when null) of
+// [.. x n_used] ids; weights as the CPU backend.
 void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, int n_used, const float* bias,
-                const int32_t* forced, bool norm, float w_scale, int32_t* experts, float* weights,
-                cudaStream_t stream);
+                const int32_t* forced, const int32_t* forced_rows, bool norm, float w_scale, int32_t* experts,
+                float* weights, cudaStream_t stream);
 // Whether expert_matvec handles expert rows of k elements of this type.
 bool expert_matvec_supported(GgmlType type, int64_t k);
 // y[p][r] = W_{experts[p]}[r] . x[p / x_div] for pairs p < n_pairs, rows r < n_rows

@@ -31,47 +31,74 @@ void hc_expand(const float* y, int64_t ld_y, const float* res, int64_t ld_res, c
 // silu(min(gate, limit)) * clamp(up, -limit, limit); limit <= 1e-6: no clamp.
 void swiglu_clamp(const float* gate, const float* up, float limit, int64_t n, float* out, cudaStream_t stream);
 
+// streams[t][h * E + i] = x[t][i] for h < n_streams.
+void broadcast_streams(const float* x, int64_t rows, int64_t E, int n_streams, float* streams, int64_t ld_streams,
+                       cudaStream_t stream);
+
+// ---- dsv4_plans.cu ------------------------------------------------------------
+// The index plans of Dsv4Ops (CpuBackend's cpu_dsv4_plans.cpp, row for row).
+void plan_rows(const int32_t* positions, const int32_t* slots, int64_t n, int32_t* run_first, int32_t* run_last,
+               cudaStream_t stream);
+void plan_ring(const int32_t* positions, const int32_t* slots, const int32_t* run_last, int64_t n, int64_t ring,
+               int32_t* dst, cudaStream_t stream);
+struct CompressorPlanArgs {
+    const int32_t *positions, *slots, *run_first;
+    int64_t n;
+    int ratio;
+    bool overlap;
+    int64_t ring, cache_rows;
+    int32_t *in_block, *sources, *block_pos, *cache_dst, *visible_count, *visible_base;
+};
+void plan_compressor(const CompressorPlanArgs& a, cudaStream_t stream);
+
 // ---- dsv4_compress.cu ---------------------------------------------------------
 struct PoolSources {
-    const float* state_kv;
-    const float* state_score;
-    int64_t n_state, ld_state_kv, ld_state_score;
-    const float* kv;
+    const float* kv;  // this batch's rows: ids [0, n_chunk)
     const float* score;
-    int64_t ld_kv, ld_score;
+    int64_t n_chunk, ld_kv, ld_score;
+    const float* state_kv;  // ring rows of every slot: ids [n_chunk, ...)
+    const float* state_score;
+    int64_t ld_state_kv, ld_state_score;
 };
 // out[b][d] = softmax-over-sources(score)[d]-weighted sum of kv[d]; sources
-// [n_blocks x per_block] device ids into [state rows | chunk rows], -1 empty.
+// [n_blocks x per_block] device ids into [chunk rows | state rows], -1
+// empty; a row without sources is 0.
 void compress_pool(const PoolSources& s, const int32_t* sources, int per_block, bool overlap, int64_t n_blocks,
                    int64_t D, float* out, cudaStream_t stream);
-// dst[host_dst_rows[i]][0..cols) = src[host_src_rows[i]][0..cols) for i < n;
-// the row ids travel as kernel parameters (no upload, no host sync). Later
-// pairs win over earlier ones writing the same row, as on the CPU.
-void copy_rows(const float* src, int64_t ld_src, const int32_t* host_src_rows, float* dst, int64_t ld_dst,
-               const int32_t* host_dst_rows, int64_t n, int64_t cols, cudaStream_t stream);
+// dst[dst_rows[i]][0..cols) = src[i][0..cols) for i < n; -1 skips a row.
+void scatter_rows(const float* src, int64_t ld_src, const int32_t* dst_rows, int64_t n, float* dst, int64_t ld_dst,
+                  int64_t cols, cudaStream_t stream);
 
 // ---- dsv4_indexer.cu ----------------------------------------------------------
-// scores[t][j] (row stride ld_scores) = sum_h w[t][h] * relu(q[t][h] . keys[j])
-// for j < n_visible[t] (device), rows t < n_rows; the CPU's float order.
+// A RowSets in device memory (rows null: the contiguous form).
+struct RowSetsView {
+    const int32_t* count;
+    const int32_t* base;
+    const int32_t* rows;
+    int64_t cap;
+};
+// scores[t][j] (row stride ld_scores) = sum_h w[t][h] * relu(q[t][h] . keys[row j of t's set])
+// for j < count[t], rows t < n_rows; the CPU's float order.
 void indexer_scores(const float* q, int64_t ld_q, const float* w, int64_t ld_w, int n_head, int head_dim,
-                    const float* keys, const int32_t* n_visible, int64_t n_rows, int64_t max_visible,
-                    float* scores, int64_t ld_scores, cudaStream_t stream);
-// For every row with n_visible[t] > top_k: the top_k best j (ties: lower j
-// first) in ascending order into out[t * top_k ..]; other rows untouched.
-void indexer_select_topk(const float* scores, int64_t ld_scores, const int32_t* n_visible, int64_t n_rows,
-                         int64_t top_k, int32_t* out, cudaStream_t stream);
+                    const float* keys, const RowSetsView& visible, int64_t n_rows, float* scores, int64_t ld_scores,
+                    cudaStream_t stream);
+// Per row: the top_k best of its set (ties: lower j first) in ascending
+// order as key row ids into out_rows[t * top_k ..], their number into
+// out_count[t]; a set of no more than top_k is copied whole.
+void indexer_select_topk(const float* scores, int64_t ld_scores, const RowSetsView& visible, int64_t n_rows,
+                         int64_t top_k, int32_t* out_rows, int32_t* out_count, cudaStream_t stream);
 
 // ---- dsv4_attention.cu --------------------------------------------------------
 struct WindowSinkArgs {
     const float* q;       // [T x n_head * D]
-    const float* k;       // [T x ld_k]: this chunk's keys (= values)
-    const float* window;  // ring [n_swa x ld_window], row = position % n_swa
+    const float* k;       // [T x ld_k]: this batch's keys (= values)
+    const float* window;  // rings [slots * n_swa x ld_window], row = slot * n_swa + position % n_swa
+    const int32_t *positions, *run_first, *slots;  // [T]
     const float* comp;    // compressed rows [.. x ld_comp] or null
-    const int32_t* comp_offsets;  // T + 1 (device) or null
-    const int32_t* comp_rows;
+    RowSetsView comp_rows;
     const float* sinks;   // n_head
     float* out;           // [T x n_head * D]
-    int64_t n_tok, pos0, n_swa, ld_k, ld_window, ld_comp;
+    int64_t n_tok, n_swa, ld_k, ld_window, ld_comp;
     int n_head, head_dim;
     float scale;
 };

@@ -1,6 +1,7 @@
 // DeepSeek V4's attention: many query heads against one shared key = value
 // head; each query sees the sliding window of n_swa positions ending at
-// itself (earlier positions from the window ring, this chunk's from k) and
+// itself (earlier positions from its slot's window ring, those of its own
+// run in this batch from k) and
 // the compressed rows listed for it, and a per-head sink logit joins the
 // softmax denominator. A simple correct kernel, like attention.cu: one block
 // per (query row, head), each warp an online softmax over a strided share of
@@ -22,11 +23,11 @@ __global__ void window_sink_kernel(WindowSinkArgs a) {
     const int h = int(blockIdx.x % a.n_head);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int D = a.head_dim;
-    const int64_t pos = a.pos0 + t;
+    const int64_t pos = a.positions[t], first = a.run_first[t];
     const int64_t lo = pos - a.n_swa + 1 > 0 ? pos - a.n_swa + 1 : 0;  // first window position
     const int64_t n_win = pos - lo + 1;
-    const int64_t c0 = a.comp_offsets ? a.comp_offsets[t] : 0;
-    const int64_t n_comp = a.comp_offsets ? a.comp_offsets[t + 1] - c0 : 0;
+    const int64_t n_comp = a.comp ? a.comp_rows.count[t] : 0;
+    const float* ring = a.window + int64_t(a.slots[t]) * a.n_swa * a.ld_window;
 
     const float* qv = a.q + t * (int64_t(a.n_head) * D) + int64_t(h) * D;
     float qr[DPL], acc[DPL];
@@ -43,9 +44,11 @@ __global__ void window_sink_kernel(WindowSinkArgs a) {
         const float* key;
         if (i < n_win) {
             const int64_t j = lo + i;
-            key = j >= a.pos0 ? a.k + (j - a.pos0) * a.ld_k : a.window + (j % a.n_swa) * a.ld_window;
+            key = j >= first ? a.k + (t - (pos - j)) * a.ld_k : ring + (j % a.n_swa) * a.ld_window;
         } else {
-            key = a.comp + int64_t(a.comp_rows[c0 + (i - n_win)]) * a.ld_comp;
+            const int64_t c = i - n_win;
+            const RowSetsView& v = a.comp_rows;
+            key = a.comp + (v.rows ? int64_t(v.rows[t * v.cap + c]) : int64_t(v.base[t]) + c) * a.ld_comp;
         }
         float kr[DPL];
         float s = 0.0f;

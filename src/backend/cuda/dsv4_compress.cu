@@ -24,17 +24,23 @@ __global__ void compress_pool_kernel(PoolSources s, const int32_t* sources, int 
     const int32_t* src = sources + blk * per_block;
     auto score_of = [&](int j, int32_t id) -> const float* {
         const int64_t col = overlap && j >= per_block / 2 ? D : 0;
-        return id < s.n_state ? s.state_score + id * s.ld_state_score + col
-                              : s.score + (id - s.n_state) * s.ld_score + col;
+        return id < s.n_chunk ? s.score + id * s.ld_score + col
+                              : s.state_score + (id - s.n_chunk) * s.ld_state_score + col;
     };
     auto kv_of = [&](int j, int32_t id) -> const float* {
         const int64_t col = overlap && j >= per_block / 2 ? D : 0;
-        return id < s.n_state ? s.state_kv + id * s.ld_state_kv + col : s.kv + (id - s.n_state) * s.ld_kv + col;
+        return id < s.n_chunk ? s.kv + id * s.ld_kv + col : s.state_kv + (id - s.n_chunk) * s.ld_state_kv + col;
     };
     float mx = -INFINITY;
+    bool any = false;
     for (int j = 0; j < per_block; ++j) {
         const int32_t id = src[j];
         if (id >= 0) mx = fmaxf(mx, score_of(j, id)[d]);
+        any = any || id >= 0;
+    }
+    if (!any) {  // no block ends at this row
+        out[blk * D + d] = 0.0f;
+        return;
     }
     double sum = 0.0, acc = 0.0;
     for (int j = 0; j < per_block; ++j) {
@@ -44,25 +50,15 @@ __global__ void compress_pool_kernel(PoolSources s, const int32_t* sources, int 
         sum += w;
         acc += double(w) * kv_of(j, id)[d];
     }
-    // A block with no source at all is 0/0 = NaN, as on the CPU; the model
-    // never makes one (every block has its own ratio rows).
     out[blk * D + d] = float(acc / sum);
 }
 
-// Row pairs passed by value: a decode step copies one to a few rows, and a
-// kernel parameter costs no upload and no host synchronisation.
-constexpr int kPairsPerLaunch = 256;
-struct RowPairs {
-    int32_t src[kPairsPerLaunch];
-    int32_t dst[kPairsPerLaunch];
-};
-
-__global__ void copy_rows_kernel(const float* src, int64_t ld_src, float* dst, int64_t ld_dst, RowPairs pairs,
-                                 int n, int64_t cols) {
-    const int64_t total = int64_t(n) * cols;
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+__global__ void scatter_rows_kernel(const float* src, int64_t ld_src, const int32_t* dst_rows, int64_t n, float* dst,
+                                    int64_t ld_dst, int64_t cols) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n * cols; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t r = i / cols, c = i % cols;
-        dst[int64_t(pairs.dst[r]) * ld_dst + c] = src[int64_t(pairs.src[r]) * ld_src + c];
+        const int32_t d = dst_rows[r];
+        if (d >= 0) dst[int64_t(d) * ld_dst + c] = src[r * ld_src + c];
     }
 }
 
@@ -83,31 +79,12 @@ void compress_pool(const PoolSources& s, const int32_t* sources, int per_block, 
     }
 }
 
-void copy_rows(const float* src, int64_t ld_src, const int32_t* host_src_rows, float* dst, int64_t ld_dst,
-               const int32_t* host_dst_rows, int64_t n, int64_t cols, cudaStream_t stream) {
+void scatter_rows(const float* src, int64_t ld_src, const int32_t* dst_rows, int64_t n, float* dst, int64_t ld_dst,
+                  int64_t cols, cudaStream_t stream) {
     if (n <= 0 || cols <= 0) return;
-    RowPairs pairs{};
-    int m = 0;
-    std::vector<int32_t> seen;  // destinations in this launch
-    auto flush = [&] {
-        if (m == 0) return;
-        const int64_t total = int64_t(m) * cols;
-        const unsigned grid = std::min<unsigned>(blocks_for(total, 256), 65535u);
-        copy_rows_kernel<<<grid, 256, 0, stream>>>(src, ld_src, dst, ld_dst, pairs, m, cols);
-        check_launch("copy_rows_kernel");
-        m = 0;
-        seen.clear();
-    };
-    for (int64_t i = 0; i < n; ++i) {
-        // A destination written twice in one launch would race; the CPU's
-        // sequential copy lets the later pair win, so the launch ends first.
-        if (m == kPairsPerLaunch || std::find(seen.begin(), seen.end(), host_dst_rows[i]) != seen.end()) flush();
-        pairs.src[m] = host_src_rows[i];
-        pairs.dst[m] = host_dst_rows[i];
-        seen.push_back(host_dst_rows[i]);
-        ++m;
-    }
-    flush();
+    const unsigned grid = std::min<unsigned>(blocks_for(n * cols, 256), 65535u);
+    scatter_rows_kernel<<<grid, 256, 0, stream>>>(src, ld_src, dst_rows, n, dst, ld_dst, cols);
+    check_launch("scatter_rows_kernel");
 }
 
 }  // namespace ds4::cuda

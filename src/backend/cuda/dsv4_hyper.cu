@@ -108,7 +108,23 @@ __global__ void swiglu_clamp_kernel(const float* gate, const float* up, float li
     }
 }
 
+__global__ void broadcast_streams_kernel(const float* x, int64_t rows, int64_t E, int n_streams, float* streams,
+                                         int64_t ld_streams) {
+    DS4_FOR_EACH(i, rows * n_streams * E) {
+        const int64_t t = i / (n_streams * E), c = i % (n_streams * E);
+        streams[t * ld_streams + c] = x[t * E + c % E];
+    }
+}
+
 }  // namespace
+
+void broadcast_streams(const float* x, int64_t rows, int64_t E, int n_streams, float* streams, int64_t ld_streams,
+                       cudaStream_t stream) {
+    if (rows <= 0 || E <= 0 || n_streams <= 0) return;
+    broadcast_streams_kernel<<<grid_for(rows * n_streams * E), kThreads, 0, stream>>>(x, rows, E, n_streams, streams,
+                                                                                      ld_streams);
+    check_launch("broadcast_streams_kernel");
+}
 
 void hc_mixes(const float* mixes, int64_t rows, int64_t ld_mixes, const float* scale, const float* base,
               const HcParams& p, float* pre, float* post, float* comb, cudaStream_t stream) {

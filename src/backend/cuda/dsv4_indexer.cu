@@ -16,15 +16,20 @@ constexpr int kScoreThreads = 128;  // one key per thread
 constexpr int kHeadTile = 16;       // head dots kept in registers at a time
 constexpr size_t kQueryShared = 48 * 1024;
 
+// Key row j of query t's set.
+__device__ int64_t set_row(const RowSetsView& v, int64_t t, int64_t j) {
+    return v.rows ? int64_t(v.rows[t * v.cap + j]) : int64_t(v.base[t]) + j;
+}
+
 // Block (key tile, query row). The query's heads sit in shared memory when
 // they fit (Flash: 64 x 128 floats = 32 KiB) and are read from global
 // memory otherwise; every thread of a warp reads the same q value (broadcast).
 __global__ void indexer_scores_kernel(const float* q, int64_t ld_q, const float* w, int64_t ld_w, int n_head, int dim,
-                                      const float* keys, const int32_t* n_visible, float* scores, int64_t ld_scores,
+                                      const float* keys, RowSetsView visible, float* scores, int64_t ld_scores,
                                       bool q_in_shared) {
     extern __shared__ float qs[];
     const int64_t t = blockIdx.y;
-    const int64_t nv = n_visible[t];
+    const int64_t nv = visible.count[t];
     const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (int64_t(blockIdx.x) * blockDim.x >= nv) return;  // whole block past the visible keys
     const float* qt = q + t * ld_q;
@@ -34,7 +39,7 @@ __global__ void indexer_scores_kernel(const float* q, int64_t ld_q, const float*
         qt = qs;
     }
     if (j >= nv) return;
-    const float* k = keys + j * dim;
+    const float* k = keys + set_row(visible, t, j) * dim;
     const float* wt = w + t * ld_w;
     float acc = 0.0f;
     for (int h0 = 0; h0 < n_head; h0 += kHeadTile) {
@@ -86,11 +91,16 @@ __device__ int block_exclusive_count(bool flag, int* warp_counts, int& total) {
 // top_k-th best score, then one pass in index order writes every row above
 // it and the lowest-index rows equal to it (the CPU's tie rule), so the list
 // comes out ascending like the CPU's sorted one.
-__global__ void indexer_topk_kernel(const float* scores, int64_t ld_scores, const int32_t* n_visible, int64_t top_k,
-                                    int32_t* out) {
+__global__ void indexer_topk_kernel(const float* scores, int64_t ld_scores, RowSetsView visible, int64_t top_k,
+                                    int32_t* out, int32_t* out_count) {
     const int64_t t = blockIdx.x;
-    const int64_t nv = n_visible[t];
-    if (nv <= top_k) return;  // the host lists all visible rows
+    const int64_t nv = top_k > 0 ? visible.count[t] : 0;
+    if (nv <= top_k) {  // the whole set
+        for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) out[t * top_k + j] = int32_t(set_row(visible, t, j));
+        if (threadIdx.x == 0) out_count[t] = int32_t(nv);
+        return;
+    }
+    if (threadIdx.x == 0) out_count[t] = int32_t(top_k);
     const float* s = scores + t * ld_scores;
     __shared__ int hist[256];
     __shared__ uint32_t sh_prefix;
@@ -132,7 +142,7 @@ __global__ void indexer_topk_kernel(const float* scores, int64_t ld_scores, cons
         const int eq_before = block_exclusive_count(eq, warp_counts, eq_total);
         const bool take = j < nv && (key > prefix || (eq && equal_seen + eq_before < remaining));
         const int pos = block_exclusive_count(take, warp_counts, sel_total);
-        if (take) out[t * top_k + written + pos] = int32_t(j);
+        if (take) out[t * top_k + written + pos] = int32_t(set_row(visible, t, j));
         written += sel_total;
         equal_seen += eq_total;
         if (written >= top_k) break;  // uniform across the block
@@ -142,27 +152,33 @@ __global__ void indexer_topk_kernel(const float* scores, int64_t ld_scores, cons
 }  // namespace
 
 void indexer_scores(const float* q, int64_t ld_q, const float* w, int64_t ld_w, int n_head, int head_dim,
-                    const float* keys, const int32_t* n_visible, int64_t n_rows, int64_t max_visible,
-                    float* scores, int64_t ld_scores, cudaStream_t stream) {
-    if (n_rows <= 0 || max_visible <= 0) return;
+                    const float* keys, const RowSetsView& visible, int64_t n_rows, float* scores, int64_t ld_scores,
+                    cudaStream_t stream) {
+    if (n_rows <= 0 || visible.cap <= 0) return;
     const size_t q_bytes = sizeof(float) * size_t(n_head) * size_t(head_dim);
     const bool shared = q_bytes <= kQueryShared;
     constexpr int64_t kMaxY = 65535;  // query rows go on grid y
     for (int64_t r0 = 0; r0 < n_rows; r0 += kMaxY) {
         const int64_t nr = std::min(kMaxY, n_rows - r0);
-        const dim3 grid(blocks_for(max_visible, kScoreThreads), unsigned(nr));
+        RowSetsView v = visible;
+        v.count += r0;
+        if (v.base) v.base += r0;
+        if (v.rows) v.rows += r0 * v.cap;
+        // Blocks past a row's count return at once: the grid covers the cap.
+        const dim3 grid(blocks_for(visible.cap, kScoreThreads), unsigned(nr));
         indexer_scores_kernel<<<grid, kScoreThreads, shared ? q_bytes : 0, stream>>>(
-            q + r0 * ld_q, ld_q, w + r0 * ld_w, ld_w, n_head, head_dim, keys, n_visible + r0, scores + r0 * ld_scores,
-            ld_scores, shared);
+            q + r0 * ld_q, ld_q, w + r0 * ld_w, ld_w, n_head, head_dim, keys, v, scores + r0 * ld_scores, ld_scores,
+            shared);
         check_launch("indexer_scores_kernel");
     }
 }
 
-void indexer_select_topk(const float* scores, int64_t ld_scores, const int32_t* n_visible, int64_t n_rows,
-                         int64_t top_k, int32_t* out, cudaStream_t stream) {
-    if (n_rows <= 0 || top_k <= 0) return;
+void indexer_select_topk(const float* scores, int64_t ld_scores, const RowSetsView& visible, int64_t n_rows,
+                         int64_t top_k, int32_t* out_rows, int32_t* out_count, cudaStream_t stream) {
+    if (n_rows <= 0) return;
     // n_rows is grid x (up to 2^31 - 1).
-    indexer_topk_kernel<<<unsigned(n_rows), kSelectThreads, 0, stream>>>(scores, ld_scores, n_visible, top_k, out);
+    indexer_topk_kernel<<<unsigned(n_rows), kSelectThreads, 0, stream>>>(scores, ld_scores, visible, top_k, out_rows,
+                                                                         out_count);
     check_launch("indexer_topk_kernel");
 }
 

@@ -49,8 +49,8 @@ __device__ void block_argmax(float v, int i, float* sv, int* si, float& best_v, 
 // CpuBackend::route_softmax_topk / route_sqrt_softplus.
 template <bool kSoftmax>
 __global__ void route_kernel(const float* __restrict__ logits, int n_exp, int n_used, const float* __restrict__ bias,
-                             const int32_t* __restrict__ forced, bool norm, float w_scale, int32_t* experts,
-                             float* weights) {
+                             const int32_t* __restrict__ forced, const int32_t* __restrict__ forced_rows, bool norm,
+                             float w_scale, int32_t* experts, float* weights) {
     extern __shared__ float sh[];
     float* score = sh;         // n_exp
     float* sel = sh + n_exp;   // n_exp
@@ -94,7 +94,8 @@ __global__ void route_kernel(const float* __restrict__ logits, int n_exp, int n_
     __syncthreads();
 
     if (forced) {
-        if (tid < n_used) chosen[tid] = forced[int64_t(t) * n_used + tid];
+        const int64_t row = forced_rows ? int64_t(forced_rows[t]) : int64_t(t);
+        if (tid < n_used) chosen[tid] = forced[row * n_used + tid];
         __syncthreads();
     } else {
         for (int j = 0; j < n_used; ++j) {
@@ -207,19 +208,21 @@ __global__ void expert_combine_kernel(const float* __restrict__ d, const int32_t
 void init_moe_decode_tables() { upload_decode_tables(); }
 
 void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, int n_used, const float* bias,
-                const int32_t* forced, bool norm, float w_scale, int32_t* experts, float* weights,
-                cudaStream_t stream) {
+                const int32_t* forced, const int32_t* forced_rows, bool norm, float w_scale, int32_t* experts,
+                float* weights, cudaStream_t stream) {
     if (n_tok <= 0) return;
     if (n_used <= 0 || n_used > n_exp || n_used > 64)
         throw Error("CUDA routing supports 1 to 64 of the experts per token, not " + std::to_string(n_used) + " of " +
                     std::to_string(n_exp) + ".");
     const size_t shmem = sizeof(float) * 2 * size_t(n_exp);
     if (kind == RouteScore::Softmax)
-        route_kernel<true><<<unsigned(n_tok), kRouteThreads, shmem, stream>>>(logits, n_exp, n_used, bias, forced, norm,
-                                                                              w_scale, experts, weights);
+        route_kernel<true><<<unsigned(n_tok), kRouteThreads, shmem, stream>>>(logits, n_exp, n_used, bias, forced,
+                                                                              forced_rows, norm, w_scale, experts,
+                                                                              weights);
     else
         route_kernel<false><<<unsigned(n_tok), kRouteThreads, shmem, stream>>>(logits, n_exp, n_used, bias, forced,
-                                                                               norm, w_scale, experts, weights);
+                                                                               forced_rows, norm, w_scale, experts,
+                                                                               weights);
     check_launch("route_kernel");
 }
 

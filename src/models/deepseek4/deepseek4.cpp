@@ -5,7 +5,6 @@
 #include "models/deepseek4/deepseek4.h"
 #include "models/deepseek4/dsv4_ops.h"
 
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -50,27 +49,30 @@ public:
                         std::to_string(n_slots) + ".");
         auto st = std::make_unique<Dsv4State>();
         st->ctx = n_ctx;
-        st->slots.resize(static_cast<size_t>(n_slots));
-        for (Dsv4SlotState& slot : st->slots)
-            for (int l = first_; l < last_; ++l) {
-                Dsv4LayerState ls;
-                ls.window = be.alloc(hp_.n_swa, hp_.head_dim);
-                st->size += sizeof(float) * static_cast<uint64_t>(ls.window.size());
-                const int ratio = hp_.compress_ratios[static_cast<size_t>(l)];
-                if (ratio != 0) ls.attn = make_compressor_state(be, ratio, hp_.head_dim, n_ctx, st->size);
-                if (ratio == kDsv4CsaRatio)
-                    ls.indexer = make_compressor_state(be, ratio, hp_.indexer_head_dim, n_ctx, st->size);
-                slot.layers.push_back(std::move(ls));
-            }
+        st->n_swa = hp_.n_swa;
+        st->slot_count = n_slots;
+        for (int l = first_; l < last_; ++l) {
+            Dsv4LayerState ls;
+            ls.window = be.alloc(n_slots * hp_.n_swa, hp_.head_dim);
+            st->size += sizeof(float) * static_cast<uint64_t>(ls.window.size());
+            const int ratio = hp_.compress_ratios[static_cast<size_t>(l)];
+            if (ratio != 0) ls.attn = make_compressor_state(be, ratio, hp_.head_dim, n_ctx, n_slots, st->size);
+            if (ratio == kDsv4CsaRatio)
+                ls.indexer = make_compressor_state(be, ratio, hp_.indexer_head_dim, n_ctx, n_slots, st->size);
+            st->layers.push_back(std::move(ls));
+        }
         return st;
     }
 
-    // Not replayable: the compressors and the indexer decide on the host,
-    // from the positions, which rows they pool and select; hash routing
-    // reads the host tokens. A batch holds rows of many sequences, each a
-    // run of consecutive positions; everything but the per-sequence
-    // attention state runs once over all rows. The hyper-connection streams
-    // travel between stages.
+    // Every index list of a step (which rows the compressors pool and keep,
+    // what the indexer and the attention see, the hash-routing table rows)
+    // is made on the device from the batch's positions, slots and tokens,
+    // so a decode step issues the same ops whatever their values. A batch
+    // holds rows of many sequences, each a run of consecutive positions;
+    // every op runs once over all rows. The hyper-connection streams travel
+    // between stages.
+    bool replayable_decode() const override { return true; }
+
     int64_t hidden_cols() const override { return int64_t(hp_.n_hc) * hp_.n_embd; }
 
     std::vector<RoutedExperts> routed_experts() const override {
@@ -84,40 +86,35 @@ public:
         check_stage_input(info_, hidden_in, n, hidden_cols());
         if (n <= 0) throw Error("DeepSeek V4: an empty batch.");
         auto& state = static_cast<Dsv4State&>(state_base);
-        const std::vector<Run> runs = sequence_runs(in, state);
-        const int64_t E = hp_.n_embd, hc = hp_.n_hc;
+        // Host copies are there except while a step is recorded, whose rows
+        // the slot pool has checked.
+        if (in.host_positions && in.host_slots) check_runs(in, state);
+        const int64_t E = hp_.n_embd;
 
-        Tensor x = be.alloc(n, hc * E), y = be.alloc(n, hc * E);
+        Tensor x = be.alloc(n, hidden_cols()), y = be.alloc(n, hidden_cols());
         if (hidden_in) {
             be.copy(*hidden_in, x);
         } else {
             // Every residual stream starts as the token's embedding.
             Tensor emb = be.alloc(n, E);
             be.get_rows(w_.tok_embd, in.token_ids, emb);
-            std::vector<int32_t> src(static_cast<size_t>(n * hc)), dst(static_cast<size_t>(n * hc));
-            for (int64_t i = 0; i < n * hc; ++i) {
-                src[i] = static_cast<int32_t>(i / hc);
-                dst[i] = static_cast<int32_t>(i);
-            }
-            Tensor streams = x.reshaped(n * hc, E);
-            dsv4_ops(be).copy_rows(emb, src.data(), streams, dst.data(), n * hc);
+            dsv4_ops(be).broadcast_streams(emb, x);
         }
 
+        const Dsv4StepPlan plan = plan_dsv4_step(be, hp_, state, in);
         for (int l = first_; l < last_; ++l) {
             const Dsv4LayerWeights& L = w_.layers[static_cast<size_t>(l - first_)];
             HcSite site;
             Tensor cur = hc_pre(be, hp_, L.hc_attn, x, site);
             be.rms_norm(cur, &L.attn_norm, hp_.rms_eps, E, cur);
-            std::vector<Dsv4Segment> segs;
-            for (const Run& r : runs)
-                segs.push_back({r.row0, r.n, r.pos0, &state.slots[size_t(r.slot)].layers[size_t(l - first_)]});
-            const Tensor attn = dsv4_attention(be, hp_, L, segs, l, cur, in.cache.positions);
+            const Tensor attn =
+                dsv4_attention(be, hp_, L, plan, state.layers[static_cast<size_t>(l - first_)], l, cur);
             hc_post(be, attn, x, site, y);
             std::swap(x, y);
 
             cur = hc_pre(be, hp_, L.hc_ffn, x, site);
             be.rms_norm(cur, &L.ffn_norm, hp_.rms_eps, E, cur);
-            const Tensor ffn = dsv4_ffn(be, hp_, L, l, cur, in.host_tokens, expert_source());
+            const Tensor ffn = dsv4_ffn(be, hp_, L, l, cur, in.token_ids, expert_source());
             hc_post(be, ffn, x, site, y);
             std::swap(x, y);
         }
@@ -133,40 +130,26 @@ public:
     }
 
 private:
-    // Rows [row0, row0 + n): sequence slot `slot` at positions pos0...
-    struct Run {
-        int64_t row0 = 0, n = 0, pos0 = 0;
-        int slot = 0;
-    };
-
-    // The batch's rows as runs of one sequence's consecutive positions,
-    // checked: each slot in range and in one run, each run inside the context.
-    static std::vector<Run> sequence_runs(const Batch& in, const Dsv4State& state) {
-        if (!in.host_tokens || !in.host_positions || !in.host_slots)
-            throw Error("DeepSeek V4 decides on the host where rows go, so its steps cannot be recorded.");
-        std::vector<Run> runs;
-        std::vector<bool> seen(state.slots.size(), false);
+    // The batch's rows must be runs of one sequence's consecutive
+    // positions: each slot in range and in one run, each run inside the context.
+    static void check_runs(const Batch& in, const Dsv4State& state) {
+        std::vector<bool> seen(static_cast<size_t>(state.slot_count), false);
         for (int64_t t = 0; t < in.n; ++t) {
             const int32_t slot = in.host_slots[t], pos = in.host_positions[t];
-            if (!runs.empty() && runs.back().slot == slot && runs.back().pos0 + runs.back().n == pos) {
-                ++runs.back().n;
-                continue;
-            }
-            if (slot < 0 || size_t(slot) >= state.slots.size())
+            if (t > 0 && in.host_slots[t - 1] == slot && in.host_positions[t - 1] + 1 == pos) continue;
+            if (slot < 0 || slot >= state.slot_count)
                 throw Error("DeepSeek V4: batch row " + std::to_string(t) + " names sequence slot " +
-                            std::to_string(slot) + " of " + std::to_string(state.slots.size()) + ".");
+                            std::to_string(slot) + " of " + std::to_string(state.slot_count) + ".");
             if (seen[size_t(slot)])
                 throw Error("DeepSeek V4: the rows of sequence slot " + std::to_string(slot) +
                             " must be consecutive positions, together in the batch.");
             if (pos < 0) throw Error("DeepSeek V4: batch row " + std::to_string(t) + " has a negative position.");
             seen[size_t(slot)] = true;
-            runs.push_back(Run{t, 1, pos, slot});
         }
-        for (const Run& r : runs)
-            if (r.pos0 + r.n > state.ctx)
+        for (int64_t t = 0; t < in.n; ++t)
+            if (in.host_positions[t] >= state.ctx)
                 throw Error("the context of " + std::to_string(state.ctx) + " tokens is full (position " +
-                            std::to_string(r.pos0 + r.n) + " requested); raise --ctx.");
-        return runs;
+                            std::to_string(int64_t(in.host_positions[t]) + 1) + " requested); raise --ctx.");
     }
 
     Dsv4Hparams hp_;

@@ -7,24 +7,29 @@
 
 #include "backend/backend.h"
 #include "models/deepseek4/dsv4_hparams.h"
+#include "models/deepseek4/dsv4_ops.h"
 #include "models/deepseek4/dsv4_state.h"
 #include "models/deepseek4/dsv4_weights.h"
 
 namespace ds4 {
 
-// Rows [row0, row0 + n) of a batch: one sequence's consecutive positions
-// from pos0, whose caches are `state` (that slot's state of this layer).
-struct Dsv4Segment {
-    int64_t row0 = 0, n = 0, pos0 = 0;
-    Dsv4LayerState* state = nullptr;
+// The index lists of one forward pass, made on the device from the batch's
+// positions and slots once per step and shared by every layer: where each
+// row sits, where its raw key goes in the window ring, and what each
+// compressor ratio pools, keeps and shows.
+struct Dsv4StepPlan {
+    Dsv4Rows rows;
+    IntArray window_dst;
+    Dsv4CompressorPlan csa, hca;  // ratio 4 and ratio 128 (when the stage has such layers)
+    const Dsv4CompressorPlan& for_ratio(int ratio) const { return ratio == kDsv4CsaRatio ? csa : hca; }
 };
 
-// Attention over the rows of many sequences: the projections, norms and
-// rotations run once over all rows (the weights read once per step); the
-// compressors, the indexer, the window/compressed attention and the window
-// update run per segment, on that sequence's caches. `positions` holds
-// every row's position in backend memory.
-Tensor dsv4_attention(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, const std::vector<Dsv4Segment>& segs,
-                      int layer, const Tensor& cur, const IntArray& positions);
+Dsv4StepPlan plan_dsv4_step(Backend& be, const Dsv4Hparams& hp, const Dsv4State& state, const Batch& batch);
+
+// Attention over the rows of many sequences at once: every op runs once
+// over all rows (the weights read once per step), each row reading its own
+// sequence's window and compressed caches in `st` (this layer's state).
+Tensor dsv4_attention(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, const Dsv4StepPlan& plan,
+                      Dsv4LayerState& st, int layer, const Tensor& cur);
 
 }  // namespace ds4

@@ -6,17 +6,22 @@
 #pragma once
 
 #include "backend/backend.h"
+#include "models/deepseek4/dsv4_ops.h"
 #include "models/deepseek4/dsv4_state.h"
 #include "models/deepseek4/dsv4_weights.h"
 
 namespace ds4 {
 
-Dsv4CompressorState make_compressor_state(Backend& be, int ratio, int64_t dim, int64_t n_ctx, uint64_t& bytes);
+// A compressor's state for n_slots sequences of up to n_ctx positions;
+// adds its bytes to `bytes`.
+Dsv4CompressorState make_compressor_state(Backend& be, int ratio, int64_t dim, int64_t n_ctx, int n_slots,
+                                          uint64_t& bytes);
 
-// Feeds the chunk `cur` ([n x n_embd], positions pos0..) through the
-// compressor: writes every block completed in the chunk into st.cache and
-// keeps the rows later blocks need in the ring.
-void compressor_update(Backend& be, const Dsv4CompressorWeights& w, Dsv4CompressorState& st, const Tensor& cur,
-                       int64_t pos0, int64_t dim, const RopeParams& rope, float rms_eps);
+// Feeds the batch rows `cur` ([n x n_embd]) through the compressor: writes
+// every block completed by a row into st.cache and keeps the rows later
+// blocks need in the ring. `plan` is the batch's plan for st's ratio.
+void compressor_update(Backend& be, const Dsv4CompressorWeights& w, Dsv4CompressorState& st,
+                       const Dsv4CompressorPlan& plan, const Tensor& cur, int64_t dim, const RopeParams& rope,
+                       float rms_eps);
 
 }  // namespace ds4

@@ -12,8 +12,10 @@
 namespace ds4 {
 
 // qr: the normalised query low-rank rows; cur: the attention input rows.
-// Updates the indexer's own compressed keys, then selects blocks.
-RowLists indexer_select(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, Dsv4CompressorState& st,
-                        const Tensor& qr, const Tensor& cur, int64_t pos0, const IntArray& positions);
+// Updates the indexer's own compressed keys, then selects blocks (row ids
+// of the attention's compressed cache, whose slots are laid out alike).
+RowSets indexer_select(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, Dsv4CompressorState& st,
+                       const Dsv4CompressorPlan& plan, const Tensor& qr, const Tensor& cur,
+                       const IntArray& positions);
 
 }  // namespace ds4

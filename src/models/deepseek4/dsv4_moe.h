@@ -10,8 +10,9 @@
 
 namespace ds4 {
 
-// The routed experts come from `experts` (the model's weight source).
+// The routed experts come from `experts` (the model's weight source);
+// `tokens` are the batch's token ids (hash routing reads them on the device).
 Tensor dsv4_ffn(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, int layer, const Tensor& x,
-                const int32_t* tokens, ExpertSource& experts);
+                const IntArray& tokens, ExpertSource& experts);
 
 }  // namespace ds4

@@ -14,31 +14,32 @@
 
 namespace ds4 {
 
+// Every tensor holds the rows of all sequence slots, slot s owning a
+// contiguous block (rows_per_slot rows), so one op serves the rows of many
+// sequences and a recorded decode step finds any slot's rows on the device.
 struct Dsv4CompressorState {
     int ratio = 0;
     bool overlap = false;   // ratio 4: blocks pool the previous block's rows too
-    Tensor ring_kv, ring_score;  // [ring x coff*dim], row = position % ring
-    Tensor cache;                // [n_ctx / ratio x dim], row = block index
+    int64_t ring = 0;       // ring rows per slot: the current block, and the previous one when overlapping
+    int64_t cache_rows = 0; // compressed rows per slot: n_ctx / ratio
+    Tensor ring_kv, ring_score;  // [slots * ring x coff*dim], row = slot * ring + position % ring
+    Tensor cache;                // [slots * cache_rows x dim], row = slot * cache_rows + block index
     bool active() const { return ratio != 0; }
 };
 
 struct Dsv4LayerState {
-    Tensor window;  // [n_swa x head_dim], row = position % n_swa
+    Tensor window;  // [slots * n_swa x head_dim], row = slot * n_swa + position % n_swa
     Dsv4CompressorState attn, indexer;
-};
-
-// One sequence slot: a layer state per block of the stage.
-struct Dsv4SlotState {
-    std::vector<Dsv4LayerState> layers;
 };
 
 class Dsv4State final : public ModelState {
 public:
-    std::vector<Dsv4SlotState> slots;
-    int64_t ctx = 0;
+    std::vector<Dsv4LayerState> layers;  // one per block of the stage
+    int64_t ctx = 0, n_swa = 0;
+    int slot_count = 0;
     uint64_t size = 0;
     int64_t n_ctx() const override { return ctx; }
-    int n_slots() const override { return static_cast<int>(slots.size()); }
+    int n_slots() const override { return slot_count; }
     uint64_t bytes() const override { return size; }
     // The window and compressor rings are addressed by position modulo their
     // size, so positions past `to` have overwritten state that positions
@@ -46,10 +47,18 @@ public:
     bool can_rewind(int64_t to, int64_t n_past) const override { return to == n_past; }
     std::vector<Tensor> slot_tensors(int slot) override {
         std::vector<Tensor> all;
-        for (auto& l : slots[static_cast<size_t>(slot)].layers)
-            for (Tensor* t : {&l.window, &l.attn.ring_kv, &l.attn.ring_score, &l.attn.cache, &l.indexer.ring_kv,
-                              &l.indexer.ring_score, &l.indexer.cache})
-                if (t->size() > 0) all.push_back(*t);
+        auto part = [&](const Tensor& t, int64_t per_slot) {
+            if (t.size() > 0) all.push_back(t.row_view(int64_t(slot) * per_slot, per_slot));
+        };
+        for (auto& l : layers) {
+            part(l.window, n_swa);
+            for (const Dsv4CompressorState* c : {&l.attn, &l.indexer}) {
+                if (!c->active()) continue;
+                part(c->ring_kv, c->ring);
+                part(c->ring_score, c->ring);
+                part(c->cache, c->cache_rows);
+            }
+        }
         return all;
     }
 };

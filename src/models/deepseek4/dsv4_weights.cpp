@@ -1,9 +1,31 @@
 #include "models/deepseek4/dsv4_weights.h"
 
+#include <cstring>
+#include <string>
+
 #include "common/error.h"
 #include "models/weights.h"
 
 namespace ds4 {
+
+namespace {
+
+// The routing kernels read the hash table's ids without checks, so they are
+// all checked once here (a few MB per hash layer).
+void check_hash_table(const WeightRef& t, const Dsv4Hparams& hp) {
+    if (!t.data) return;
+    const int64_t n = t.ne[0] * t.ne[1];
+    for (int64_t i = 0; i < n; ++i) {
+        int32_t e;
+        std::memcpy(&e, t.data + i * 4, 4);
+        if (e < 0 || e >= hp.n_expert)
+            throw Error(hp.path + ": hash-routing table '" + t.name + "' sends token " +
+                        std::to_string(i / t.ne[0]) + " to expert " + std::to_string(e) + ", but the model has " +
+                        std::to_string(hp.n_expert) + " experts.");
+    }
+}
+
+}  // namespace
 
 Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp, int first, int last,
                               bool resident_experts) {
@@ -106,9 +128,10 @@ Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp,
 
         L.ffn_norm = wb.require(p + "ffn_norm.weight", {E});
         L.gate_inp = wb.require(p + "ffn_gate_inp.weight", {E, X});
-        if (l < hp.n_hash_layers)
+        if (l < hp.n_hash_layers) {
             L.tid2eid = wb.require_i32(p + "ffn_gate_tid2eid.weight", {used, V});
-        else
+            check_hash_table(L.tid2eid, hp);
+        } else
             L.exp_probs_b = wb.require(p + "exp_probs_b.bias", {X});
         // The expert width: stated by the file, or that of this layer's tensors.
         const std::string gate = p + "ffn_gate_exps.weight";

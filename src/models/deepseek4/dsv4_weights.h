@@ -38,9 +38,9 @@ struct Dsv4LayerWeights {
     WeightRef indexer_q_b, indexer_proj;       // ratio 4
 
     WeightRef ffn_norm, gate_inp, exp_probs_b;
-    // Hash layers: i32 [n_vocab x n_expert_used] expert ids, little-endian
-    // bytes at any alignment; checked per token when used.
-    const uint8_t* tid2eid = nullptr;
+    // Hash layers: i32 [n_vocab x n_expert_used] expert ids (ne[0] =
+    // n_expert_used), every id checked when the model loads.
+    WeightRef tid2eid;
     RoutedExperts experts;
     WeightRef gate_shexp, up_shexp, down_shexp;
 };
