@@ -192,7 +192,7 @@ SlotSnapshot SlotPool::snapshot(int slot) const {
     check_slot(slot);
     SlotSnapshot snap;
     snap.n_past = n_past_[static_cast<size_t>(slot)];
-    for (const Tensor& t : state_->slot_tensors(slot)) {
+    for (const Tensor& t : state_->slot_tensors(slot, snap.n_past)) {
         snap.tensors.emplace_back(static_cast<size_t>(t.size()));
         backend_.download(t, snap.tensors.back().data());
     }
@@ -201,7 +201,7 @@ SlotSnapshot SlotPool::snapshot(int slot) const {
 
 void SlotPool::restore(int slot, const SlotSnapshot& snap) {
     check_slot(slot);
-    std::vector<Tensor> ts = state_->slot_tensors(slot);
+    std::vector<Tensor> ts = state_->slot_tensors(slot, snap.n_past);
     if (ts.size() != snap.tensors.size())
         throw Error("the snapshot does not belong to this model state (it holds " + std::to_string(snap.tensors.size()) +
                     " tensors, a slot " + std::to_string(ts.size()) + ").");

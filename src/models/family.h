@@ -39,10 +39,11 @@ public:
     // cache held n_past positions, so evaluation may resume at `to`. A plain
     // KV cache keeps every position; ring buffers do not.
     virtual bool can_rewind(int64_t to, int64_t n_past) const { return to <= n_past; }
-    // What sequence slot `slot` consists of, as views on the state's
-    // tensors, for snapshots: copying these (and the position) captures
-    // that sequence exactly.
-    virtual std::vector<Tensor> slot_tensors(int slot) = 0;
+    // What the first n_past positions of sequence slot `slot` wrote, as
+    // views on the state's tensors, for snapshots: copying these (and the
+    // position) captures that sequence exactly, in bytes that grow with
+    // n_past rather than with the context.
+    virtual std::vector<Tensor> slot_tensors(int slot, int64_t n_past) = 0;
 };
 
 // One forward pass: rows of (sequence slot, position, token), of one or

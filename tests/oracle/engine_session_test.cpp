@@ -60,6 +60,10 @@ TEST_P(SessionState, SnapshotRestoreContinuesExactly) {
     const SessionSnapshot snap = s.snapshot();
     EXPECT_EQ(snap.n_past(), static_cast<int64_t>(prefix.size()));
     EXPECT_GT(snap.bytes(), 0u);
+    // Only what the prefix wrote is copied: under the whole state of 256
+    // positions (Qwen3-MoE: the prefix's share of it exactly).
+    EXPECT_LT(snap.bytes(), s.state_bytes());
+    if (GetParam() == "qwen3moe") EXPECT_EQ(snap.bytes() * 256, s.state_bytes() * prefix.size());
     const auto want = s.eval(next, true);
 
     s.eval(junk, false);
@@ -213,18 +217,24 @@ TEST_P(SessionState, PrefixCacheResumesWhereTheLiveSequenceCannot) {
     EXPECT_EQ(s.tokens(), next);
 
     // Budgets: one snapshot's bytes hold one entry; a smaller budget none.
+    // A longer sequence's snapshot is larger (it copies what its positions wrote).
     const uint64_t one = s.snapshot().bytes();
-    PrefixCache small(one - 1), single(one);
+    PrefixCache small(one - 1);
     small.store(s);
     EXPECT_EQ(small.size(), 0u);
+    Session longer(*m.model, *m.backend, so);
+    longer.eval(next, false);
+    longer.eval(reply, false);
+    const uint64_t two = longer.snapshot().bytes();
+    EXPECT_GT(two, one);
+    PrefixCache single(two);
     single.store(fresh);  // holds `next` too, same size
     single.store(s);      // the same tokens: replaces
     EXPECT_EQ(single.size(), 1u);
-    s.eval(reply, false);
-    single.store(s);      // another entry: the older one goes
+    single.store(longer);  // another entry: the older one goes
     EXPECT_EQ(single.size(), 1u);
     EXPECT_EQ(single.stats().evictions, 1u);
-    EXPECT_LE(single.bytes(), one);
+    EXPECT_LE(single.bytes(), two);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, SessionState, ::testing::Values("qwen3moe", "deepseek4"));

@@ -7,6 +7,7 @@
 // A state holds N sequence slots, each its own set.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "backend/backend.h"
@@ -45,18 +46,20 @@ public:
     // size, so positions past `to` have overwritten state that positions
     // before it still need: only resuming exactly where the cache ends works.
     bool can_rewind(int64_t to, int64_t n_past) const override { return to == n_past; }
-    std::vector<Tensor> slot_tensors(int slot) override {
+    // Rings hold positions modulo their size (all their rows once n_past
+    // reaches it); compressed caches one row per completed block.
+    std::vector<Tensor> slot_tensors(int slot, int64_t n_past) override {
         std::vector<Tensor> all;
-        auto part = [&](const Tensor& t, int64_t per_slot) {
-            if (t.size() > 0) all.push_back(t.row_view(int64_t(slot) * per_slot, per_slot));
+        auto part = [&](const Tensor& t, int64_t per_slot, int64_t used) {
+            all.push_back(t.row_view(int64_t(slot) * per_slot, std::clamp<int64_t>(used, 0, per_slot)));
         };
         for (auto& l : layers) {
-            part(l.window, n_swa);
+            part(l.window, n_swa, n_past);
             for (const Dsv4CompressorState* c : {&l.attn, &l.indexer}) {
                 if (!c->active()) continue;
-                part(c->ring_kv, c->ring);
-                part(c->ring_score, c->ring);
-                part(c->cache, c->cache_rows);
+                part(c->ring_kv, c->ring, n_past);
+                part(c->ring_score, c->ring, n_past);
+                part(c->cache, c->cache_rows, n_past / c->ratio);
             }
         }
         return all;

@@ -1,5 +1,6 @@
 #include "models/qwen3moe/qwen3moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -42,11 +43,12 @@ public:
     int64_t n_ctx() const override { return ctx; }
     int n_slots() const override { return slots; }
     uint64_t bytes() const override { return size; }
-    std::vector<Tensor> slot_tensors(int slot) override {
+    std::vector<Tensor> slot_tensors(int slot, int64_t n_past) override {
+        const int64_t rows = std::clamp<int64_t>(n_past, 0, ctx);  // cache row = position
         std::vector<Tensor> views;
         for (size_t l = 0; l < k.size(); ++l) {
-            views.push_back(k[l].row_view(slot * ctx, ctx));
-            views.push_back(v[l].row_view(slot * ctx, ctx));
+            views.push_back(k[l].row_view(slot * ctx, rows));
+            views.push_back(v[l].row_view(slot * ctx, rows));
         }
         return views;
     }
