@@ -110,6 +110,9 @@ class Backend {
 public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;
+    // Bytes the backend could still allocate for weights and caches: the
+    // device's free memory, or the host's available memory on the CPU.
+    virtual uint64_t available_memory() const = 0;
 
     // Makes the model map's regions resident where the ops read them: one
     // device allocation per region on CUDA (WeightRef host pointers are then

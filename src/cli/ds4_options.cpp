@@ -389,10 +389,13 @@ Pipeline across machines (layer slices):
                             address of the coordinator
 
 SSD streaming of routed experts:
-      --ssd-streaming       read routed experts from the file on demand
+      --ssd-streaming       keep only the non-routed weights resident; read routed
+                            experts from the file into a bounded cache
       --ssd-streaming-cache-experts N|NGB
                             expert cache size: N expert slots, or NGB GiB of
-                            memory (needs --ssd-streaming)
+                            memory (needs --ssd-streaming; default: half of the
+                            available device or host memory less 2 GiB; at
+                            least one token's experts)
 
   -h, --help                print this help and exit
       --version             print the version and exit

@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -14,6 +15,81 @@
 #include "tokenizer/tokenizer.h"
 
 namespace ds4 {
+
+namespace {
+
+constexpr double kGiB = double(uint64_t{1} << 30);
+
+// "1.25 GiB" or "3.0 MiB": small caches of tiny models still read as sizes.
+std::string size_text(double bytes) {
+    char b[32];
+    if (bytes >= kGiB) std::snprintf(b, sizeof b, "%.2f GiB", bytes / kGiB);
+    else std::snprintf(b, sizeof b, "%.1f MiB", bytes / double(1 << 20));
+    return b;
+}
+
+int64_t total_experts(const std::vector<RoutedExperts>& blocks) {
+    int64_t n = 0;
+    for (const RoutedExperts& b : blocks) n += b.n_expert();
+    return n;
+}
+
+// Experts each token's router picks (the family's expert_used_count); 0 when
+// the file does not say.
+int64_t experts_per_token(const GgufFile& file) {
+    return static_cast<int64_t>(file.get_uint(file.architecture() + ".expert_used_count").value_or(0));
+}
+
+}  // namespace
+
+// The cache's slot count for --ssd-streaming, and the plan logged with it:
+// what stays resident, what one expert costs, the budget, the working set.
+int64_t Engine::streaming_slots(const Engine& e, const SsdStreaming& s, const std::vector<RoutedExperts>& blocks,
+                                int64_t used) {
+    const int64_t total = total_experts(blocks);
+    const uint64_t slot = ExpertCache::slot_bytes_for(blocks);
+    if (total == 0 || slot == 0) {
+        log_info("ssd-streaming: this model (slice) has no routed experts; every weight is resident.");
+        return 0;
+    }
+    const int64_t working_set = int64_t(blocks.size()) * used;
+    int64_t slots = 0;
+    std::string how;
+    if (s.experts > 0) {
+        slots = int64_t(std::min<uint64_t>(s.experts, uint64_t(total)));
+        how = "as asked";
+    } else if (s.bytes > 0) {
+        slots = int64_t(std::min<uint64_t>(s.bytes / slot, uint64_t(total)));
+        how = "from the " + std::to_string(s.bytes >> 20) + " MiB asked";
+    } else {
+        // Half of what the backend can still allocate, after a 2 GiB reserve
+        // for the state and scratch the sessions allocate later.
+        const uint64_t avail = e.backend_->available_memory();
+        const uint64_t reserve = uint64_t(2) << 30;
+        const uint64_t budget = avail > reserve ? (avail - reserve) / 2 : 0;
+        slots = int64_t(std::min<uint64_t>(budget / slot, uint64_t(total)));
+        char b[96];
+        std::snprintf(b, sizeof b, "automatic: half of %.2f GiB available less 2 GiB", double(avail) / kGiB);
+        how = b;
+    }
+    if (slots < std::max<int64_t>(1, used))
+        throw Error("--ssd-streaming: the expert cache needs at least " + std::to_string(std::max<int64_t>(1, used)) +
+                    " experts (one token's choice in one block, " + std::to_string(slot >> 10) + " KiB each); the budget gives " +
+                    std::to_string(slots) + ".");
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "ssd-streaming: %s resident without routed experts; %lld routed experts of %s in the file; cache "
+                  "%lld experts (%s, %s); working set %lld experts per token (%zu MoE blocks x %lld)",
+                  size_text(double(e.map_->mapped_bytes())).c_str(), static_cast<long long>(total),
+                  size_text(double(slot)).c_str(), static_cast<long long>(slots),
+                  size_text(double(slots) * double(slot)).c_str(), how.c_str(), static_cast<long long>(working_set),
+                  blocks.size(), static_cast<long long>(used));
+    log_info(line);
+    if (slots < 2 * working_set && slots < total)
+        log_warning("ssd-streaming: the cache holds less than twice the working set per token; most tokens will "
+                    "read experts from the disk.");
+    return slots;
+}
 
 std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
     std::unique_ptr<Engine> e(new Engine());
@@ -37,7 +113,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         selection.output = has_head;
         selection.embedding = o.layers.has_embedding() || (has_head && !e->file_->find_tensor("output.weight"));
     }
-    const bool cached_experts = o.expert_cache_slots.has_value();
+    const bool cached_experts = o.expert_cache_slots.has_value() || o.ssd_streaming.enabled;
     selection.routed_experts = !cached_experts;
     e->map_ = ModelMap::build(*e->file_, selection);
     LoadOptions load;
@@ -63,9 +139,15 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
     }
     e->backend_->attach_weights(*e->map_);
     if (cached_experts) {
-        e->model_->set_expert_source(
-            std::make_shared<ExpertCache>(*e->backend_, *e->map_, e->model_->routed_experts(), *o.expert_cache_slots));
+        const std::vector<RoutedExperts> blocks = e->model_->routed_experts();
+        const int64_t used = experts_per_token(*e->file_);
+        int64_t slots = o.expert_cache_slots.value_or(0);
+        if (o.ssd_streaming.enabled) slots = streaming_slots(*e, o.ssd_streaming, blocks, used);
+        e->model_->set_expert_source(std::make_shared<ExpertCache>(*e->backend_, *e->map_, blocks, slots));
         log_info(e->model_->expert_source().describe());
+        // A chunk of k tokens asks a block for up to k x used experts at once.
+        const int64_t held = slots > 0 ? slots : total_experts(blocks);
+        if (used > 0 && held > 0) e->max_prefill_chunk_ = std::max<int64_t>(1, held / used);
     }
     return e;
 }
@@ -77,6 +159,7 @@ const GgufFile& Engine::file() const { return *file_; }
 const std::string& Engine::backend_description() const { return backend_description_; }
 const std::string& Engine::map_summary() const { return map_summary_; }
 std::string Engine::expert_source_description() const { return model_->expert_source().describe(); }
+std::string Engine::expert_source_stats() const { return model_->expert_source().stats_line(); }
 
 const Tokenizer& Engine::tokenizer() const {
     if (!tokenizer_) tokenizer_ = Tokenizer::from_gguf(*file_);
@@ -89,7 +172,9 @@ std::vector<int32_t> Engine::chat_prompt(const std::vector<ChatMessage>& message
 }
 
 std::unique_ptr<Session> Engine::new_session(const SessionOptions& options) const {
-    return std::make_unique<Session>(*model_, *backend_, options);
+    SessionOptions o = options;
+    if (max_prefill_chunk_ > 0) o.prefill_chunk = std::min(o.prefill_chunk, max_prefill_chunk_);
+    return std::make_unique<Session>(*model_, *backend_, o);
 }
 
 std::unique_ptr<Scheduler> Engine::new_scheduler(const SchedulerOptions& options) const {

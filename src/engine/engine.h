@@ -26,6 +26,17 @@ class ModelMap;
 class Model;
 struct ModelInfo;
 class Tokenizer;
+struct RoutedExperts;
+
+// --ssd-streaming: the non-routed weights resident, the routed experts read
+// from the file into a bounded expert cache. The budget is a number of
+// experts or of bytes; neither: automatic (a share of the backend's
+// available memory after the resident weights).
+struct SsdStreaming {
+    bool enabled = false;
+    uint64_t experts = 0;
+    uint64_t bytes = 0;
+};
 
 struct EngineOptions {
     std::string model;         // GGUF path
@@ -36,6 +47,7 @@ struct EngineOptions {
     // the default), or an expert cache of this many slots (0: one per
     // expert) filled from the file, so the map holds no routed expert.
     std::optional<int64_t> expert_cache_slots;
+    SsdStreaming ssd_streaming;  // sizes such a cache from a budget, and logs the plan
     // Chat: whether this process renders conversations at all (false for raw
     // token ids, e.g. --dump-logits), and which template: "" for the one the
     // file names, a renderer name, or "raw".
@@ -58,8 +70,10 @@ public:
     const GgufFile& file() const;
     const std::string& backend_description() const;
     const std::string& map_summary() const;
-    // The routed experts' source: "experts: ..." as logged at open.
+    // The routed experts' source: "experts: ..." as logged at open, and
+    // what it did so far ("" for resident experts).
     std::string expert_source_description() const;
+    std::string expert_source_stats() const;
 
     // The vocabulary; throws ds4::Error when the file carries none.
     const Tokenizer& tokenizer() const;
@@ -69,7 +83,9 @@ public:
     // rendered with the chosen template.
     std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, const ChatOptions& options) const;
 
-    // A new sequence of up to n_ctx tokens on this engine's model and backend.
+    // A new sequence of up to n_ctx tokens on this engine's model and
+    // backend. With an expert cache, prefill chunks shrink to what the cache
+    // can serve at once (chunk x experts per token <= slots).
     std::unique_ptr<Session> new_session(const SessionOptions& options) const;
     // Continuous batching over options.n_slots sequences (engine/scheduler.h);
     // throws ds4::Error when the file carries no vocabulary.
@@ -82,6 +98,8 @@ public:
 
 private:
     Engine() = default;
+    static int64_t streaming_slots(const Engine& e, const SsdStreaming& s, const std::vector<RoutedExperts>& blocks,
+                                   int64_t used);
     std::unique_ptr<Backend> backend_;
     std::string backend_description_;
     std::unique_ptr<GgufFile> file_;
@@ -89,6 +107,7 @@ private:
     std::string map_summary_;
     std::unique_ptr<Model> model_;
     std::string chat_template_;
+    int64_t max_prefill_chunk_ = 0;  // 0: no limit
     mutable std::unique_ptr<Tokenizer> tokenizer_;
 };
 

@@ -49,6 +49,14 @@ WeightRef slot_view(const WeightRef& w, uint8_t* base, uint64_t slot_bytes, int6
 
 }  // namespace
 
+uint64_t ExpertCache::slot_bytes_for(const std::vector<RoutedExperts>& blocks) {
+    uint64_t bytes = 0;
+    for (const RoutedExperts& b : blocks)
+        bytes = std::max(bytes, align_up(b.gate.matrix_bytes, kSlotAlign) + align_up(b.up.matrix_bytes, kSlotAlign) +
+                                    align_up(b.down.matrix_bytes, kSlotAlign));
+    return bytes;
+}
+
 ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<RoutedExperts>& blocks, int64_t slots)
     : map_(map) {
     if (slots < 0) throw Error("the expert cache needs a slot count of 0 (every expert) or more, not " +
@@ -91,6 +99,16 @@ std::string ExpertCache::describe() const {
     std::snprintf(line, sizeof line, "experts: cache of %lld slots x %.2f MiB (%.2f GiB), read from the file on a miss",
                   static_cast<long long>(n_slots_), double(slot_bytes_) / double(1 << 20),
                   double(n_slots_) * double(slot_bytes_) / double(uint64_t{1} << 30));
+    return line;
+}
+
+std::string ExpertCache::stats_line() const {
+    char line[200];
+    std::snprintf(line, sizeof line, "experts: %llu lookups, %llu hits (%.1f%%), %llu misses, %.2f GiB read from the file",
+                  static_cast<unsigned long long>(stats_.lookups), static_cast<unsigned long long>(stats_.hits),
+                  stats_.lookups ? 100.0 * double(stats_.hits) / double(stats_.lookups) : 0.0,
+                  static_cast<unsigned long long>(stats_.misses),
+                  double(stats_.bytes_read) / double(uint64_t{1} << 30));
     return line;
 }
 

@@ -40,7 +40,12 @@ public:
     ExpertCache(const ExpertCache&) = delete;
     ExpertCache& operator=(const ExpertCache&) = delete;
 
+    // Bytes of one slot for these blocks (the largest block's gate, up and
+    // down, each part aligned), to size a cache by bytes.
+    static uint64_t slot_bytes_for(const std::vector<RoutedExperts>& blocks);
+
     std::string describe() const override;
+    std::string stats_line() const override;
     bool needs_mapped_experts() const override { return false; }
     bool replayable() const override { return false; }  // reads the routing back to fill slots
     // Throws ds4::Error when the block needs more distinct experts at once

@@ -38,6 +38,9 @@ public:
     virtual ~ExpertSource() = default;
     // One line for the startup log.
     virtual std::string describe() const = 0;
+    // One line of what it did so far (hits, misses, bytes read), for the end
+    // of a run; "" when there is nothing to say.
+    virtual std::string stats_line() const { return {}; }
     // Whether the model map must hold the routed experts' bytes.
     virtual bool needs_mapped_experts() const = 0;
     // Whether resolve() reads nothing back from the backend and issues the

@@ -27,9 +27,12 @@ int main(int argc, char** argv) {
     }
     try {
         const std::unique_ptr<ds4::Engine> engine = ds4::open_engine(opts);
-        if (!opts.dump_logits_file.empty()) return ds4::run_dump_logits(*engine, opts);
-        if (opts.has_prompt || !opts.prompt_file.empty()) return ds4::run_prompt(*engine, opts);
-        return ds4::run_interactive(*engine, opts);
+        const int rc = !opts.dump_logits_file.empty()                     ? ds4::run_dump_logits(*engine, opts)
+                       : opts.has_prompt || !opts.prompt_file.empty() ? ds4::run_prompt(*engine, opts)
+                                                                       : ds4::run_interactive(*engine, opts);
+        // What the expert cache did (--ssd-streaming): hits, misses, bytes read.
+        if (const std::string st = engine->expert_source_stats(); !st.empty()) std::fprintf(stderr, "ds4: %s\n", st.c_str());
+        return rc;
     } catch (const ds4::Error& e) {
         std::fprintf(stderr, "ds4: %s\n", e.what());
         return 1;

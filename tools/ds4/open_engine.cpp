@@ -7,7 +7,6 @@ namespace ds4 {
 std::unique_ptr<Engine> open_engine(const Ds4Options& opts) {
     if (!opts.role.empty())
         throw Error("--role " + opts.role + " needs the distributed pipeline, which this build does not include yet.");
-    if (opts.ssd_streaming) throw Error("--ssd-streaming is not available in this build yet.");
     if (opts.layers)
         throw Error("--layers runs a layer slice as a pipeline stage, which this build does not include yet.");
     EngineOptions e;
@@ -16,6 +15,11 @@ std::unique_ptr<Engine> open_engine(const Ds4Options& opts) {
     e.backend.threads = opts.threads;
     e.backend.host_weights = opts.cuda_host_weights;
     e.check_tensors = opts.check_tensors;
+    e.ssd_streaming.enabled = opts.ssd_streaming;
+    if (opts.expert_cache) {
+        e.ssd_streaming.experts = opts.expert_cache->experts;
+        e.ssd_streaming.bytes = opts.expert_cache->bytes;
+    }
     e.chat = opts.dump_logits_file.empty();
     e.chat_template = opts.chat_template;
     return Engine::open(e);

@@ -14,6 +14,7 @@ class CpuBackend final : public Backend, public Dsv4Ops {
 public:
     explicit CpuBackend(int n_threads) : pool_(n_threads) {}
     std::string name() const override { return "cpu"; }
+    uint64_t available_memory() const override;
 
     Tensor alloc(int64_t rows, int64_t cols) override;
     void upload(Tensor& t, const float* host) override;

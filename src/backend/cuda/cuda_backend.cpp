@@ -265,6 +265,12 @@ void CudaBackend::download_ints(const IntArray& a, int32_t* host) {
     check(cudaStreamSynchronize(stream_), "downloading integers");
 }
 
+uint64_t CudaBackend::available_memory() const {
+    size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "asking for the device's free memory");
+    return free_b;
+}
+
 std::shared_ptr<void> CudaBackend::device_scratch(size_t bytes) { return device_alloc(bytes, false); }
 
 template <class T>

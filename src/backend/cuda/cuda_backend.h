@@ -37,6 +37,7 @@ public:
     CudaBackend& operator=(const CudaBackend&) = delete;
 
     std::string name() const override { return "cuda"; }
+    uint64_t available_memory() const override;
 
     // One cudaMalloc + copy per region of the map (or one registration per
     // region with host_weights); logs "cuda: N regions, X GiB resident" (or
