@@ -58,7 +58,7 @@ uint64_t ExpertCache::slot_bytes_for(const std::vector<RoutedExperts>& blocks) {
 }
 
 ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<RoutedExperts>& blocks, int64_t slots)
-    : map_(map) {
+    : reader_(map.file().path()) {
     if (slots < 0) throw Error("the expert cache needs a slot count of 0 (every expert) or more, not " +
                                std::to_string(slots) + ".");
     int64_t total = 0;
@@ -191,9 +191,11 @@ void ExpertCache::load(int64_t slot, const RoutedExperts& block, int64_t expert,
     const std::pair<const WeightRef*, uint64_t> parts[3] = {
         {&block.gate, 0}, {&block.up, L.up_offset}, {&block.down, L.down_offset}};
     for (const auto& [w, at] : parts) {
-        // The file is the only copy: an exact view of the expert's matrix.
-        const auto view = map_.view(w->offset + uint64_t(expert) * w->matrix_bytes, w->matrix_bytes);
-        backend.write_weights(base + at, view->data(), w->matrix_bytes);
+        // The file is the only copy of the expert's matrix.
+        staging_.resize(w->matrix_bytes);
+        reader_.read(w->offset + uint64_t(expert) * w->matrix_bytes, w->matrix_bytes, staging_.data(),
+                     "expert " + std::to_string(expert) + " of '" + w->name + "'");
+        backend.write_weights(base + at, staging_.data(), w->matrix_bytes);
         stats_.bytes_read += w->matrix_bytes;
     }
     const WeightRef* scale[3] = {&block.gate_scale, &block.up_scale, &block.down_scale};
@@ -201,9 +203,11 @@ void ExpertCache::load(int64_t slot, const RoutedExperts& block, int64_t expert,
         const WeightRef& s = *scale[k];
         if (!bound(s)) continue;
         const int64_t i = s.ne[0] > 1 ? expert : 0;
-        const auto view = map_.view(s.offset + uint64_t(i) * sizeof(float), sizeof(float));
+        uint8_t value[sizeof(float)];
+        reader_.read(s.offset + uint64_t(i) * sizeof(float), sizeof(float), value, "the scale of expert " +
+                     std::to_string(expert) + " in '" + s.name + "'");
         float* dst = scales_ + (L.scales * 3 + size_t(k)) * size_t(n_slots_) + (s.ne[0] > 1 ? slot : 0);
-        backend.write_weights(reinterpret_cast<uint8_t*>(dst), view->data(), sizeof(float));
+        backend.write_weights(reinterpret_cast<uint8_t*>(dst), value, sizeof(float));
     }
 }
 

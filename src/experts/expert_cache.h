@@ -1,8 +1,8 @@
 // An expert cache: a bounded set of slots, each holding one (layer, expert)'s
 // gate, up and down matrices (and output scales), filled from the GGUF file
 // when the router asks for an expert no slot holds. The model map then need
-// not hold any routed expert (the bytes come through exact views of the
-// file), which is what lets a model larger than memory run.
+// not hold any routed expert (the bytes are read from the file, ExpertReader),
+// which is what lets a model larger than memory run.
 //
 // This is the synchronous core: misses are read in the step that needs
 // them, the least recently used slot not needed by the current block is
@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "experts/expert_reader.h"
 #include "experts/expert_source.h"
 
 namespace ds4 {
@@ -70,7 +71,8 @@ private:
     int64_t slot_for(const RoutedExperts& block, int64_t expert, Backend& backend);
     void load(int64_t slot, const RoutedExperts& block, int64_t expert, Backend& backend);
 
-    ModelMap& map_;
+    ExpertReader reader_;             // the file, read with pread (errors, not SIGBUS)
+    std::vector<uint8_t> staging_;    // one matrix on its way to a slot
     int64_t n_slots_ = 0;
     uint64_t slot_bytes_ = 0;
     std::unordered_map<int, BlockLayout> layout_;   // by layer

@@ -3,8 +3,8 @@
 # into a bounded expert cache give the resident run's logits bit for bit (the
 # CPU), for both families, at budgets from one token's experts to all of them,
 # by count and by bytes and automatic, at several prefill chunks; the startup
-# plan and the end-of-run cache line are printed; a budget below one token's
-# experts is one sentence and exit 1.
+# plan and the end-of-run cache line are printed; a failed read and a budget
+# below one token's experts are one sentence and exit 1.
 set -euo pipefail
 bin=${DS4_BIN:?}
 tmp=$(mktemp -d)
@@ -58,6 +58,17 @@ for arch in qwen3moe deepseek4; do
       fi
     done
   done
+
+  # A failed read (the test hook fails the 5th) ends the run with one sentence
+  # naming the file, exit 1, and no logits written.
+  rm -f "$tmp/x.bin"
+  if DS4_TEST_FAIL_READ=5 "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/x.bin" --ssd-streaming \
+       --ssd-streaming-cache-experts "$per_token" 2>"$tmp/err"; then
+    fail "$arch: a failed expert read did not fail the run"
+  fi
+  grep -q "^ds4: reading expert [0-9]* of 'blk\.[0-9]*\.ffn_.*_exps\.weight' from $m failed: Input/output error" "$tmp/err" \
+    || fail "$arch: unclear read failure: $(cat "$tmp/err")"
+  [[ ! -e "$tmp/x.bin" ]] || fail "$arch: logits written after a failed read"
 
   # Below one token's experts: refused with one sentence before any token runs.
   if "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/x.bin" --ssd-streaming \
