@@ -85,6 +85,7 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
         emit(tail);
     }
     if (cancelled) r.reason = StopReason::cancelled;
+    if (r.reason == StopReason::stop_string) r.stop_string = reply.matched_stop();
     r.decode_seconds = seconds_since(t1);
     return r;
 }

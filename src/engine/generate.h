@@ -48,6 +48,7 @@ struct GenerateResult {
     int64_t prompt_tokens = 0;
     int64_t cached_tokens = 0;       // prompt tokens reused from the session's cache
     double prefill_seconds = 0, decode_seconds = 0;
+    std::string stop_string;         // StopReason::stop_string: which one (Anthropic reports it)
     std::string error;               // StopReason::failed: what went wrong, one sentence
 };
 

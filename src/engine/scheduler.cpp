@@ -82,6 +82,7 @@ SchedulerStats Scheduler::stats() const {
     SchedulerStats s = stats_;
     s.queued = queue_.size();
     s.active = static_cast<int>(std::count_if(slot_.begin(), slot_.end(), [](const auto& a) { return a != nullptr; }));
+    s.slots = static_cast<int>(slot_.size());
     return s;
 }
 
@@ -163,7 +164,10 @@ void Scheduler::admit() {
         {
             std::lock_guard<std::mutex> lock(mu_);
             stats_.cached_tokens += static_cast<uint64_t>(keep);
+            if (snap) ++stats_.snapshot_hits;
+            else if (keep > 0) ++stats_.slot_hits;
         }
+        if (a->req.on_admit) a->req.on_admit(keep);
         slot_[static_cast<size_t>(best)] = std::move(a);
     }
 }
@@ -208,6 +212,8 @@ bool Scheduler::step() {
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.steps;
         if (prefill && decode) ++stats_.mixed_steps;
+        for (size_t i = 0; i < who.size(); ++i)
+            (who[i]->prefilling() ? stats_.prefill_tokens : stats_.decode_tokens) += steps[i].tokens.size();
     }
     for (size_t i = 0; i < who.size(); ++i) {
         Active& a = *who[i];
@@ -266,6 +272,7 @@ void Scheduler::finish(Active& a, StopReason reason) {
         }
     }
     a.result.reason = reason;
+    if (reason == StopReason::stop_string) a.result.stop_string = a.reply.matched_stop();
     if (a.prompt_done != Clock::time_point{}) a.result.decode_seconds = seconds_between(a.prompt_done, Clock::now());
     std::unique_ptr<Active> gone = std::move(slot_[static_cast<size_t>(a.slot)]);
     {

@@ -56,6 +56,10 @@ struct Request {
     // reason (cancel() and a failed step included).
     std::function<bool(std::string_view)> on_text;
     std::function<void(const GenerateResult&)> on_done;
+    // Called on the scheduler's thread when the request takes a slot, with
+    // the prompt tokens it reuses (a stream can then report them before the
+    // first token). Not called for a request cancelled while queued.
+    std::function<void(int64_t cached_tokens)> on_admit;
 };
 
 struct SchedulerStats {
@@ -65,6 +69,11 @@ struct SchedulerStats {
     uint64_t mixed_steps = 0;  // passes with both prefill chunks and decodes
     uint64_t completed = 0;
     uint64_t cached_tokens = 0;  // prompt tokens reused instead of evaluated
+    uint64_t prefill_tokens = 0;  // prompt tokens evaluated
+    uint64_t decode_tokens = 0;   // tokens fed while generating (one per decode row)
+    uint64_t slot_hits = 0;       // requests that resumed the prefix their slot held
+    uint64_t snapshot_hits = 0;   // requests that resumed a prefix-cache snapshot
+    int slots = 0;                // sequence slots in all
 };
 
 class Scheduler {

@@ -56,6 +56,8 @@ public:
         return tail;
     }
     bool stopped() const { return stops_.stopped(); }
+    // The stop string that ended the reply ("" if none did).
+    const std::string& matched_stop() const { return stops_.matched(); }
 
 private:
     Detokenizer detok_;

@@ -38,6 +38,8 @@ struct Case {
     GenerateResult alone, batched;
     std::string streamed;
     int done = 0;
+    int admitted = 0;
+    int64_t admitted_cached = -1;  // what on_admit reported
     int order = -1;  // when it finished among the requests
 };
 
@@ -93,6 +95,10 @@ TEST_P(Scheduling, EveryRequestGetsWhatItGetsAlone) {
             ++c.done;
             c.order = finished++;
         };
+        r.on_admit = [&c](int64_t cached) {
+            ++c.admitted;
+            c.admitted_cached = cached;
+        };
         sched.submit(std::move(r));
     }
     while (sched.step()) {
@@ -105,9 +111,24 @@ TEST_P(Scheduling, EveryRequestGetsWhatItGetsAlone) {
         EXPECT_EQ(c.batched.text, c.alone.text);
         EXPECT_EQ(c.streamed, c.batched.text);
         EXPECT_EQ(c.batched.reason, c.alone.reason);
+        EXPECT_EQ(c.batched.stop_string, c.alone.stop_string);
+        if (c.alone.reason == StopReason::stop_string) EXPECT_EQ(c.alone.stop_string, c.options.stop.at(0));
         EXPECT_EQ(c.batched.prompt_tokens, int64_t(c.prompt.size()));
+        EXPECT_EQ(c.admitted, 1);
+        EXPECT_EQ(c.admitted_cached, c.batched.cached_tokens);
     }
     const SchedulerStats st = sched.stats();
+    // Every prompt token is either reused or evaluated; every decode row
+    // feeds a sampled token (the last sampled one of a request may not be fed).
+    uint64_t prompt_sum = 0, sampled = 0;
+    for (const Case& c : cases) {
+        prompt_sum += c.prompt.size();
+        sampled += c.batched.tokens.size();
+    }
+    EXPECT_EQ(st.prefill_tokens + st.cached_tokens, prompt_sum);
+    EXPECT_LE(st.decode_tokens, sampled);
+    EXPECT_GE(st.decode_tokens + cases.size(), sampled);
+    EXPECT_EQ(st.slots, 3);
     EXPECT_EQ(st.completed, cases.size());
     EXPECT_EQ(st.active, 0);
     EXPECT_GT(st.mixed_steps, 0u) << "no step mixed a prefill chunk with decodes";
