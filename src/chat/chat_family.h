@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "chat/chat.h"
+#include "chat/thinking.h"
 
 namespace ds4 {
 
@@ -24,6 +25,8 @@ struct ChatFamily {
     // The renderer name for a Jinja source of this family, or "" when the
     // source is not one ds4 has been checked against.
     std::string (*detect)(std::string_view jinja_source);
+    // How its models mark their reasoning in a reply (chat/thinking.h).
+    ThinkMarkers think;
 };
 
 const ChatFamily& qwen3_chat_family();
