@@ -48,8 +48,10 @@ std::string server_help_text() {
   --alias NAME             the model id clients see (default: the file name)
   -h, --help | --version
 
-endpoints: GET /health, GET /v1/models, POST /v1/chat/completions,
-POST /v1/completions (OpenAI shapes; "stream": true for Server-Sent Events)
+endpoints: GET /health (503 while the model loads), GET /metrics (Prometheus),
+GET /v1/models, POST /v1/chat/completions, POST /v1/completions (OpenAI
+shapes), POST /v1/messages, POST /v1/messages/count_tokens (Anthropic
+shapes); "stream": true for Server-Sent Events
 exit status: 0 stopped by SIGINT/SIGTERM, 1 the model or the port failed, 2 bad command line
 )";
 }

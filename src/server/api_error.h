@@ -1,5 +1,7 @@
 // An HTTP error the server answers with: a status and one sentence, sent in
-// the OpenAI error shape {"error": {"message", "type", "param", "code"}}.
+// the shape of the API the client speaks: OpenAI's {"error": {"message",
+// "type", "param", "code"}} or Anthropic's {"type": "error", "error":
+// {"type", "message"}}.
 #pragma once
 
 #include <string>
@@ -23,5 +25,17 @@ private:
 // {"error": {...}} for a status and message; `type` follows OpenAI
 // ("invalid_request_error", "authentication_error", "server_error", ...).
 std::string openai_error_body(int status, const std::string& message, const std::string& param = {});
+
+// {"type": "error", "error": {"type", "message"}}; `type` follows
+// Anthropic ("invalid_request_error", "authentication_error",
+// "not_found_error", "request_too_large", "rate_limit_error", "api_error",
+// "overloaded_error").
+std::string anthropic_error_body(int status, const std::string& message);
+
+// Which shape a path's errors take: Anthropic's under /v1/messages,
+// OpenAI's elsewhere.
+bool is_anthropic_path(const std::string& path);
+std::string error_body_for_path(const std::string& path, int status, const std::string& message,
+                                const std::string& param = {});
 
 }  // namespace ds4

@@ -1,9 +1,13 @@
-// ds4-server: OpenAI-compatible HTTP endpoints over the engine's scheduler.
-// cpp-httplib parses HTTP and runs a thread per connection; every request
-// becomes a scheduler request, and the scheduler's own thread runs the
-// batched forward passes. Streaming responses are Server-Sent Events fed
-// from the request's text callback; a client that goes away cancels its
-// generation at the next step.
+// ds4-server: OpenAI- and Anthropic-compatible HTTP endpoints over the
+// engine's scheduler. cpp-httplib parses HTTP and runs a thread per
+// connection; every request becomes a scheduler request, and the
+// scheduler's own thread runs the batched forward passes. Streaming
+// responses are Server-Sent Events fed from the request's text callback; a
+// client that goes away cancels its generation at the next step.
+//
+// The listener starts before the model loads, so GET /health can say
+// "loading" (503) until the engine arrives, then 200; other endpoints
+// answer 503 until then.
 #pragma once
 
 #include <atomic>
@@ -31,16 +35,20 @@ struct ServerOptions {
 
 class Server {
 public:
-    Server(Engine& engine, const ServerOptions& options);
+    explicit Server(const ServerOptions& options);
     ~Server();
     Server(const Server&) = delete;
     Server& operator=(const Server&) = delete;
 
-    // Binds and serves until stop(); throws ds4::Error (one sentence) when
-    // the address cannot be bound.
-    void run();
+    // Binds and listens on a thread of its own (GET /health: 503 loading);
+    // throws ds4::Error (one sentence) when the address cannot be bound.
+    void start();
+    // Serves requests on `engine` until stop(): runs the scheduler's loop
+    // on the calling thread and returns once the listener has stopped.
+    // Returns at once when stop() came first (a signal during the load).
+    void serve(const Engine& engine);
     // From any thread (a signal watcher): stops accepting, cancels what is
-    // in flight, and makes run() return.
+    // in flight, and makes serve() return.
     void stop();
 
 private:

@@ -24,7 +24,7 @@ base=http://127.0.0.1:$port
     --cache-ram-mb 256 >"$tmp/log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do
-  curl -s "$base/health" >/dev/null 2>&1 && break
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 200 ] && break
   kill -0 "$pid" 2>/dev/null || fail "the server exited at start"
   sleep 0.1
 done

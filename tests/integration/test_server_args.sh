@@ -51,7 +51,9 @@ run 2 "missing key file" -m "$MODEL" --api-key-file "$WORK/absent"
 run 2 "bad key in file" -m "$MODEL" --api-key-file "$WORK/badkeys"
 run 2 "empty key file" -m "$MODEL" --api-key-file "$WORK/nokeys"
 run 2 "value missing" -m "$MODEL" --port
-run 1 "not a model" -m "$MODEL" --backend cpu --api-key-file "$WORK/keys"
+# The listener starts before the load (GET /health: 503 loading): a free port.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+run 1 "not a model" -m "$MODEL" --backend cpu --api-key-file "$WORK/keys" --port "$port"
 grep -qi "gguf\|model" "$WORK/err" || fail "a broken model's sentence does not say what is wrong: $(cat "$WORK/err")"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }

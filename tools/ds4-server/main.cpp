@@ -1,8 +1,9 @@
-// ds4-server: the OpenAI-compatible server (src/server) over one engine.
+// ds4-server: the OpenAI- and Anthropic-compatible server (src/server) over one engine.
 #include <csignal>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include "cli/server_options.h"
@@ -42,15 +43,6 @@ int main(int argc, char** argv) {
         sigaction(SIGTERM, &sa, nullptr);
         std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a dead server
 
-        ds4::EngineOptions e;
-        e.model = o.model;
-        e.backend.name = o.backend;
-        e.backend.threads = o.threads;
-        e.check_tensors = o.check_tensors;
-        e.chat_template = o.chat_template;
-        const auto engine = ds4::Engine::open(e);
-        engine->tokenizer();  // a file without a vocabulary fails here, before listening
-
         ds4::ServerOptions so;
         so.host = o.host;
         so.port = o.port;
@@ -62,20 +54,33 @@ int main(int argc, char** argv) {
         so.max_queue = static_cast<size_t>(o.max_queue);
         so.cache_ram_bytes = o.cache_ram_mb << 20;
         so.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
-        ds4::Server server(*engine, so);
+
+        // The engine outlives the server (its scheduler holds the model).
+        std::unique_ptr<ds4::Engine> engine;
+        ds4::Server server(so);
+        // Listening first: GET /health answers 503 while the model loads.
+        server.start();
         std::thread watcher([&] {
             while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
             server.stop();
         });
-        try {
-            server.run();
-        } catch (...) {
-            g_stop = 1;
-            watcher.join();
-            throw;
-        }
-        g_stop = 1;
-        watcher.join();
+        struct StopWatcher {  // on every way out of this scope
+            std::thread& t;
+            ~StopWatcher() {
+                g_stop = 1;
+                t.join();
+            }
+        } stop_watcher{watcher};
+
+        ds4::EngineOptions e;
+        e.model = o.model;
+        e.backend.name = o.backend;
+        e.backend.threads = o.threads;
+        e.check_tensors = o.check_tensors;
+        e.chat_template = o.chat_template;
+        engine = ds4::Engine::open(e);
+        engine->tokenizer();  // a file without a vocabulary fails here, before serving
+        server.serve(*engine);
         std::fprintf(stderr, "ds4-server: stopped\n");
         return 0;
     } catch (const ds4::Error& e) {

@@ -1,0 +1,32 @@
+// From a request's conversation to the prompt the scheduler runs, the one
+// place both APIs render: the engine's chat template, a prefill appended
+// (Anthropic's final assistant message), the tokens with BOS as the ds4
+// program feeds them, and how the reply's reasoning is marked. A template
+// or tokenizer refusal is an ApiError(400).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/chat.h"
+#include "chat/thinking.h"
+
+namespace ds4 {
+
+class Engine;
+
+struct ServerPrompt {
+    std::vector<int32_t> tokens;
+    std::optional<ThinkMarkers> think;  // the template's reasoning markers (none: raw)
+    bool opens_thinking = false;        // the prompt ends inside a reasoning block
+};
+
+// `param` names the request field a refusal points at ("messages").
+ServerPrompt chat_server_prompt(const Engine& engine, const std::vector<ChatMessage>& messages,
+                                const ChatOptions& options, const std::string& prefill = {});
+// /v1/completions: the text as is, with BOS and special tokens parsed.
+ServerPrompt text_server_prompt(const Engine& engine, const std::string& text);
+
+}  // namespace ds4

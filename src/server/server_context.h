@@ -1,0 +1,93 @@
+// What the endpoints share (internal to src/server): the engine once it is
+// loaded, the scheduler, the options, the metrics; submitting a prompt and
+// following its generation, whole or streamed as Server-Sent Events, with
+// the one log line per request. Each API (openai_endpoints.cpp,
+// anthropic_endpoints.cpp) adds only its request and response shapes.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/generate.h"
+#include "engine/scheduler.h"
+#include "server/metrics.h"
+#include "server/server.h"
+
+namespace ds4 {
+
+class Engine;
+using Clock = std::chrono::steady_clock;
+
+// One generation between the scheduler's thread (which pushes) and the
+// HTTP thread answering it (which waits).
+struct Generation {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::string> pieces;
+    bool admitted = false;       // holds a slot (cached_tokens known)
+    int64_t cached_tokens = 0;
+    bool done = false;
+    GenerateResult result;
+    Clock::time_point arrived = Clock::now(), first_piece{}, last_piece{};
+};
+
+// The API-specific text of a stream; the shared loop calls begin() once
+// the request holds a slot (or ended), text() per piece, keep_alive()
+// when nothing came for a while, end() once.
+class StreamFormat {
+public:
+    virtual ~StreamFormat() = default;
+    virtual std::string begin(int64_t cached_tokens) = 0;
+    virtual std::string text(std::string_view piece) = 0;
+    virtual std::string keep_alive() = 0;
+    virtual std::string end(const GenerateResult& result) = 0;
+};
+
+struct ServerContext {
+    explicit ServerContext(const ServerOptions& o) : opts(o) {}
+
+    ServerOptions opts;
+    // Null while the model loads; set (with the scheduler) once, before
+    // requests are served.
+    std::atomic<const Engine*> engine{nullptr};
+    std::unique_ptr<Scheduler> scheduler;
+    Metrics metrics;
+    std::atomic<uint64_t> next_request{1};
+
+    // The engine, or ApiError(503) while it loads.
+    const Engine& ready() const;
+    // Queues a generation; ApiError 429 (queue full, Retry-After set on
+    // `res`) or 400 naming `param` (a prompt the context cannot hold, a bad
+    // parameter). `sid` receives the scheduler's id (for cancel).
+    std::shared_ptr<Generation> submit(std::vector<int32_t> prompt, const GenerateOptions& options,
+                                       const std::string& param, httplib::Response& res, uint64_t& sid);
+    // Blocks until the generation ends.
+    const GenerateResult& wait(Generation& g) const;
+    // Streams the generation as Server-Sent Events through `format`; a
+    // client that goes away cancels it.
+    void stream(httplib::Response& res, std::shared_ptr<Generation> g, uint64_t sid,
+                std::shared_ptr<StreamFormat> format, uint64_t id, const httplib::Request& req);
+    // One log line: status and, for a generation, its numbers.
+    void log_request(uint64_t id, const httplib::Request& req, int status, const Generation* g) const;
+};
+
+// JSON text that survives bytes a random or cut-off model emits that are
+// not UTF-8 (replaced with U+FFFD).
+std::string dump_json(const nlohmann::json& j);
+int64_t unix_time();
+
+void add_openai_routes(httplib::Server& http, ServerContext& ctx);
+void add_anthropic_routes(httplib::Server& http, ServerContext& ctx);
+
+}  // namespace ds4
