@@ -120,11 +120,13 @@ struct Server::Impl {
             so.max_queue = ctx.opts.max_queue;
             so.prefix_cache_bytes = ctx.opts.cache_ram_bytes;
             ctx.scheduler = engine.new_scheduler(so);
+            // Logged before /health can say ok, so the line is there for
+            // whoever saw the 200.
+            log_info("ds4-server: listening on http://" + ctx.opts.host + ":" + std::to_string(ctx.opts.port) + " (" +
+                     std::to_string(ctx.opts.parallel) + " slots of " + std::to_string(ctx.opts.n_ctx) +
+                     " tokens; GET /health answered 503 while the model loaded)");
             ctx.engine.store(&engine, std::memory_order_release);
         }
-        log_info("ds4-server: listening on http://" + ctx.opts.host + ":" + std::to_string(ctx.opts.port) + " (" +
-                 std::to_string(ctx.opts.parallel) + " slots of " + std::to_string(ctx.opts.n_ctx) +
-                 " tokens; GET /health answered 503 while the model loaded)");
         // The scheduler runs until the listener has stopped: handlers still
         // in flight at stop() wait for their cancelled generations to end.
         ctx.scheduler->serve([this] { return listening_done.load(); });
