@@ -3,8 +3,8 @@
 #   1. Debian packages, 2. the oracles (llama.cpp library + tools, npm
 #   tokenizers), 3. Release build (CUDA code compiled when nvcc exists) and
 #   every test, 4. ASan+UBSan build and every test again, 5. the GGUF
-#   reader's, the model loaders' and the server request parser's fuzzers
-#   under libFuzzer for a bounded time each.
+#   reader's, the model loaders' and the server request parsers' (OpenAI
+#   and Anthropic) fuzzers under libFuzzer for a bounded time each.
 # Environment: DS4_JOBS (parallel jobs, default nproc), DS4_FUZZ_SECONDS
 # (per fuzzer, default 60), DS4_SKIP_SANITIZE=1 to stop after step 3 (local
 # use only).

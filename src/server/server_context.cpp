@@ -33,9 +33,9 @@ std::shared_ptr<Generation> ServerContext::submit(std::vector<int32_t> prompt, c
         g->cv.notify_all();
     };
     r.on_text = [g, m = &metrics](std::string_view p) {
-        const auto now = Clock::now();
+        const auto now = ServerClock::now();
         std::lock_guard<std::mutex> lock(g->mu);
-        if (g->first_piece == Clock::time_point{}) {
+        if (g->first_piece == ServerClock::time_point{}) {
             g->first_piece = now;
             m->observe_time_to_first_token(std::chrono::duration<double>(now - g->arrived).count());
         } else {
@@ -141,7 +141,7 @@ void ServerContext::log_request(uint64_t id, const httplib::Request& req, int st
                       req.path.c_str(), status);
     } else {
         const GenerateResult& r = g->result;
-        const double ttft = g->first_piece == Clock::time_point{}
+        const double ttft = g->first_piece == ServerClock::time_point{}
                                 ? 0.0
                                 : std::chrono::duration<double>(g->first_piece - g->arrived).count();
         std::snprintf(line, sizeof line,

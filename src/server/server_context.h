@@ -27,7 +27,7 @@
 namespace ds4 {
 
 class Engine;
-using Clock = std::chrono::steady_clock;
+using ServerClock = std::chrono::steady_clock;
 
 // One generation between the scheduler's thread (which pushes) and the
 // HTTP thread answering it (which waits).
@@ -39,7 +39,7 @@ struct Generation {
     int64_t cached_tokens = 0;
     bool done = false;
     GenerateResult result;
-    Clock::time_point arrived = Clock::now(), first_piece{}, last_piece{};
+    ServerClock::time_point arrived = ServerClock::now(), first_piece{}, last_piece{};
 };
 
 // The API-specific text of a stream; the shared loop calls begin() once

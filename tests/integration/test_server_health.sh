@@ -54,7 +54,7 @@ python3 -c "import json; d=json.load(open('$tmp/body')); assert d['type']=='erro
 [ "$(code "$base/v1/models")" = 401 ] || fail "the API key is not checked while loading"
 grep -q "listening on" "$tmp/log" && fail "'listening' logged before the model loaded"
 loading=1
-for _ in $(seq 1200); do
+for _ in $(seq 3600); do  # up to 3 minutes: ASan builds load slowly
   c=$(code "$base/health")
   [ "$c" = 200 ] && break
   [ "$c" = 503 ] || fail "/health answered $c while loading"
