@@ -87,6 +87,9 @@ public:
     // backend. With an expert cache, prefill chunks shrink to what the cache
     // can serve at once (chunk x experts per token <= slots).
     std::unique_ptr<Session> new_session(const SessionOptions& options) const;
+    // The most rows one forward pass may hold for the expert cache to serve
+    // it (rows x experts per token <= slots); 0 when unbounded.
+    int64_t max_prefill_chunk() const { return max_prefill_chunk_; }
     // Continuous batching over options.n_slots sequences (engine/scheduler.h);
     // throws ds4::Error when the file carries no vocabulary.
     std::unique_ptr<Scheduler> new_scheduler(const SchedulerOptions& options) const;

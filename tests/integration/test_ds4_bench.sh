@@ -112,6 +112,16 @@ set -e
 [[ $rc -eq 1 ]] || fail "non-GGUF model: expected exit 1, got $rc: $(cat "$tmp/err")"
 [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "non-GGUF model: expected one line: $(cat "$tmp/err")"
 
+# --ssd-streaming: the same walk with the experts through a small cache; the
+# cache's line at the end and in --json; the cache flag alone is a usage error.
+"$bin/ds4-bench" -m "$m" --ctx-start 16 --ctx-max 16 --step-incr 1 --gen-tokens 4 --ssd-streaming \
+    --ssd-streaming-cache-experts 4 --json "$tmp/ssd.json" >"$tmp/ssd.csv" 2>"$tmp/err" \
+  || fail "--ssd-streaming walk failed: $(cat "$tmp/err")"
+grep -q "^ds4-bench: experts: [0-9]* lookups, [0-9]* hits .* misses, " "$tmp/err" || fail "no cache line: $(cat "$tmp/err")"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ssd_streaming"] and "misses" in d["expert_stats"], d' \
+  "$tmp/ssd.json" || fail "no cache statistics in --json"
+expect_usage -m "$m" --step-incr 1 --ssd-streaming-cache-experts 4
+
 "$bin/ds4-bench" --help | grep -q -- "--synthetic PRESET" || fail "--help does not describe --synthetic"
 "$bin/ds4-bench" --help | grep -q -- "N:output" || fail "--help does not describe --layers N:output"
 echo "ok (seeds $seed/$bench_seed)"

@@ -59,6 +59,10 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
     const std::vector<int64_t> frontiers = bench_frontiers(opts);
     const int64_t n_vocab = model.info().n_vocab;
     const int n = std::max(1, opts.parallel);
+    // An expert cache serves at most max_prefill_chunk() rows per pass, all
+    // sequences together.
+    int64_t chunk = opts.prefill_chunk;
+    if (engine.max_prefill_chunk() > 0) chunk = std::max<int64_t>(1, std::min(chunk, engine.max_prefill_chunk() / n));
     // One token sequence per slot (slot 0's is the single-sequence walk's).
     std::vector<std::vector<int32_t>> tokens;
     for (int s = 0; s < n; ++s) tokens.push_back(bench_tokens(opts.seed + uint64_t(s), frontiers.back(), n_vocab));
@@ -83,7 +87,7 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
     if (!pool.embeds()) {
         std::mt19937_64 rng(opts.seed ^ 0x5eedULL);
         std::normal_distribution<float> unit(0.0f, 1.0f);
-        hidden.resize(static_cast<size_t>(n * std::max(opts.prefill_chunk, int64_t{1}) * pool.hidden_cols()));
+        hidden.resize(static_cast<size_t>(n * std::max(chunk, int64_t{1}) * pool.hidden_cols()));
         for (float& v : hidden) v = unit(rng);
     }
     auto hidden_for = [&](int64_t rows) {
@@ -103,8 +107,8 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
         const int64_t from = pool.n_past(0);
         std::vector<std::vector<float>> logits;
         auto t0 = Clock::now();
-        for (int64_t at = from; at < row.ctx; at += opts.prefill_chunk) {
-            const int64_t m = std::min(opts.prefill_chunk, row.ctx - at);
+        for (int64_t at = from; at < row.ctx; at += chunk) {
+            const int64_t m = std::min(chunk, row.ctx - at);
             for (int s = 0; s < n; ++s)
                 step[static_cast<size_t>(s)].tokens =
                     std::span<const int32_t>(tokens[static_cast<size_t>(s)]).subspan(size_t(at), size_t(m));

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "bench_walk.h"
+#include "cli/cli_values.h"
 #include "common/error.h"
 #include "common/layer_range.h"
 #include "engine/engine.h"
@@ -49,6 +50,10 @@ const char* const kHelp =
     "  --backend NAME         auto, cpu or cuda (default auto: CUDA when the build has it\n"
     "                         and a GPU is present, else the CPU)\n"
     "  --cuda-host-weights    CUDA reads weights from registered host memory\n"
+    "  --ssd-streaming        routed experts read from the file into a bounded cache\n"
+    "                         (as ds4's; its hits, misses and bytes read are printed)\n"
+    "  --ssd-streaming-cache-experts N|NGB\n"
+    "                         the cache's size (default automatic)\n"
     "  -t, --threads N        CPU threads (default: all cores)\n"
     "  --check-tensors        read every weight of the layers run before the walk and\n"
     "                         stop at the first NaN or infinity\n"
@@ -94,6 +99,8 @@ struct BenchArgs {
     int threads = 0;
     ds4::BenchWalkOptions walk;
     bool help = false, version = false, cuda_host_weights = false, check_tensors = false;
+    bool ssd_streaming = false;
+    std::optional<ds4::ExpertCacheBudget> expert_cache;  // --ssd-streaming-cache-experts
 };
 
 BenchArgs parse_args(int argc, char** argv) {
@@ -106,6 +113,9 @@ BenchArgs parse_args(int argc, char** argv) {
     app.add_flag("--version", a.version);
     app.add_flag("--cuda-host-weights", a.cuda_host_weights);
     app.add_flag("--check-tensors", a.check_tensors);
+    app.add_flag("--ssd-streaming", a.ssd_streaming);
+    std::string cache;
+    auto* cache_opt = app.add_option("--ssd-streaming-cache-experts", cache);
     app.add_option("-m,--model", a.model)->check(CLI::ExistingFile);
     app.add_option("--backend", a.backend)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     app.add_option("-t,--threads", a.threads)->check(CLI::Range(1, 4096));
@@ -146,6 +156,14 @@ BenchArgs parse_args(int argc, char** argv) {
         throw UsageError(one_line(e.what()));
     }
     if (a.help || a.version) return a;
+    if (cache_opt->count() > 0) {
+        if (!a.ssd_streaming) throw UsageError("--ssd-streaming-cache-experts needs --ssd-streaming.");
+        try {
+            a.expert_cache = ds4::parse_expert_cache_budget("--ssd-streaming-cache-experts", cache);
+        } catch (const ds4::Error& e) {
+            throw UsageError(e.what());
+        }
+    }
     if (!a.model.empty() && !a.synthetic.empty())
         throw UsageError("-m/--model and --synthetic exclude each other: give a file or a preset.");
     if (a.cuda_host_weights && a.backend != "cuda") throw UsageError("--cuda-host-weights needs --backend cuda.");
@@ -228,6 +246,11 @@ int run_bench(const BenchArgs& a) {
     eo.layers = a.layers_spec.value_or(ds4::LayerRange::all());
     eo.check_tensors = a.check_tensors;
     eo.chat = false;
+    eo.ssd_streaming.enabled = a.ssd_streaming;
+    if (a.expert_cache) {
+        eo.ssd_streaming.experts = a.expert_cache->experts;
+        eo.ssd_streaming.bytes = a.expert_cache->bytes;
+    }
     const std::unique_ptr<ds4::Engine> engine = ds4::Engine::open(eo);
     const int n_layer = engine->info().n_layer;
     const ds4::LayerRange run = engine->info().layers;
@@ -255,6 +278,8 @@ int run_bench(const BenchArgs& a) {
                      static_cast<long long>(r.steps_replayed));
     });
     std::fprintf(stderr, "ds4-bench: %zu rows written to %s\n", rows.size(), a.csv.empty() ? "stdout" : a.csv.c_str());
+    const std::string expert_stats = engine->expert_source_stats();
+    if (!expert_stats.empty()) std::fprintf(stderr, "ds4-bench: %s\n", expert_stats.c_str());
     const ds4::DecodeWeightBytes traffic = ds4::decode_weight_bytes(engine->file(), run.begin, run.end);
     std::fprintf(stderr,
                  "weights per decoded token: %.0f bytes (%.3f GiB), layers %s: routed experts %.3f GiB (expected "
@@ -273,6 +298,9 @@ int run_bench(const BenchArgs& a) {
         j["weights_bytes_per_token"] = traffic.total;
         j["parallel"] = a.walk.parallel;
         j["op_by_op"] = a.walk.op_by_op;
+        j["ssd_streaming"] = a.ssd_streaming;
+        j["experts"] = engine->expert_source_description();
+        if (!expert_stats.empty()) j["expert_stats"] = expert_stats;
         j["rows"] = nlohmann::json::array();
         for (const auto& r : rows)
             j["rows"].push_back({{"ctx", r.ctx},
