@@ -5,10 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/host_memory.h"
 
 namespace ds4 {
 
@@ -22,16 +22,6 @@ std::string gib(uint64_t bytes) {
 }
 
 }  // namespace
-
-uint64_t available_memory_bytes() {
-    std::ifstream in("/proc/meminfo");
-    std::string key;
-    uint64_t kib = 0;
-    std::string unit;
-    while (in >> key >> kib >> unit)
-        if (key == "MemAvailable:") return kib * 1024;
-    return 0;
-}
 
 MemoryModelFile::~MemoryModelFile() {
     if (fd_ >= 0) ::close(fd_);
@@ -47,7 +37,7 @@ std::unique_ptr<MemoryModelFile> MemoryModelFile::build(const SyntheticPreset& p
     // A memfd lives in RAM (shmem): one larger than what is free would end
     // in the OOM killer, not in an error, so refuse it here.
     const auto fits = [&](uint64_t bytes) {
-        const uint64_t avail = available_memory_bytes();
+        const uint64_t avail = available_host_memory();
         if (avail != 0 && bytes > avail)
             throw Error("synthetic model " + preset.name + " (layers " + std::to_string(range.begin) + ":" +
                         std::to_string(range.end) + ") needs " + gib(bytes) + " of memory, but only " + gib(avail) +

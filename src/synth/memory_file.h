@@ -37,7 +37,4 @@ private:
     SynthResult result_;
 };
 
-// MemAvailable from /proc/meminfo in bytes; 0 when it cannot be read.
-uint64_t available_memory_bytes();
-
 }  // namespace ds4

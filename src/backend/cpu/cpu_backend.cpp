@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "common/host_memory.h"
 #include "quant/quant.h"
 
 namespace ds4 {
@@ -27,17 +26,7 @@ Tensor CpuBackend::alloc(int64_t rows, int64_t cols) {
 void CpuBackend::upload(Tensor& t, const float* host) { std::memcpy(t.data, host, sizeof(float) * t.size()); }
 void CpuBackend::download(const Tensor& t, float* host) { std::memcpy(host, t.data, sizeof(float) * t.size()); }
 
-// MemAvailable: what the kernel estimates can be allocated without
-// swapping (free memory plus reclaimable page cache).
-uint64_t CpuBackend::available_memory() const {
-    std::ifstream in("/proc/meminfo");
-    std::string key;
-    uint64_t kib = 0;
-    std::string unit;
-    while (in >> key >> kib >> unit)
-        if (key == "MemAvailable:") return kib * 1024;
-    return 0;
-}
+uint64_t CpuBackend::available_memory() const { return available_host_memory(); }
 
 IntArray CpuBackend::alloc_ints(int64_t n) {
     IntArray a;

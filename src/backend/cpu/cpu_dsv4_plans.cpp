@@ -12,12 +12,7 @@ Dsv4Rows CpuBackend::plan_rows(const CacheRows& batch, int64_t n) {
     if (batch.positions.n < n || batch.slots.n < n)
         throw Error("DeepSeek V4: " + std::to_string(n) + " batch rows but " + std::to_string(batch.positions.n) +
                     " positions.");
-    Dsv4Rows r;
-    r.n = n;
-    r.positions = batch.positions;
-    r.slots = batch.slots;
-    r.run_first = alloc_ints(n);
-    r.run_last = alloc_ints(n);
+    Dsv4Rows r = new_rows_plan(*this, batch, n);
     const int32_t* pos = batch.positions.data;
     const int32_t* slot = batch.slots.data;
     auto continues = [&](int64_t t) { return t > 0 && slot[t - 1] == slot[t] && pos[t - 1] + 1 == pos[t]; };
@@ -38,20 +33,9 @@ IntArray CpuBackend::plan_ring(const Dsv4Rows& rows, int64_t ring) {
 
 Dsv4CompressorPlan CpuBackend::plan_compressor(const Dsv4Rows& rows, int ratio, bool overlap, int64_t cache_rows) {
     const int64_t n = rows.n;
-    Dsv4CompressorPlan c;
-    c.ratio = ratio;
-    c.overlap = overlap;
-    c.ring = (overlap ? 2 : 1) * int64_t(ratio);
-    c.cache_rows = cache_rows;
+    Dsv4CompressorPlan c = new_compressor_plan(*this, n, ratio, overlap, cache_rows);
     const int per = c.per_block();
-    c.in_block = alloc_ints(n);
-    c.sources = alloc_ints(n * per);
-    c.block_pos = alloc_ints(n);
-    c.cache_dst = alloc_ints(n);
     c.ring_dst = plan_ring(rows, c.ring);
-    c.visible.count = alloc_ints(n);
-    c.visible.base = alloc_ints(n);
-    c.visible.cap = cache_rows;
     for (int64_t t = 0; t < n; ++t) {
         const int64_t p = rows.positions.data[t], s = rows.slots.data[t], first = rows.run_first.data[t];
         c.in_block.data[t] = static_cast<int32_t>(p % ratio);

@@ -145,12 +145,7 @@ Dsv4Rows CudaBackend::plan_rows(const CacheRows& batch, int64_t n) {
     if (batch.positions.n < n || batch.slots.n < n)
         shape_error("plan_rows", std::to_string(n) + " batch rows but " + std::to_string(batch.positions.n) +
                                      " positions");
-    Dsv4Rows r;
-    r.n = n;
-    r.positions = batch.positions;
-    r.slots = batch.slots;
-    r.run_first = alloc_ints(n);
-    r.run_last = alloc_ints(n);
+    Dsv4Rows r = new_rows_plan(*this, batch, n);
     cuda::plan_rows(r.positions.data, r.slots.data, n, r.run_first.data, r.run_last.data, stream_);
     return r;
 }
@@ -164,19 +159,8 @@ IntArray CudaBackend::plan_ring(const Dsv4Rows& rows, int64_t ring) {
 Dsv4CompressorPlan CudaBackend::plan_compressor(const Dsv4Rows& rows, int ratio, bool overlap, int64_t cache_rows) {
     if (ratio <= 0) shape_error("plan_compressor", "a ratio of " + std::to_string(ratio));
     const int64_t n = rows.n;
-    Dsv4CompressorPlan c;
-    c.ratio = ratio;
-    c.overlap = overlap;
-    c.ring = (overlap ? 2 : 1) * int64_t(ratio);
-    c.cache_rows = cache_rows;
-    c.in_block = alloc_ints(n);
-    c.sources = alloc_ints(n * c.per_block());
-    c.block_pos = alloc_ints(n);
-    c.cache_dst = alloc_ints(n);
+    Dsv4CompressorPlan c = new_compressor_plan(*this, n, ratio, overlap, cache_rows);
     c.ring_dst = plan_ring(rows, c.ring);
-    c.visible.count = alloc_ints(n);
-    c.visible.base = alloc_ints(n);
-    c.visible.cap = cache_rows;
     const cuda::CompressorPlanArgs a{rows.positions.data, rows.slots.data, rows.run_first.data, n,
                                      ratio, overlap, c.ring, cache_rows, c.in_block.data, c.sources.data,
                                      c.block_pos.data, c.cache_dst.data, c.visible.count.data, c.visible.base.data};

@@ -139,6 +139,33 @@ public:
                                        const WeightRef& sinks, const AttentionParams& p, Tensor& out) = 0;
 };
 
+// Plans in `be`'s memory for n rows, their arrays allocated and not yet
+// filled: what the plan ops of every backend start from.
+inline Dsv4Rows new_rows_plan(Backend& be, const CacheRows& batch, int64_t n) {
+    Dsv4Rows r;
+    r.n = n;
+    r.positions = batch.positions;
+    r.slots = batch.slots;
+    r.run_first = be.alloc_ints(n);
+    r.run_last = be.alloc_ints(n);
+    return r;
+}
+inline Dsv4CompressorPlan new_compressor_plan(Backend& be, int64_t n, int ratio, bool overlap, int64_t cache_rows) {
+    Dsv4CompressorPlan c;
+    c.ratio = ratio;
+    c.overlap = overlap;
+    c.ring = (overlap ? 2 : 1) * int64_t(ratio);
+    c.cache_rows = cache_rows;
+    c.in_block = be.alloc_ints(n);
+    c.sources = be.alloc_ints(n * c.per_block());
+    c.block_pos = be.alloc_ints(n);
+    c.cache_dst = be.alloc_ints(n);
+    c.visible.count = be.alloc_ints(n);
+    c.visible.base = be.alloc_ints(n);
+    c.visible.cap = cache_rows;
+    return c;
+}
+
 // The backend's DeepSeek V4 op pack; one sentence when it has none.
 inline Dsv4Ops& dsv4_ops(Backend& backend) { return backend.op_pack<Dsv4Ops>("DeepSeek V4"); }
 
