@@ -23,8 +23,14 @@ Tensor CpuBackend::alloc(int64_t rows, int64_t cols) {
     return t;
 }
 
-void CpuBackend::upload(Tensor& t, const float* host) { std::memcpy(t.data, host, sizeof(float) * t.size()); }
-void CpuBackend::download(const Tensor& t, float* host) { std::memcpy(host, t.data, sizeof(float) * t.size()); }
+// Empty tensors (a snapshot of a slot before its first position) copy
+// nothing: their host side may be a null pointer, which memcpy must not get.
+void CpuBackend::upload(Tensor& t, const float* host) {
+    if (t.size() > 0) std::memcpy(t.data, host, sizeof(float) * t.size());
+}
+void CpuBackend::download(const Tensor& t, float* host) {
+    if (t.size() > 0) std::memcpy(host, t.data, sizeof(float) * t.size());
+}
 
 uint64_t CpuBackend::available_memory() const { return available_host_memory(); }
 
@@ -37,8 +43,12 @@ IntArray CpuBackend::alloc_ints(int64_t n) {
     return a;
 }
 
-void CpuBackend::upload_ints(IntArray& a, const int32_t* host) { std::memcpy(a.data, host, sizeof(int32_t) * a.n); }
-void CpuBackend::download_ints(const IntArray& a, int32_t* host) { std::memcpy(host, a.data, sizeof(int32_t) * a.n); }
+void CpuBackend::upload_ints(IntArray& a, const int32_t* host) {
+    if (a.n > 0) std::memcpy(a.data, host, sizeof(int32_t) * a.n);
+}
+void CpuBackend::download_ints(const IntArray& a, int32_t* host) {
+    if (a.n > 0) std::memcpy(host, a.data, sizeof(int32_t) * a.n);
+}
 
 void CpuBackend::get_rows(const WeightRef& table, const IntArray& ids, Tensor& out) {
     for (int64_t i = 0; i < ids.n; ++i) {
