@@ -40,12 +40,11 @@ int64_t experts_per_token(const GgufFile& file) {
     return static_cast<int64_t>(file.get_uint(file.architecture() + ".expert_used_count").value_or(0));
 }
 
-}  // namespace
-
 // The cache's slot count for --ssd-streaming, and the plan logged with it:
-// what stays resident, what one expert costs, the budget, the working set.
-int64_t Engine::streaming_slots(const Engine& e, const SsdStreaming& s, const std::vector<RoutedExperts>& blocks,
-                                int64_t used) {
+// what stays resident (`map`), what one expert costs, the budget (automatic:
+// from what `backend` can still allocate), the working set.
+int64_t streaming_slots(const Backend& backend, const ModelMap& map, const SsdStreaming& s,
+                        const std::vector<RoutedExperts>& blocks, int64_t used) {
     const int64_t total = total_experts(blocks);
     const uint64_t slot = ExpertCache::slot_bytes_for(blocks);
     if (total == 0 || slot == 0) {
@@ -64,7 +63,7 @@ int64_t Engine::streaming_slots(const Engine& e, const SsdStreaming& s, const st
     } else {
         // Half of what the backend can still allocate, after a 2 GiB reserve
         // for the state and scratch the sessions allocate later.
-        const uint64_t avail = e.backend_->available_memory();
+        const uint64_t avail = backend.available_memory();
         const uint64_t reserve = uint64_t(2) << 30;
         const uint64_t budget = avail > reserve ? (avail - reserve) / 2 : 0;
         slots = int64_t(std::min<uint64_t>(budget / slot, uint64_t(total)));
@@ -80,7 +79,7 @@ int64_t Engine::streaming_slots(const Engine& e, const SsdStreaming& s, const st
     std::snprintf(line, sizeof line,
                   "ssd-streaming: %s resident without routed experts; %lld routed experts of %s in the file; cache "
                   "%lld experts (%s, %s); working set %lld experts per token (%zu MoE blocks x %lld)",
-                  size_text(double(e.map_->mapped_bytes())).c_str(), static_cast<long long>(total),
+                  size_text(double(map.mapped_bytes())).c_str(), static_cast<long long>(total),
                   size_text(double(slot)).c_str(), static_cast<long long>(slots),
                   size_text(double(slots) * double(slot)).c_str(), how.c_str(), static_cast<long long>(working_set),
                   blocks.size(), static_cast<long long>(used));
@@ -90,6 +89,8 @@ int64_t Engine::streaming_slots(const Engine& e, const SsdStreaming& s, const st
                     "read experts from the disk.");
     return slots;
 }
+
+}  // namespace
 
 std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
     std::unique_ptr<Engine> e(new Engine());
@@ -142,12 +143,12 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         const std::vector<RoutedExperts> blocks = e->model_->routed_experts();
         const int64_t used = experts_per_token(*e->file_);
         int64_t slots = o.expert_cache_slots.value_or(0);
-        if (o.ssd_streaming.enabled) slots = streaming_slots(*e, o.ssd_streaming, blocks, used);
-        e->model_->set_expert_source(std::make_shared<ExpertCache>(*e->backend_, *e->map_, blocks, slots));
-        log_info(e->model_->expert_source().describe());
+        if (o.ssd_streaming.enabled) slots = streaming_slots(*e->backend_, *e->map_, o.ssd_streaming, blocks, used);
+        auto cache = std::make_shared<ExpertCache>(*e->backend_, *e->map_, blocks, slots);
+        e->model_->set_expert_source(cache);
+        log_info(cache->describe());
         // A chunk of k tokens asks a block for up to k x used experts at once.
-        const int64_t held = slots > 0 ? slots : total_experts(blocks);
-        if (used > 0 && held > 0) e->max_prefill_chunk_ = std::max<int64_t>(1, held / used);
+        if (used > 0 && cache->slots() > 0) e->max_prefill_chunk_ = std::max<int64_t>(1, cache->slots() / used);
     }
     return e;
 }

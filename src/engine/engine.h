@@ -26,7 +26,6 @@ class ModelMap;
 class Model;
 struct ModelInfo;
 class Tokenizer;
-struct RoutedExperts;
 
 // --ssd-streaming: the non-routed weights resident, the routed experts read
 // from the file into a bounded expert cache. The budget is a number of
@@ -101,8 +100,6 @@ public:
 
 private:
     Engine() = default;
-    static int64_t streaming_slots(const Engine& e, const SsdStreaming& s, const std::vector<RoutedExperts>& blocks,
-                                   int64_t used);
     std::unique_ptr<Backend> backend_;
     std::string backend_description_;
     std::unique_ptr<GgufFile> file_;

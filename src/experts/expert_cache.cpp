@@ -58,7 +58,7 @@ uint64_t ExpertCache::slot_bytes_for(const std::vector<RoutedExperts>& blocks) {
 }
 
 ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<RoutedExperts>& blocks, int64_t slots)
-    : reader_(map.file().path()) {
+    : reader_(map.file().path()), slot_bytes_(slot_bytes_for(blocks)) {
     if (slots < 0) throw Error("the expert cache needs a slot count of 0 (every expert) or more, not " +
                                std::to_string(slots) + ".");
     int64_t total = 0;
@@ -67,7 +67,6 @@ ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<Rout
         BlockLayout L;
         L.up_offset = align_up(b.gate.matrix_bytes, kSlotAlign);
         L.down_offset = L.up_offset + align_up(b.up.matrix_bytes, kSlotAlign);
-        slot_bytes_ = std::max(slot_bytes_, L.down_offset + align_up(b.down.matrix_bytes, kSlotAlign));
         const bool scaled = bound(b.gate_scale) || bound(b.up_scale) || bound(b.down_scale);
         L.scales = scaled ? n_scaled++ : std::numeric_limits<size_t>::max();
         layout_[b.layer] = L;
