@@ -289,10 +289,7 @@ RowSets CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor&
         std::vector<int32_t> idx;
         for (int64_t t = b; t < e; ++t) {
             const int64_t nv = visible.count.data[t];
-            auto key_row = [&](int64_t j) -> int32_t {
-                return visible.rows.data ? visible.rows.data[t * visible.cap + j]
-                                         : static_cast<int32_t>(visible.base.data[t] + j);
-            };
+            auto key_row = [&](int64_t j) { return static_cast<int32_t>(visible.at(t, j)); };
             int32_t* o = out.rows.data + t * top_k;
             if (nv <= top_k) {
                 for (int64_t j = 0; j < nv; ++j) o[j] = key_row(j);
@@ -337,8 +334,7 @@ void CpuBackend::attention_window_sink(const Tensor& q, const Tensor& k, const T
             throw Error("window attention: row " + std::to_string(t) + " has no window to read.");
         if (comp && comp_rows)
             for (int64_t i = 0; i < comp_rows->count.data[t]; ++i) {
-                const int64_t r = comp_rows->rows.data ? comp_rows->rows.data[t * comp_rows->cap + i]
-                                                       : comp_rows->base.data[t] + i;
+                const int64_t r = comp_rows->at(t, i);
                 if (r < 0 || r >= comp->rows)
                     throw Error("attention asks for compressed row " + std::to_string(r) + " of " +
                                 std::to_string(comp->rows) + ".");
@@ -360,8 +356,7 @@ void CpuBackend::attention_window_sink(const Tensor& q, const Tensor& k, const T
                 keys.push_back(j >= first ? k.data + (t - (pos - j)) * k.cols : ring + (j % n_swa) * window.cols);
             if (comp && comp_rows)
                 for (int64_t i = 0; i < comp_rows->count.data[t]; ++i) {
-                    const int64_t r = comp_rows->rows.data ? comp_rows->rows.data[t * comp_rows->cap + i]
-                                                           : comp_rows->base.data[t] + i;
+                    const int64_t r = comp_rows->at(t, i);
                     keys.push_back(comp->data + r * comp->cols);
                 }
             const float* qv = q.data + t * q.cols + static_cast<int64_t>(h) * D;

@@ -40,6 +40,9 @@ struct RowSets {
     IntArray base;   // [n] contiguous form
     IntArray rows;   // [n x cap] explicit form
     int64_t cap = 0;
+    // Row j of query t's set, read where the arrays are host memory (the
+    // CPU backend; CUDA kernels index them the same way on the device).
+    int64_t at(int64_t t, int64_t j) const { return rows.data ? rows.data[t * cap + j] : int64_t(base.data[t]) + j; }
 };
 
 // The index lists one compressor ratio needs for a batch (plan_compressor):
