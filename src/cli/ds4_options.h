@@ -58,6 +58,11 @@ struct Ds4Options {
     int listen_port = 0;                    // 0 = not given
     std::string coordinator_host;           // --coordinator HOST PORT
     int coordinator_port = 0;
+    std::string cluster_key_file;           // --cluster-key-file (else DS4_CLUSTER_KEY)
+    bool cluster_key_env = false;           // DS4_CLUSTER_KEY was set at parse time
+    int activation_bits = 32;               // --dist-activation-bits 32|16|8
+    int dist_prefill_chunk = 0;             // --dist-prefill-chunk (0: --prefill-chunk)
+    bool debug = false;                     // --debug: per-hop telemetry on stderr
 
     // Routed experts streamed from SSD.
     bool ssd_streaming = false;                       // --ssd-streaming

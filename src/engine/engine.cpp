@@ -175,11 +175,20 @@ std::vector<int32_t> Engine::chat_prompt(const std::vector<ChatMessage>& message
 std::unique_ptr<Session> Engine::new_session(const SessionOptions& options) const {
     SessionOptions o = options;
     if (max_prefill_chunk_ > 0) o.prefill_chunk = std::min(o.prefill_chunk, max_prefill_chunk_);
+    o.route = route_;
     return std::make_unique<Session>(*model_, *backend_, o);
 }
 
 std::unique_ptr<Scheduler> Engine::new_scheduler(const SchedulerOptions& options) const {
-    return std::make_unique<Scheduler>(*model_, *backend_, tokenizer(), options);
+    SchedulerOptions o = options;
+    o.route = route_;
+    return std::make_unique<Scheduler>(*model_, *backend_, tokenizer(), o);
+}
+
+void Engine::set_route(std::shared_ptr<Downstream> route) {
+    if (route && info().layers.has_output(info().n_layer))
+        throw Error("this process runs the model's last block and head, so no pipeline stage can follow it.");
+    route_ = std::move(route);
 }
 
 }  // namespace ds4

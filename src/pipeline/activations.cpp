@@ -1,0 +1,88 @@
+#include "pipeline/activations.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "quant/quant.h"
+
+namespace ds4 {
+
+void encode_activations(std::span<const float> values, int64_t rows, int64_t cols, int bits,
+                        wire::Activations& out) {
+    if (rows < 0 || cols < 0 || static_cast<int64_t>(values.size()) != rows * cols)
+        throw Error("activations of " + std::to_string(values.size()) + " values are not " + std::to_string(rows) +
+                    " x " + std::to_string(cols) + ".");
+    out.set_rows(rows);
+    out.set_cols(cols);
+    out.set_bits(bits);
+    std::string* data = out.mutable_data();
+    out.clear_scales();
+    const size_t n = values.size();
+    if (bits == 32) {
+        data->resize(n * sizeof(float));
+        if (n) std::memcpy(data->data(), values.data(), n * sizeof(float));
+    } else if (bits == 16) {
+        data->resize(n * sizeof(uint16_t));
+        std::vector<uint16_t> h(n);
+        fp32_to_fp16_row(values.data(), h.data(), static_cast<int64_t>(n));
+        if (n) std::memcpy(data->data(), h.data(), n * sizeof(uint16_t));
+    } else if (bits == 8) {
+        // Per row: scale = max |x| / 127, q = round(x / scale). The hidden
+        // state's rows differ in magnitude by orders, so one scale per row.
+        data->resize(n);
+        std::string* scales = out.mutable_scales();
+        scales->resize(static_cast<size_t>(rows) * sizeof(float));
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* x = values.data() + r * cols;
+            float amax = 0;
+            for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(x[c]));
+            const float scale = amax > 0 && std::isfinite(amax) ? amax / 127.0f : 1.0f;
+            std::memcpy(scales->data() + r * sizeof(float), &scale, sizeof(float));
+            for (int64_t c = 0; c < cols; ++c) {
+                const float q = std::nearbyint(std::clamp(x[c] / scale, -127.0f, 127.0f));
+                (*data)[static_cast<size_t>(r * cols + c)] = static_cast<char>(static_cast<int8_t>(q));
+            }
+        }
+    } else {
+        throw Error("activations travel as 32, 16 or 8 bits, not " + std::to_string(bits) + ".");
+    }
+}
+
+std::vector<float> decode_activations(const wire::Activations& a) {
+    const int64_t rows = a.rows(), cols = a.cols();
+    if (rows < 0 || cols < 0 || (cols > 0 && rows > (int64_t{1} << 40) / cols))
+        throw Error("a pipeline message carries activations of an impossible shape (" + std::to_string(rows) + " x " +
+                    std::to_string(cols) + ").");
+    const size_t n = static_cast<size_t>(rows * cols);
+    const int bits = a.bits();
+    if (bits != 32 && bits != 16 && bits != 8)
+        throw Error("a pipeline message carries " + std::to_string(bits) + "-bit activations (32, 16 or 8 expected).");
+    const size_t want = n * static_cast<size_t>(bits / 8);
+    if (a.data().size() != want || (bits == 8 && a.scales().size() != static_cast<size_t>(rows) * sizeof(float)))
+        throw Error("a pipeline message's activations hold " + std::to_string(a.data().size()) + " bytes, not the " +
+                    std::to_string(want) + " that " + std::to_string(rows) + " x " + std::to_string(cols) + " at " +
+                    std::to_string(bits) + " bits need.");
+    std::vector<float> out(n);
+    if (bits == 32) {
+        if (n) std::memcpy(out.data(), a.data().data(), n * sizeof(float));
+    } else if (bits == 16) {
+        std::vector<uint16_t> h(n);
+        if (n) std::memcpy(h.data(), a.data().data(), n * sizeof(uint16_t));
+        fp16_to_fp32_row(h.data(), out.data(), static_cast<int64_t>(n));
+    } else {
+        for (int64_t r = 0; r < rows; ++r) {
+            float scale;
+            std::memcpy(&scale, a.scales().data() + r * sizeof(float), sizeof(float));
+            for (int64_t c = 0; c < cols; ++c)
+                out[static_cast<size_t>(r * cols + c)] =
+                    scale * static_cast<float>(static_cast<int8_t>(a.data()[static_cast<size_t>(r * cols + c)]));
+        }
+    }
+    return out;
+}
+
+uint64_t activation_bytes(const wire::Activations& a) { return a.data().size() + a.scales().size(); }
+
+}  // namespace ds4
