@@ -20,6 +20,14 @@ void encode_activations(std::span<const float> values, int64_t rows, int64_t col
     std::string* data = out.mutable_data();
     out.clear_scales();
     const size_t n = values.size();
+    // A non-finite hidden value is a bug upstream; sending it on would turn
+    // into garbage logits far from its cause. f16 also tops out at 65504.
+    for (size_t i = 0; i < n; ++i) {
+        const float v = values[i];
+        if (!std::isfinite(v) || (bits == 16 && std::fabs(v) > 65504.0f))
+            throw Error("a hidden value of " + std::to_string(v) + " cannot travel as " + std::to_string(bits) +
+                        "-bit activations" + (bits == 16 ? " (f16 holds up to 65504; use 32 or 8 bits)." : "."));
+    }
     if (bits == 32) {
         data->resize(n * sizeof(float));
         if (n) std::memcpy(data->data(), values.data(), n * sizeof(float));

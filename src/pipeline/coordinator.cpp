@@ -102,6 +102,7 @@ Coordinator::Coordinator(const Engine& engine, CoordinatorConfig config)
     server_ = builder.BuildAndStart();
     if (!server_ || port == 0)
         throw Error("the coordinator cannot listen on " + address + " (address in use or not local).");
+    port_ = port;
     log_info("pipeline: coordinator listening on " + config_.listen_host + ":" + std::to_string(port) + ", running " +
              describe_slice(make_slice(info.layers, info.n_layer)));
     RouteTable* table = table_.get();

@@ -49,6 +49,8 @@ public:
     // The stages after this process, for Engine::set_route.
     std::shared_ptr<Downstream> route() const { return route_; }
     const RouteTable& table() const { return *table_; }
+    // The port it listens on (the one given, or the one picked for 0).
+    int port() const { return port_; }
 
 private:
     class Registrar;
@@ -59,6 +61,7 @@ private:
     std::unique_ptr<Registrar> registrar_;
     std::unique_ptr<grpc::Server> server_;
     std::shared_ptr<Downstream> route_;
+    int port_ = 0;
 };
 
 }  // namespace ds4
