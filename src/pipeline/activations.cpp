@@ -9,6 +9,10 @@
 
 namespace ds4 {
 
+namespace {
+int64_t scale_blocks(int64_t cols) { return (cols + kScaleBlock - 1) / kScaleBlock; }
+}  // namespace
+
 void encode_activations(std::span<const float> values, int64_t rows, int64_t cols, int bits,
                         wire::Activations& out) {
     if (rows < 0 || cols < 0 || static_cast<int64_t>(values.size()) != rows * cols)
@@ -37,20 +41,27 @@ void encode_activations(std::span<const float> values, int64_t rows, int64_t col
         fp32_to_fp16_row(values.data(), h.data(), static_cast<int64_t>(n));
         if (n) std::memcpy(data->data(), h.data(), n * sizeof(uint16_t));
     } else if (bits == 8) {
-        // Per row: scale = max |x| / 127, q = round(x / scale). The hidden
-        // state's rows differ in magnitude by orders, so one scale per row.
+        // Symmetric int8 with one scale per block of kScaleBlock values of a
+        // row: a residual stream carries a few outlier dimensions hundreds
+        // of times larger than the rest, and one scale per row would round
+        // everything else to zero.
         data->resize(n);
         std::string* scales = out.mutable_scales();
-        scales->resize(static_cast<size_t>(rows) * sizeof(float));
+        const int64_t blocks = rows * scale_blocks(cols);
+        scales->resize(static_cast<size_t>(blocks) * sizeof(float));
+        int64_t k = 0;
         for (int64_t r = 0; r < rows; ++r) {
-            const float* x = values.data() + r * cols;
-            float amax = 0;
-            for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(x[c]));
-            const float scale = amax > 0 && std::isfinite(amax) ? amax / 127.0f : 1.0f;
-            std::memcpy(scales->data() + r * sizeof(float), &scale, sizeof(float));
-            for (int64_t c = 0; c < cols; ++c) {
-                const float q = std::nearbyint(std::clamp(x[c] / scale, -127.0f, 127.0f));
-                (*data)[static_cast<size_t>(r * cols + c)] = static_cast<char>(static_cast<int8_t>(q));
+            for (int64_t c0 = 0; c0 < cols; c0 += kScaleBlock, ++k) {
+                const int64_t c1 = std::min(cols, c0 + kScaleBlock);
+                const float* x = values.data() + r * cols;
+                float amax = 0;
+                for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(x[c]));
+                const float scale = amax > 0 ? amax / 127.0f : 1.0f;
+                std::memcpy(scales->data() + k * sizeof(float), &scale, sizeof(float));
+                for (int64_t c = c0; c < c1; ++c) {
+                    const float q = std::nearbyint(std::clamp(x[c] / scale, -127.0f, 127.0f));
+                    (*data)[static_cast<size_t>(r * cols + c)] = static_cast<char>(static_cast<int8_t>(q));
+                }
             }
         }
     } else {
@@ -68,7 +79,8 @@ std::vector<float> decode_activations(const wire::Activations& a) {
     if (bits != 32 && bits != 16 && bits != 8)
         throw Error("a pipeline message carries " + std::to_string(bits) + "-bit activations (32, 16 or 8 expected).");
     const size_t want = n * static_cast<size_t>(bits / 8);
-    if (a.data().size() != want || (bits == 8 && a.scales().size() != static_cast<size_t>(rows) * sizeof(float)))
+    if (a.data().size() != want ||
+        (bits == 8 && a.scales().size() != static_cast<size_t>(rows * scale_blocks(cols)) * sizeof(float)))
         throw Error("a pipeline message's activations hold " + std::to_string(a.data().size()) + " bytes, not the " +
                     std::to_string(want) + " that " + std::to_string(rows) + " x " + std::to_string(cols) + " at " +
                     std::to_string(bits) + " bits need.");
@@ -80,12 +92,15 @@ std::vector<float> decode_activations(const wire::Activations& a) {
         if (n) std::memcpy(h.data(), a.data().data(), n * sizeof(uint16_t));
         fp16_to_fp32_row(h.data(), out.data(), static_cast<int64_t>(n));
     } else {
+        int64_t k = 0;
         for (int64_t r = 0; r < rows; ++r) {
-            float scale;
-            std::memcpy(&scale, a.scales().data() + r * sizeof(float), sizeof(float));
-            for (int64_t c = 0; c < cols; ++c)
-                out[static_cast<size_t>(r * cols + c)] =
-                    scale * static_cast<float>(static_cast<int8_t>(a.data()[static_cast<size_t>(r * cols + c)]));
+            for (int64_t c0 = 0; c0 < cols; c0 += kScaleBlock, ++k) {
+                float scale;
+                std::memcpy(&scale, a.scales().data() + k * sizeof(float), sizeof(float));
+                for (int64_t c = c0; c < std::min(cols, c0 + kScaleBlock); ++c)
+                    out[static_cast<size_t>(r * cols + c)] =
+                        scale * static_cast<float>(static_cast<int8_t>(a.data()[static_cast<size_t>(r * cols + c)]));
+            }
         }
     }
     return out;

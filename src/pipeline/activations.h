@@ -1,6 +1,7 @@
 // Hidden rows on the wire between pipeline stages (--dist-activation-bits):
 // f32 (exact: the same logits as one process), f16 (half the bytes), or
-// 8-bit symmetric with one f32 scale per row (a quarter; bounded error).
+// 8-bit symmetric with one f32 scale per kScaleBlock values of each row
+// (about a quarter; bounded error).
 // Logits always travel as f32.
 #pragma once
 
@@ -13,6 +14,8 @@
 namespace ds4 {
 
 namespace wire = ds4::pipeline::v1;
+
+inline constexpr int64_t kScaleBlock = 64;
 
 // Throws ds4::Error when bits is not 32, 16 or 8, or values.size() != rows x cols.
 void encode_activations(std::span<const float> values, int64_t rows, int64_t cols, int bits,
