@@ -26,10 +26,9 @@ namespace {
 struct RawArgs {
     std::string model, prompt, prompt_file, n_predict, ctx, threads, prefill_chunk;
     std::string temp, top_p, top_k, min_p, seed, system, token_ids, dump_logits;
-    std::string backend, layers, role, ssd_cache_experts, chat_template, cluster_key_file, activation_bits,
-        dist_prefill_chunk;
-    std::vector<std::string> listen, coordinator;
-    int think = 0, think_max = 0, nothink = 0, ssd_streaming = 0, cuda_host_weights = 0, check_tensors = 0, debug = 0;
+    std::string backend, ssd_cache_experts, chat_template;
+    PipelineRawFlags pipeline;
+    int think = 0, think_max = 0, nothink = 0, ssd_streaming = 0, cuda_host_weights = 0, check_tensors = 0;
 };
 
 // How to describe a missing value of each option, by CLI11's option name.
@@ -180,49 +179,6 @@ float parse_probability(const std::string& flag, const std::string& text, bool o
     return static_cast<float>(v);
 }
 
-void parse_host_port(const std::string& flag, const std::vector<std::string>& v, std::string& host, int& port) {
-    // CLI11 guarantees two values; an empty host is still possible.
-    if (v[0].empty()) throw UsageError(flag + " needs a non-empty HOST");
-    host = v[0];
-    port = parse_port_value(flag, v[1]);
-}
-
-// The pipeline flags: which role needs what, checked before any load.
-template <class Given>
-void check_pipeline(const Ds4Options& o, Given given) {
-    if (o.role.empty()) {
-        for (const char* f : {"--layers", "--listen", "--coordinator", "--cluster-key-file", "--dist-activation-bits",
-                              "--dist-prefill-chunk", "--debug"})
-            if (given(f)) throw UsageError(std::string(f) + " needs --role coordinator|worker (a pipeline of layer slices)");
-        return;
-    }
-    if (o.role == "coordinator") {
-        if (!o.layers) throw UsageError("--role coordinator needs --layers 0:B (the first slice, which embeds the tokens)");
-        if (o.layers->begin != 0)
-            throw UsageError("--role coordinator needs --layers starting at block 0, got " + o.layers->spelling());
-        if (o.layers->end == LayerRange::kThroughLast)
-            throw UsageError("--role coordinator with --layers " + o.layers->spelling() +
-                             " leaves no block for a worker; give it the first blocks only (e.g. 0:11)");
-        if (!given("--listen")) throw UsageError("--role coordinator needs --listen HOST PORT (where workers register)");
-        if (given("--coordinator")) throw UsageError("--coordinator is a worker's flag; a coordinator takes --listen");
-    } else {
-        if (!o.layers) throw UsageError("--role worker needs --layers A:B or A:output (the slice it runs)");
-        if (o.layers->begin == 0)
-            throw UsageError("--role worker needs --layers after block 0 (the coordinator runs block 0), got " +
-                             o.layers->spelling());
-        if (!given("--coordinator")) throw UsageError("--role worker needs --coordinator HOST PORT");
-        if (!given("--listen") && !is_loopback_host(o.coordinator_host))
-            throw UsageError("--role worker with a coordinator on another host needs --listen HOST PORT "
-                             "(where the previous stage reaches this worker)");
-        for (const char* f : {"--prompt", "--prompt-file", "--token-ids", "--dist-activation-bits", "--dist-prefill-chunk"})
-            if (given(f)) throw UsageError(std::string(f) + " is the coordinator's; a worker gets its work from it");
-    }
-    const bool keyed = given("--cluster-key-file") || o.cluster_key_env;
-    for (const std::string* host : {&o.listen_host, &o.coordinator_host})
-        if (!host->empty() && !is_loopback_host(*host) && !keyed)
-            throw UsageError("pipeline address " + *host + " is not loopback: give a cluster key (--cluster-key-file FILE " +
-                             "or DS4_CLUSTER_KEY) so only your machines can join");
-}
 
 // Checks that need several options at once.
 void check_combinations(const Ds4Options& o, const RawArgs& raw, const CLI::App& app) {
@@ -239,7 +195,10 @@ void check_combinations(const Ds4Options& o, const RawArgs& raw, const CLI::App&
         throw UsageError("--chat-template cannot be combined with --token-ids (raw token ids use no template)");
     if (raw.think > 0 && raw.nothink > 0) throw UsageError("--think and --nothink cannot be used together");
     if (raw.think_max > 0 && raw.nothink > 0) throw UsageError("--think-max and --nothink cannot be used together");
-    check_pipeline(o, given);
+    check_pipeline_flags(o, given, {"coordinator", "worker"});
+    if (o.role == "worker")
+        for (const char* f : {"--prompt", "--prompt-file", "--token-ids"})
+            if (given(f)) throw UsageError(std::string(f) + " is the coordinator's; a worker gets its work from it");
     if (o.cuda_host_weights && o.backend != "cuda") throw UsageError("--cuda-host-weights needs --backend cuda");
     if (given("--ssd-streaming-cache-experts") && !o.ssd_streaming)
         throw UsageError("--ssd-streaming-cache-experts needs --ssd-streaming");
@@ -287,17 +246,10 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     app.add_option("--token-ids", raw.token_ids);
     app.add_option("--dump-logits", raw.dump_logits);
     app.add_option("--backend", raw.backend);
-    app.add_option("--layers", raw.layers);
-    app.add_option("--role", raw.role);
-    app.add_option("--listen", raw.listen)->expected(2);
-    app.add_option("--coordinator", raw.coordinator)->expected(2);
     app.add_flag("--ssd-streaming", raw.ssd_streaming);
     app.add_flag("--cuda-host-weights", raw.cuda_host_weights);
     app.add_flag("--check-tensors", raw.check_tensors);
-    app.add_option("--cluster-key-file", raw.cluster_key_file);
-    app.add_option("--dist-activation-bits", raw.activation_bits);
-    app.add_option("--dist-prefill-chunk", raw.dist_prefill_chunk);
-    app.add_flag("--debug", raw.debug);
+    add_pipeline_flags(app, raw.pipeline);
     app.add_option("--ssd-streaming-cache-experts", raw.ssd_cache_experts);
 
     // CLI11 wants argv order reversed in a vector.
@@ -347,28 +299,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     if (given("--min-p")) o.min_p = parse_probability("--min-p", raw.min_p, /*open_at_zero=*/false);
     if (given("--top-k")) o.top_k = static_cast<int>(parse_int_value("--top-k", raw.top_k, 0, INT32_MAX));
     if (given("--seed")) o.seed = parse_u64_value("--seed", raw.seed);
-    if (given("--layers")) {
-        o.layers = parse_layer_range(raw.layers);
-    }
-    if (given("--role")) {
-        if (raw.role != "coordinator" && raw.role != "worker")
-            throw UsageError("--role must be coordinator or worker, got " + quote_value(raw.role));
-        o.role = raw.role;
-    }
-    if (given("--listen")) parse_host_port("--listen", raw.listen, o.listen_host, o.listen_port);
-    if (given("--coordinator")) parse_host_port("--coordinator", raw.coordinator, o.coordinator_host, o.coordinator_port);
-    if (given("--cluster-key-file")) o.cluster_key_file = raw.cluster_key_file;
-    o.cluster_key_env = std::getenv("DS4_CLUSTER_KEY") != nullptr;
-    if (given("--dist-activation-bits")) {
-        const int64_t b = parse_int_value("--dist-activation-bits", raw.activation_bits, INT32_MIN, INT32_MAX);
-        if (b != 8 && b != 16 && b != 32)
-            throw UsageError("--dist-activation-bits must be 32, 16 or 8, got " + raw.activation_bits);
-        o.activation_bits = static_cast<int>(b);
-    }
-    if (given("--dist-prefill-chunk"))
-        o.dist_prefill_chunk =
-            static_cast<int>(parse_int_value("--dist-prefill-chunk", raw.dist_prefill_chunk, 1, kMaxContext));
-    o.debug = raw.debug > 0;
+    parse_pipeline_values(raw.pipeline, given, o);
     o.ssd_streaming = raw.ssd_streaming > 0;
     o.cuda_host_weights = raw.cuda_host_weights > 0;
     o.check_tensors = raw.check_tensors > 0;
@@ -434,27 +365,7 @@ Generation and sampling:
       --seed N              random seed (default: a fresh one each run)
 
 Pipeline across machines (layer slices):
-      --layers A:B          run blocks A through B, both inclusive
-      --layers N:output     run blocks N through the last, plus the output head
-      --role ROLE           coordinator: runs the first slice (--layers 0:B) and
-                            the prompt, waits for workers to cover the rest;
-                            worker: serves a later slice (--layers A:B|A:output)
-      --listen HOST PORT    coordinator: where workers register; worker: where
-                            the previous stage reaches it (default on loopback:
-                            127.0.0.1, a free port)
-      --coordinator HOST PORT
-                            a worker's coordinator
-      --cluster-key-file FILE
-                            shared secret that authenticates every pipeline call
-                            (or DS4_CLUSTER_KEY); required off loopback
-      --dist-activation-bits 32|16|8
-                            hidden state on the wire: exact f32 (default), f16,
-                            or 8-bit with one scale per row
-      --dist-prefill-chunk N
-                            prompt tokens per step along the route (default:
-                            --prefill-chunk)
-      --debug               one telemetry line per hop and step on stderr
-
+)" + pipeline_help_text(/*with_worker=*/true) + R"(
 SSD streaming of routed experts:
       --ssd-streaming       keep only the non-routed weights resident; read routed
                             experts from the file into a bounded cache

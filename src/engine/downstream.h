@@ -31,6 +31,14 @@ public:
     explicit RouteStateLost(const std::string& sentence) : Error(sentence) {}
 };
 
+// A stage of the route is not there (a worker died, timed out, or no
+// worker serves some blocks): the step fails and nothing advanced; a server
+// answers 503, since the request may succeed once the route is whole again.
+class StageUnavailable : public Error {
+public:
+    explicit StageUnavailable(const std::string& sentence) : Error(sentence) {}
+};
+
 class Downstream {
 public:
     virtual ~Downstream() = default;

@@ -202,8 +202,10 @@ bool Scheduler::step() {
     try {
         logits = pool_.step(steps);
     } catch (const Error& e) {
+        const bool unavailable = dynamic_cast<const StageUnavailable*>(&e) != nullptr;
         for (Active* a : who) {
             a->result.error = e.what();
+            a->result.unavailable = unavailable;
             finish(*a, StopReason::failed);
         }
         return true;

@@ -25,9 +25,12 @@ std::string describe_stage_failure(const wire::Hop& hop, const grpc::Status& sta
     switch (status.error_code()) {
         case grpc::StatusCode::ABORTED:  // a later hop's own sentence, passed back unchanged
             return msg;
+        case grpc::StatusCode::UNAVAILABLE:
+            // Passed back by a worker about a later one: already its sentence.
+            if (msg.rfind("the worker at ", 0) == 0 || msg.rfind("the pipeline route", 0) == 0) return msg;
+            return who + " did not answer (" + msg + "); the pipeline route is incomplete.";
         case grpc::StatusCode::UNAUTHENTICATED:
             return who + " refused the call: " + msg;
-        case grpc::StatusCode::UNAVAILABLE:
         case grpc::StatusCode::DEADLINE_EXCEEDED:
         case grpc::StatusCode::CANCELLED:
             return who + " did not answer (" + msg + "); the pipeline route is incomplete.";
@@ -89,7 +92,14 @@ std::vector<std::vector<float>> RemoteStages::forward(std::span<const RouteSeq> 
     const grpc::Status st = stub(route[0].address()).Forward(&ctx, work, &result);
     wait_ms_ = ms_since(t_wait);
     if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) throw RouteStateLost(st.error_message());
-    if (!st.ok()) throw Error(describe_stage_failure(route[0], st));
+    if (!st.ok()) {
+        const auto code = st.error_code();
+        // A stage that is gone (here or further along: UNAVAILABLE passes back unchanged).
+        if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+            code == grpc::StatusCode::CANCELLED)
+            throw StageUnavailable(describe_stage_failure(route[0], st));
+        throw Error(describe_stage_failure(route[0], st));
+    }
 
     if (!result.logits())
         throw Error("the route ends at the worker " + route.back().address() +

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "engine/downstream.h"
 
 namespace ds4 {
 
@@ -101,7 +102,7 @@ std::vector<wire::Hop> RouteTable::hops(Clock::time_point now) const {
     std::lock_guard<std::mutex> lock(mu_);
     std::string why;
     std::vector<wire::Hop> h = hops_locked(now, &why);
-    if (!why.empty()) throw Error(why);
+    if (!why.empty()) throw StageUnavailable(why);
     return h;
 }
 

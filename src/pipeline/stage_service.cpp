@@ -38,6 +38,9 @@ grpc::Status StageService::Forward(grpc::ServerContext* ctx, const wire::Work* w
         return run(*work, *result);
     } catch (const RouteStateLost& e) {
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, e.what());
+    } catch (const StageUnavailable& e) {
+        // A later worker is gone: the coordinator answers 503, not 500.
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, e.what());
     } catch (const Error& e) {
         // A sentence that already names the hop at fault travels back as it is.
         return grpc::Status(grpc::StatusCode::ABORTED, e.what());

@@ -32,7 +32,8 @@ public:
     }
     std::string keep_alive() override { return ": keep-alive\n\n"; }
     std::string end(const GenerateResult& g) override {
-        if (g.reason == StopReason::failed) return "data: " + openai_error_body(500, g.error) + "\n\ndata: [DONE]\n\n";
+        if (g.reason == StopReason::failed)
+            return "data: " + openai_error_body(g.unavailable ? 503 : 500, g.error) + "\n\ndata: [DONE]\n\n";
         std::string out = chunk(chat_ ? json::object() : json(""), finish_reason(g.reason));
         if (include_usage_) out += event(json::array(), usage_json(g));
         return out + "data: [DONE]\n\n";
@@ -82,9 +83,10 @@ void complete(ServerContext& ctx, const httplib::Request& req, httplib::Response
     }
     const GenerateResult& r = ctx.wait(*g);
     if (r.reason == StopReason::failed) {
-        res.status = 500;
-        res.set_content(openai_error_body(500, r.error), "application/json");
-        ctx.log_request(id, req, 500, g.get());
+        const int status = r.unavailable ? 503 : 500;  // 503: a pipeline stage is gone; retry later
+        res.status = status;
+        res.set_content(openai_error_body(status, r.error), "application/json");
+        ctx.log_request(id, req, status, g.get());
         return;
     }
     json choice = {{"index", 0}, {"finish_reason", finish_reason(r.reason)}};
