@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "gguf/gguf_file.h"
+#include "mapping/shard.h"
 
 namespace ds4 {
 
@@ -30,6 +31,9 @@ void hash_range(XXH3_state_t* st, int fd, uint64_t offset, uint64_t len, const s
 }  // namespace
 
 std::string model_identity(const GgufFile& file) {
+    // A shard (ds4-gguf split) is its source file for this purpose: stages
+    // running shards of one model, or the model itself, recognize each other.
+    if (const auto shard = shard_info(file)) return shard->source_identity;
     if (file.fd() < 0) throw Error("a model parsed from memory has no file to identify.");
     XXH3_state_t* st = XXH3_createState();
     XXH3_128bits_reset(st);

@@ -2,8 +2,10 @@
 # The multi-process pipeline on loopback (ds4 --role coordinator|worker),
 # real processes and sockets, both families, a fresh random model each run:
 #   - 2 and 3 stages give the single process's logits bit for bit (f32
-#     activations, a 300-token prompt, random slice boundaries and prefill
-#     chunks); f16 and 8-bit activations stay within measured bounds;
+#     activations; the 2-stage run on shards written by ds4-gguf split,
+#     each mapped as one region; a shard run whole is refused)
+#     a 300-token prompt, random slice boundaries and prefill chunks); f16
+#     and 8-bit activations stay within measured bounds;
 #   - a greedy continuation through the route is the single process's text;
 #   - kill -9 of a worker during decode and during prefill: the coordinator
 #     exits 1 within seconds with a sentence naming the worker; a restarted
@@ -52,17 +54,27 @@ for arch in qwen3moe deepseek4; do
   "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ref.bin" -t 1 --prefill-chunk "$chunk" 2>"$tmp/err" \
     || fail "$arch: single process: $(cat "$tmp/err")"
 
-  # Two stages: coordinator 0..a, one worker a+1..output.
+  # Two stages: coordinator 0..a, one worker a+1..output, each on its shard
+  # (ds4-gguf split), which maps as one region.
   a=$((RANDOM % (nl - 1)))
+  "$bin/ds4-gguf" split --layers "0:$a" "$m" "$tmp/s0.gguf" >/dev/null
+  "$bin/ds4-gguf" split --layers "$((a + 1)):output" "$m" "$tmp/s1.gguf" >/dev/null
+  (( $(stat -c %s "$tmp/s0.gguf") + $(stat -c %s "$tmp/s1.gguf") < $(stat -c %s "$m") * 11 / 10 )) \
+    || fail "$arch: shards larger than the model"
+  rc=0; "$bin/ds4" -m "$tmp/s1.gguf" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/x.bin" -t 1 2>"$tmp/err" || rc=$?
+  [[ $rc == 1 ]] && grep -q "is a shard holding only blocks $((a + 1)):output" "$tmp/err" \
+    || fail "$arch: a shard run whole: exit $rc: $(cat "$tmp/err")"
   port=$(free_port)
-  start_worker "$m" "$((a + 1)):output" "$port" "$tmp/w.log"; w=$wpid
-  "$bin/ds4" -m "$m" --role coordinator --layers "0:$a" --listen 127.0.0.1 "$port" --token-ids "$tmp/ids.txt" \
+  start_worker "$tmp/s1.gguf" "$((a + 1)):output" "$port" "$tmp/w.log"; w=$wpid
+  "$bin/ds4" -m "$tmp/s0.gguf" --role coordinator --layers "0:$a" --listen 127.0.0.1 "$port" --token-ids "$tmp/ids.txt" \
     --dump-logits "$tmp/two.bin" -t 1 --prefill-chunk "$chunk" 2>"$tmp/err" \
     || fail "$arch 2 stages (0:$a | $((a + 1)):output): $(cat "$tmp/err") / $(cat "$tmp/w.log")"
   grep -q "^pipeline: route -> 127.0.0.1:[0-9]* (blocks $((a + 1))\.\.$((nl - 1)) + head)" "$tmp/err" \
     || grep -q "^pipeline: route -> 127.0.0.1:[0-9]* (block $((a + 1)) + head)" "$tmp/err" \
     || fail "$arch: no route line: $(cat "$tmp/err")"
   cmp -s "$tmp/ref.bin" "$tmp/two.bin" || fail "$arch: 2 stages (0:$a | $((a + 1)):output, chunk $chunk) differ from one process"
+  grep -q "^model map: 1 region .*of 0.0[0-9] GiB file\|^model map: 1 region across" "$tmp/err" || fail "$arch: shard map: $(grep 'model map' "$tmp/err")"
+  grep -q "^model map: 1 region across" "$tmp/w.log" || fail "$arch: worker shard map: $(grep 'model map' "$tmp/w.log")"
   stop "$w"
 
   # Three stages, activations at 32, 16 and 8 bits; the workers serve every run.
@@ -123,7 +135,9 @@ m=$tmp/chat.gguf
 nl=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  qwen3moe.block_count *u32 *\([0-9]*\)$/\1/p")
 "$bin/ds4" -m "$m" -p "Tell me about pipelines" --temp 0 -n 40 -t 1 >"$tmp/one.txt" 2>"$tmp/err" || fail "chat: $(cat "$tmp/err")"
 port=$(free_port)
-start_worker "$m" "1:output" "$port" "$tmp/w.log"; w=$wpid
+# The worker on a shard, the coordinator on the whole file: one model to both.
+"$bin/ds4-gguf" split --layers 1:output "$m" "$tmp/chat-s1.gguf" >/dev/null
+start_worker "$tmp/chat-s1.gguf" "1:output" "$port" "$tmp/w.log"; w=$wpid
 "$bin/ds4" -m "$m" -p "Tell me about pipelines" --temp 0 -n 40 -t 1 --role coordinator --layers 0:0 \
   --listen 127.0.0.1 "$port" >"$tmp/two.txt" 2>"$tmp/err" || fail "chat through the route: $(cat "$tmp/err")"
 [[ -s "$tmp/one.txt" ]] || fail "chat: no text"
