@@ -10,6 +10,7 @@
 #include <optional>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
@@ -343,8 +344,13 @@ TEST_F(CudaOps, SqrtSoftplusRoutingWithBiasAndForcedExperts) {
 
 TEST_F(CudaOps, MoeSwigluReadsSelectedExperts) {
     const int64_t E = 256, F = 256, n_exp = 8;
-    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16}) {
-        const WeightRef gate = weight(t, E, F, n_exp), up = weight(t, E, F, n_exp), down = weight(t, F, E, n_exp);
+    // (gate/up type, down type): the fused decode kernels' types, DeepSeek V4 q2's
+    // IQ2_XXS + Q2_K and Qwen3 Q4_K_M's Q4_K + Q6_K pairs among them.
+    const std::pair<GgmlType, GgmlType> kinds[] = {
+        {GgmlType::Q8_0, GgmlType::Q8_0},    {GgmlType::Q4_K, GgmlType::Q4_K}, {GgmlType::F16, GgmlType::F16},
+        {GgmlType::IQ2_XXS, GgmlType::Q2_K}, {GgmlType::Q4_K, GgmlType::Q6_K}, {GgmlType::F32, GgmlType::F32}};
+    for (const auto& [t, td] : kinds) {
+        const WeightRef gate = weight(t, E, F, n_exp), up = weight(t, E, F, n_exp), down = weight(td, F, E, n_exp);
         const WeightRef gs = f32_vector(random_floats(rng_, n_exp, 0.5f, 2.0f));
         const WeightRef ds = f32_vector(random_floats(rng_, 1, 0.5f, 2.0f));
         const WeightRef ds_each = f32_vector(random_floats(rng_, n_exp, 0.5f, 2.0f));
