@@ -4,6 +4,7 @@
 // prefill-sized ones group the (token, slot) pairs by expert on the host and
 // run each chosen expert's matrices once over its tokens.
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,16 @@ constexpr int64_t kMaxDevicePairs = 512;
 // Expert matrices decoded to float at once for a grouped GEMM (1 GiB): all
 // 128 experts of one Qwen3-30B-A3B matrix kind fit; larger models batch.
 constexpr size_t kGroupedGemmFloats = size_t(1) << 28;
+
+// DS4_CUDA_MOE_FUSED=0 keeps decode on the five-launch path: an A/B switch for
+// benchmarks and for comparing the two paths' rounding on the device, read once.
+bool fused_moe_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_MOE_FUSED");
+        return !(v && std::string(v) == "0");
+    }();
+    return on;
+}
 
 }  // namespace
 
@@ -87,7 +98,8 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
     const int32_t* experts = routing.experts.data;
 
     // Decode, fused: gate + up + SwiGLU in one launch, down + weighted combine in another.
-    if (cuda::expert_fused_supported(gate.type, up.type, down.type, g_w, u_w, d_w, gate.matrix_bytes, gate.row_bytes,
+    if (fused_moe_enabled() &&
+        cuda::expert_fused_supported(gate.type, up.type, down.type, g_w, u_w, d_w, gate.matrix_bytes, gate.row_bytes,
                                      down.matrix_bytes, down.row_bytes, n_embd, n_ff, routing.n_used, pairs, x.data,
                                      x.cols) &&
         up.matrix_bytes == gate.matrix_bytes && up.row_bytes == gate.row_bytes && gate.ne[0] == n_embd &&

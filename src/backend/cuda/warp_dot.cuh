@@ -24,6 +24,20 @@ constexpr bool kHasDotStep = T == GgmlType::IQ2_XXS || T == GgmlType::Q2_K || T 
                              T == GgmlType::Q6_K || T == GgmlType::Q8_0 || T == GgmlType::F16 ||
                              T == GgmlType::F32;
 
+// float(v) for v < 2^23, exactly, without I2F: the bits 0x4B000000 | v are the
+// float 2^23 + v, and subtracting 2^23 is exact. I2F runs at 16 results per
+// clock per SM on Hopper (a quarter of the integer and float pipes); with one
+// conversion per weight it bounded the first version of these kernels
+// (IQ2_XXS gate+up 46 us a layer, Q2_K down 37 us: ~24 us each of I2F alone).
+__device__ __forceinline__ float small_u2f(uint32_t v) { return __uint_as_float(0x4B000000u | v) - 8388608.0f; }
+// float(v - bias) for v < 2^23 and bias < 2^23, exactly (2^23 + v - (2^23 + bias)).
+template <int kBias>
+__device__ __forceinline__ float small_u2f_minus(uint32_t v) {
+    return __uint_as_float(0x4B000000u | v) - float(8388608 + kBias);
+}
+// float(int8_t(b)) for the byte b (low 8 bits of v).
+__device__ __forceinline__ float s8_to_f(uint32_t v) { return small_u2f_minus<128>((v & 0xFFu) ^ 0x80u); }
+
 __device__ __forceinline__ float4 ldx4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
 __device__ __forceinline__ float2 ldx2(const float* p) { return __ldg(reinterpret_cast<const float2*>(p)); }
 
@@ -47,12 +61,12 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
                                    (uint32_t(*reinterpret_cast<const uint16_t*>(q + 6)) << 16);
             const uint64_t grid = g_iq2xxs_grid[q[l]];
             const float d = __half2float(*reinterpret_cast<const __half*>(blk));
-            const float db = __fmul_rn(__fmul_rn(d, __fadd_rn(0.5f, float(codes >> 28))), 0.25f);
+            const float db = __fmul_rn(__fmul_rn(d, __fadd_rn(0.5f, small_u2f(codes >> 28))), 0.25f);
             const uint32_t c7 = (codes >> (7 * l)) & 127u;
             const uint32_t signs = c7 | ((__popc(c7) & 1u) << 7);
             // The sign flips the activation's sign bit: one LOP per element.
             auto term = [&](int e, float xv) {
-                const float m = float(uint32_t(grid >> (8 * e)) & 0xFFu);
+                const float m = small_u2f(uint32_t(grid >> (8 * e)) & 0xFFu);
                 return m * __uint_as_float(__float_as_uint(xv) ^ (((signs >> e) & 1u) << 31));
             };
             const float sum = term(0, x0.x) + term(1, x0.y) + term(2, x0.z) + term(3, x0.w) + term(4, x1.x) +
@@ -87,8 +101,8 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
             for (int p = 0; p < 4; ++p) {
                 // scales byte 8 h + 2 p + part: in s0 for p < 2, s1 for p >= 2.
                 const uint32_t sc = ((p < 2 ? s0 : s1) >> (8 * (2 * (p & 1) + part))) & 0xFFu;
-                const float dl = __fmul_rn(d, float(sc & 0xF)), ml = __fmul_rn(dmin, float(sc >> 4));
-                const float q0 = float((qq >> (2 * p)) & 3u), q1 = float((qq >> (8 + 2 * p)) & 3u);
+                const float dl = __fmul_rn(d, small_u2f(sc & 0xF)), ml = __fmul_rn(dmin, small_u2f(sc >> 4));
+                const float q0 = small_u2f((qq >> (2 * p)) & 3u), q1 = small_u2f((qq >> (8 + 2 * p)) & 3u);
                 sum += dl * (q0 * xv[p].x + q1 * xv[p].y) - ml * sx[p];
             }
             acc[i] += sum;
@@ -112,12 +126,12 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
             k_scale_min_of(2 * p + 1, byte, sc1, m1);
             const float d = __half2float(__ushort_as_half(uint16_t(hw & 0xFFFF))),
                         dmin = __half2float(__ushort_as_half(uint16_t(hw >> 16)));
-            const float a0 = __fmul_rn(d, float(sc0)), b0 = __fmul_rn(dmin, float(m0));
-            const float a1 = __fmul_rn(d, float(sc1)), b1 = __fmul_rn(dmin, float(m1));
-            const float s0 = float(q & 0xF) * x0.x + float((q >> 8) & 0xF) * x0.y + float((q >> 16) & 0xF) * x0.z +
-                             float((q >> 24) & 0xF) * x0.w;
-            const float s1 = float((q >> 4) & 0xF) * x1.x + float((q >> 12) & 0xF) * x1.y +
-                             float((q >> 20) & 0xF) * x1.z + float((q >> 28) & 0xF) * x1.w;
+            const float a0 = __fmul_rn(d, small_u2f(sc0)), b0 = __fmul_rn(dmin, small_u2f(m0));
+            const float a1 = __fmul_rn(d, small_u2f(sc1)), b1 = __fmul_rn(dmin, small_u2f(m1));
+            const float s0 = small_u2f(q & 0xF) * x0.x + small_u2f((q >> 8) & 0xF) * x0.y +
+                             small_u2f((q >> 16) & 0xF) * x0.z + small_u2f((q >> 24) & 0xF) * x0.w;
+            const float s1 = small_u2f((q >> 4) & 0xF) * x1.x + small_u2f((q >> 12) & 0xF) * x1.y +
+                             small_u2f((q >> 20) & 0xF) * x1.z + small_u2f(q >> 28) * x1.w;
             acc[i] += (a0 * s0 - b0 * sx0) + (a1 * s1 - b1 * sx1);
         }
     } else if constexpr (T == GgmlType::Q6_K) {
@@ -138,14 +152,14 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const uint32_t a = (la >> (8 * e)) & 0xFF, bb = (lb >> (8 * e)) & 0xFF, hb = (hv >> (8 * e)) & 0xFF;
-                qv[0][e] = float(int((a & 0xF) | ((hb & 3) << 4)) - 32);
-                qv[1][e] = float(int((bb & 0xF) | (((hb >> 2) & 3) << 4)) - 32);
-                qv[2][e] = float(int((a >> 4) | (((hb >> 4) & 3) << 4)) - 32);
-                qv[3][e] = float(int((bb >> 4) | (((hb >> 6) & 3) << 4)) - 32);
+                qv[0][e] = small_u2f_minus<32>((a & 0xF) | ((hb & 3) << 4));
+                qv[1][e] = small_u2f_minus<32>((bb & 0xF) | (((hb >> 2) & 3) << 4));
+                qv[2][e] = small_u2f_minus<32>((a >> 4) | (((hb >> 4) & 3) << 4));
+                qv[3][e] = small_u2f_minus<32>((bb >> 4) | (((hb >> 6) & 3) << 4));
             }
 #pragma unroll
             for (int qd = 0; qd < 4; ++qd)
-                acc[i] += __fmul_rn(d, float(sc[2 * qd])) * (qv[qd][0] * xv[qd].x + qv[qd][1] * xv[qd].y);
+                acc[i] += __fmul_rn(d, s8_to_f(uint8_t(sc[2 * qd]))) * (qv[qd][0] * xv[qd].x + qv[qd][1] * xv[qd].y);
         }
     } else if constexpr (T == GgmlType::Q8_0) {
         const int bi = lane >> 2, quarter = lane & 3;  // block bi of the step's 8, elements 8 quarter .. + 7
@@ -158,10 +172,9 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
             const uint16_t* q = reinterpret_cast<const uint16_t*>(blk + 2 + 8 * quarter);
             const uint32_t w0 = q[0], w1 = q[1], w2 = q[2], w3 = q[3];
             const float d = half_at(blk);
-            const float sum = float(int8_t(w0 & 0xFF)) * x0.x + float(int8_t(w0 >> 8)) * x0.y +
-                              float(int8_t(w1 & 0xFF)) * x0.z + float(int8_t(w1 >> 8)) * x0.w +
-                              float(int8_t(w2 & 0xFF)) * x1.x + float(int8_t(w2 >> 8)) * x1.y +
-                              float(int8_t(w3 & 0xFF)) * x1.z + float(int8_t(w3 >> 8)) * x1.w;
+            const float sum = s8_to_f(w0) * x0.x + s8_to_f(w0 >> 8) * x0.y + s8_to_f(w1) * x0.z +
+                              s8_to_f(w1 >> 8) * x0.w + s8_to_f(w2) * x1.x + s8_to_f(w2 >> 8) * x1.y +
+                              s8_to_f(w3) * x1.z + s8_to_f(w3 >> 8) * x1.w;
             acc[i] += d * sum;
         }
     } else if constexpr (T == GgmlType::F16) {
