@@ -218,7 +218,10 @@ __global__ void expert_combine_kernel(const float* __restrict__ d, const int32_t
 // The epilogue is expert_swiglu_kernel's expression, so h matches the
 // five-launch path bit for bit when the dots do.
 constexpr int kFusedWarps = 4;
-template <GgmlType T>
+// kStage: the warp first copies its gate and up rows into shared memory with
+// 16-byte cp.async (rows of row_bytes % 16 == 0, 16-byte aligned), then
+// decodes from there; otherwise dot_step reads global memory directly.
+template <GgmlType T, bool kStage>
 __global__ void __launch_bounds__(32 * kFusedWarps)
     expert_gate_up_kernel(const uint8_t* __restrict__ gw, const uint8_t* __restrict__ uw, size_t matrix_bytes,
                           size_t row_bytes, int64_t k, int64_t n_ff, const int32_t* __restrict__ experts, int x_div,
@@ -231,6 +234,16 @@ __global__ void __launch_bounds__(32 * kFusedWarps)
     const int64_t e = experts[p];
     const size_t off = size_t(e) * matrix_bytes + size_t(r) * row_bytes;
     const uint8_t* rows[2] = {gw + off, uw + off};
+    if constexpr (kStage) {
+        extern __shared__ uint4 stage[];
+        const int n16 = int(row_bytes / 16);
+        uint4* buf = stage + size_t(threadIdx.x >> 5) * 2 * n16;
+        warp_stage(buf, reinterpret_cast<const uint4*>(rows[0]), n16, lane);
+        warp_stage(buf + n16, reinterpret_cast<const uint4*>(rows[1]), n16, lane);
+        warp_stage_wait();
+        rows[0] = reinterpret_cast<const uint8_t*>(buf);
+        rows[1] = reinterpret_cast<const uint8_t*>(buf + n16);
+    }
     const float* xp = x + (p / x_div) * ld_x;
     float acc[2] = {0.0f, 0.0f};
     const int64_t n_steps = k / 256;
@@ -255,7 +268,7 @@ __global__ void __launch_bounds__(32 * kFusedWarps)
 // expert_combine_kernel's expression.
 constexpr int kDownRows = 2;
 constexpr int kFusedMaxSlots = 16;
-template <GgmlType T>
+template <GgmlType T, bool kStage>
 __global__ void __launch_bounds__(32 * kFusedMaxSlots)
     expert_down_combine_kernel(const uint8_t* __restrict__ dw, size_t matrix_bytes, size_t row_bytes, int64_t k,
                                int64_t n_embd, const int32_t* __restrict__ experts,
@@ -270,6 +283,17 @@ __global__ void __launch_bounds__(32 * kFusedMaxSlots)
 #pragma unroll
     for (int i = 0; i < kDownRows; ++i)  // a row past the end repeats the last one; its sum is not stored
         rows[i] = dw + size_t(e) * matrix_bytes + size_t(c0 + i < n_embd ? c0 + i : n_embd - 1) * row_bytes;
+    if constexpr (kStage) {  // the block's rows are consecutive: one copy of kDownRows rows
+        extern __shared__ uint4 stage[];
+        const int n16 = int(row_bytes / 16);
+        const int n_rows = c0 + kDownRows <= n_embd ? kDownRows : int(n_embd - c0);
+        uint4* buf = stage + size_t(j) * kDownRows * n16;
+        warp_stage(buf, reinterpret_cast<const uint4*>(rows[0]), n16 * n_rows, lane);
+        warp_stage_wait();
+#pragma unroll
+        for (int i = 0; i < kDownRows; ++i)
+            rows[i] = reinterpret_cast<const uint8_t*>(buf + (i < n_rows ? i : n_rows - 1) * n16);
+    }
     const float* xp = h + p * k;
     float acc[kDownRows];
 #pragma unroll
@@ -369,6 +393,18 @@ void expert_combine(const float* d, const int32_t* experts, const float* weights
 
 namespace ds4::cuda {
 
+namespace {
+// Shared memory for staging n_rows rows of row_bytes through cp.async, or 0
+// when the rows cannot be copied in 16-byte chunks (row length or alignment)
+// or would not fit the default 48 KiB a block may take without opting in.
+size_t stage_bytes(const uint8_t* a, const uint8_t* b, size_t matrix_bytes, size_t row_bytes, size_t n_rows) {
+    const bool aligned = reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0 &&
+                         matrix_bytes % 16 == 0 && row_bytes % 16 == 0;
+    const size_t bytes = row_bytes * n_rows;
+    return aligned && bytes <= 48 * 1024 ? bytes : 0;
+}
+}  // namespace
+
 bool expert_fused_supported(GgmlType gate_type, GgmlType up_type, GgmlType down_type, const void* gate,
                             const void* up, const void* down, size_t gu_matrix_bytes, size_t gu_row_bytes,
                             size_t d_matrix_bytes, size_t d_row_bytes, int64_t n_embd, int64_t n_ff, int n_used,
@@ -394,11 +430,17 @@ void expert_gate_up_swiglu(GgmlType type, const uint8_t* gate, const uint8_t* up
     const dim3 grid(blocks_for(n_ff, kFusedWarps), unsigned(n_pairs));
     dispatch_type(type, [&](auto t) {
         constexpr GgmlType T = decltype(t)::value;
-        if constexpr (kHasDotStep<T>)
-            expert_gate_up_kernel<T><<<grid, 32 * kFusedWarps, 0, stream>>>(gate, up, matrix_bytes, row_bytes, k,
-                                                                           n_ff, experts, x_div, x, ld_x, gate_scale,
-                                                                           n_gs, up_scale, n_us, limit, h);
-        else
+        if constexpr (kHasDotStep<T>) {
+            const size_t shmem = stage_bytes(gate, up, matrix_bytes, row_bytes, 2 * kFusedWarps);
+            if (shmem)
+                expert_gate_up_kernel<T, true><<<grid, 32 * kFusedWarps, shmem, stream>>>(
+                    gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div, x, ld_x, gate_scale, n_gs, up_scale,
+                    n_us, limit, h);
+            else
+                expert_gate_up_kernel<T, false><<<grid, 32 * kFusedWarps, 0, stream>>>(
+                    gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div, x, ld_x, gate_scale, n_gs, up_scale,
+                    n_us, limit, h);
+        } else
             throw Error("expert_gate_up_swiglu: no fused kernel for this type.");
     });
     check_launch("expert_gate_up_kernel");
@@ -411,11 +453,15 @@ void expert_down_combine(GgmlType type, const uint8_t* down, size_t matrix_bytes
     const dim3 grid(unsigned((n_embd + kDownRows - 1) / kDownRows), unsigned(n_tok));
     dispatch_type(type, [&](auto t) {
         constexpr GgmlType T = decltype(t)::value;
-        if constexpr (kHasDotStep<T>)
-            expert_down_combine_kernel<T><<<grid, 32 * n_used, 0, stream>>>(down, matrix_bytes, row_bytes, n_ff,
-                                                                           n_embd, experts, weights, down_scale, n_ds,
-                                                                           n_used, h, out);
-        else
+        if constexpr (kHasDotStep<T>) {
+            const size_t shmem = stage_bytes(down, down, matrix_bytes, row_bytes, size_t(kDownRows) * n_used);
+            if (shmem)
+                expert_down_combine_kernel<T, true><<<grid, 32 * n_used, shmem, stream>>>(
+                    down, matrix_bytes, row_bytes, n_ff, n_embd, experts, weights, down_scale, n_ds, n_used, h, out);
+            else
+                expert_down_combine_kernel<T, false><<<grid, 32 * n_used, 0, stream>>>(
+                    down, matrix_bytes, row_bytes, n_ff, n_embd, experts, weights, down_scale, n_ds, n_used, h, out);
+        } else
             throw Error("expert_down_combine: no fused kernel for this type.");
     });
     check_launch("expert_down_combine_kernel");

@@ -42,7 +42,8 @@ __device__ __forceinline__ float4 ldx4(const float* p) { return __ldg(reinterpre
 __device__ __forceinline__ float2 ldx2(const float* p) { return __ldg(reinterpret_cast<const float2*>(p)); }
 
 // acc[i] += lane's share of rows[i][256 s .. 256 s + 255] . x[256 s ..]; x is
-// the start of the activation row (16-byte aligned).
+// the start of the activation row (16-byte aligned, global memory); the rows
+// may be in global or shared memory (plain loads, no __ldg, for that reason).
 template <GgmlType T, int NR>
 __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64_t s, const float* __restrict__ x,
                                          int lane, float (&acc)[NR]) {
@@ -182,7 +183,7 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
         const float4 x0 = ldx4(x + e0), x1 = ldx4(x + e0 + 4);
 #pragma unroll
         for (int i = 0; i < NR; ++i) {
-            const uint4 v = __ldg(reinterpret_cast<const uint4*>(rows[i] + 2 * e0));
+            const uint4 v = *reinterpret_cast<const uint4*>(rows[i] + 2 * e0);  // global or staged in shared
             const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v.x)),
                          b = __half22float2(*reinterpret_cast<const __half2*>(&v.y)),
                          c = __half22float2(*reinterpret_cast<const __half2*>(&v.z)),
@@ -196,8 +197,8 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
 #pragma unroll
         for (int i = 0; i < NR; ++i) {
             const float* wr = reinterpret_cast<const float*>(rows[i]);
-            const float4 w0 = __ldg(reinterpret_cast<const float4*>(wr + e0));
-            const float4 w1 = __ldg(reinterpret_cast<const float4*>(wr + e0 + 4));
+            const float4 w0 = *reinterpret_cast<const float4*>(wr + e0);  // global or staged in shared
+            const float4 w1 = *reinterpret_cast<const float4*>(wr + e0 + 4);
             acc[i] += w0.x * x0.x + w0.y * x0.y + w0.z * x0.z + w0.w * x0.w + w1.x * x1.x + w1.y * x1.y +
                       w1.z * x1.z + w1.w * x1.w;
         }
@@ -217,6 +218,22 @@ inline bool dot_step_usable(GgmlType type, int64_t k, const void* base, size_t m
         default: return false;
     }
     return reinterpret_cast<uintptr_t>(base) % align == 0 && matrix_bytes % align == 0 && row_bytes % align == 0;
+}
+
+// The warp's copy of n16 16-byte chunks from src (global) to dst (shared), all
+// issued before any is waited for (cp.async, no registers): a warp's whole
+// expert rows are in flight at once instead of one 256-element step's bytes
+// per HBM round trip. Waits for its own copies; the caller's __syncwarp
+// makes every lane's visible to the warp.
+__device__ __forceinline__ void warp_stage(uint4* dst, const uint4* src, int n16, int lane) {
+    for (int i = lane; i < n16; i += 32) {
+        const unsigned d = unsigned(__cvta_generic_to_shared(dst + i));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src + i) : "memory");
+    }
+}
+__device__ __forceinline__ void warp_stage_wait() {
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncwarp();
 }
 
 }  // namespace
