@@ -1,5 +1,7 @@
 #!/bin/bash
 # ncu over the fused MoE decode kernels (DeepSeek V4 Flash q2, 8 blocks): issue, memory, stall sections.
+# Copy this script beside the pack (pk.tar.xz from bench/cuda-correctness.sh --pack, in a carried folder) and run it
+# there: bash FOLDER/cuda-ncu-moe.sh. Output: $OUT/ncu.txt and a short digest on stdout.
 set -u
 O=${OUT:-/tmp/out}; mkdir -p "$O"; B=$(mktemp -d); src=$(cd "$(dirname "$0")" && pwd)
 xz -dc "$src/pk.tar.xz" | tar xf - -C "$B"; export LD_LIBRARY_PATH=$B; cd "$B"

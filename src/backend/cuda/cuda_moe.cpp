@@ -1,6 +1,7 @@
 // Routing and the routed-expert FFN on CUDA, for both families. Decode-sized
-// batches stay on the device end to end (moe_decode.cu: five launches per
-// layer, only the chosen experts' rows read, nothing back to the host);
+// batches stay on the device end to end (moe_decode.cu: two launches per
+// layer, or five where the fused kernels do not apply; only the chosen
+// experts' rows read, nothing back to the host);
 // prefill-sized ones group the (token, slot) pairs by expert on the host and
 // run each chosen expert's matrices once over its tokens.
 #include <algorithm>

@@ -1,9 +1,10 @@
 // MoE on the device for decode-sized batches: routing (softmax or
-// sqrt-softplus scores, top-k) and the routed-expert FFN as five launches
-// per layer whatever the number of experts: gate and up products of each
-// (token, slot) pair's expert, SwiGLU, the down product, and the weighted
-// sum over slots. Only the chosen experts' rows are read, and nothing comes
-// back to the host, so a decode step can be recorded as a CUDA graph.
+// sqrt-softplus scores, top-k) and the routed-expert FFN in two launches per
+// layer whatever the number of experts (gate + up + SwiGLU, down + weighted
+// sum over slots; the fused kernels below), or five for types and shapes
+// they do not take (gate, up, SwiGLU, down, combine). Only the chosen
+// experts' rows are read, and nothing comes back to the host, so a decode
+// step can be recorded as a CUDA graph.
 #include <cfloat>
 #include <climits>
 

@@ -25,10 +25,10 @@ constexpr bool kHasDotStep = T == GgmlType::IQ2_XXS || T == GgmlType::Q2_K || T 
                              T == GgmlType::F32;
 
 // float(v) for v < 2^23, exactly, without I2F: the bits 0x4B000000 | v are the
-// float 2^23 + v, and subtracting 2^23 is exact. I2F runs at 16 results per
-// clock per SM on Hopper (a quarter of the integer and float pipes); with one
-// conversion per weight it bounded the first version of these kernels
-// (IQ2_XXS gate+up 46 us a layer, Q2_K down 37 us: ~24 us each of I2F alone).
+// float 2^23 + v, and subtracting 2^23 is exact. I2F issues at a quarter of the
+// FP32 rate on Hopper, so this was expected to pay; measured on the H200 it
+// did not (the kernels are issue-bound and this is two full-rate instructions
+// for one I2F: bench/NOTES.md, 2026-12-01). Kept: bit-identical, no slower.
 __device__ __forceinline__ float small_u2f(uint32_t v) { return __uint_as_float(0x4B000000u | v) - 8388608.0f; }
 // float(v - bias) for v < 2^23 and bias < 2^23, exactly (2^23 + v - (2^23 + bias)).
 template <int kBias>
@@ -223,8 +223,9 @@ inline bool dot_step_usable(GgmlType type, int64_t k, const void* base, size_t m
 // The warp's copy of n16 16-byte chunks from src (global) to dst (shared), all
 // issued before any is waited for (cp.async, no registers): a warp's whole
 // expert rows are in flight at once instead of one 256-element step's bytes
-// per HBM round trip. Waits for its own copies; the caller's __syncwarp
-// makes every lane's visible to the warp.
+// per HBM round trip (measured: 3-4 % faster kernels; they are issue-bound).
+// warp_stage_wait waits for the lane's own copies, then __syncwarp makes
+// every lane's visible to the warp.
 __device__ __forceinline__ void warp_stage(uint4* dst, const uint4* src, int n16, int lane) {
     for (int i = lane; i < n16; i += 32) {
         const unsigned d = unsigned(__cvta_generic_to_shared(dst + i));
