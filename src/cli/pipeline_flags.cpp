@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <unistd.h>
 
 #include "cli/cli_values.h"
 #include "common/error.h"
@@ -20,6 +21,9 @@ void add_pipeline_flags(CLI::App& app, PipelineRawFlags& raw) {
     app.add_option("--dist-activation-bits", raw.activation_bits);
     app.add_option("--dist-prefill-chunk", raw.dist_prefill_chunk);
     app.add_flag("--debug", raw.debug);
+    app.add_option("--tls-cert", raw.tls_cert);
+    app.add_option("--tls-key", raw.tls_key);
+    app.add_option("--tls-ca", raw.tls_ca);
 }
 
 namespace {
@@ -51,6 +55,9 @@ void parse_pipeline_values(const PipelineRawFlags& raw, const FlagGiven& given, 
     if (given("--dist-prefill-chunk"))
         o.dist_prefill_chunk = static_cast<int>(parse_int_value("--dist-prefill-chunk", raw.dist_prefill_chunk, 1, 1 << 24));
     o.debug = raw.debug > 0;
+    if (given("--tls-cert")) o.tls_cert = raw.tls_cert;
+    if (given("--tls-key")) o.tls_key = raw.tls_key;
+    if (given("--tls-ca")) o.tls_ca = raw.tls_ca;
 }
 
 void check_pipeline_flags(const PipelineFlags& o, const FlagGiven& given, const std::vector<std::string>& roles) {
@@ -58,7 +65,7 @@ void check_pipeline_flags(const PipelineFlags& o, const FlagGiven& given, const 
         throw UsageError("--role " + o.role + " is not for this program (workers run as `ds4 --role worker`)");
     if (o.role.empty()) {
         for (const char* f : {"--layers", "--listen", "--coordinator", "--cluster-key-file", "--dist-activation-bits",
-                              "--dist-prefill-chunk", "--debug"})
+                              "--dist-prefill-chunk", "--debug", "--tls-cert", "--tls-key", "--tls-ca"})
             if (given(f)) throw UsageError(std::string(f) + " needs --role coordinator|worker (a pipeline of layer slices)");
         return;
     }
@@ -83,6 +90,14 @@ void check_pipeline_flags(const PipelineFlags& o, const FlagGiven& given, const 
         for (const char* f : {"--dist-activation-bits", "--dist-prefill-chunk"})
             if (given(f)) throw UsageError(std::string(f) + " is the coordinator's; a worker gets its work from it");
     }
+    const int tls = int(given("--tls-cert")) + int(given("--tls-key")) + int(given("--tls-ca"));
+    if (tls != 0 && tls != 3)
+        throw UsageError("TLS needs --tls-cert, --tls-key and --tls-ca together (this process's certificate and key, "
+                         "and the CA its peers' certificates are checked against)");
+    for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--tls-cert", &o.tls_cert},
+                                     {"--tls-key", &o.tls_key}, {"--tls-ca", &o.tls_ca}})
+        if (given(flag) && ::access(path->c_str(), R_OK) != 0)
+            throw UsageError(std::string(flag) + ": cannot read " + quote_value(*path));
     const bool keyed = given("--cluster-key-file") || o.cluster_key_env;
     for (const std::string* host : {&o.listen_host, &o.coordinator_host})
         if (!host->empty() && !is_loopback_host(*host) && !keyed)
@@ -118,11 +133,14 @@ std::string pipeline_help_text(bool with_worker) {
                             prompt tokens per step along the route (default:
                             --prefill-chunk)
       --debug               one telemetry line per hop and step on stderr
+      --tls-cert FILE --tls-key FILE --tls-ca FILE
+                            TLS on every pipeline connection (PEM; all three)
 )"
                      : R"(  --cluster-key-file FILE  pipeline secret (or DS4_CLUSTER_KEY); required off loopback
   --dist-activation-bits 32|16|8   hidden state on the wire (default 32: exact)
   --dist-prefill-chunk N   prompt tokens per request per step along the route
   --debug                  one telemetry line per hop and step on stderr
+  --tls-cert F --tls-key F --tls-ca F   TLS on every pipeline connection
 )";
     return s;
 }

@@ -28,17 +28,18 @@ struct PipelineFlags {
     int activation_bits = 32;               // --dist-activation-bits 32|16|8
     int dist_prefill_chunk = 0;             // --dist-prefill-chunk (0: --prefill-chunk)
     bool debug = false;                     // --debug: per-hop telemetry on stderr
+    std::string tls_cert, tls_key, tls_ca;  // --tls-cert, --tls-key, --tls-ca (all or none)
 };
 
 // The flags as typed, for CLI11.
 struct PipelineRawFlags {
-    std::string layers, role, cluster_key_file, activation_bits, dist_prefill_chunk;
+    std::string layers, role, cluster_key_file, activation_bits, dist_prefill_chunk, tls_cert, tls_key, tls_ca;
     std::vector<std::string> listen, coordinator;
     int debug = 0;
 };
 
 // Registers --layers, --role, --listen, --coordinator, --cluster-key-file,
-// --dist-activation-bits, --dist-prefill-chunk and --debug.
+// --dist-activation-bits, --dist-prefill-chunk, --debug and --tls-*.
 void add_pipeline_flags(CLI::App& app, PipelineRawFlags& raw);
 
 using FlagGiven = std::function<bool(const char*)>;

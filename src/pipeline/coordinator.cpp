@@ -97,16 +97,18 @@ Coordinator::Coordinator(const Engine& engine, CoordinatorConfig config)
     configure_pipeline_server(builder);
     int port = 0;
     const std::string address = config_.listen_host + ":" + std::to_string(config_.listen_port);
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(address, pipeline_server_credentials(config_.tls.get()), &port);
     builder.RegisterService(registrar_.get());
     server_ = builder.BuildAndStart();
     if (!server_ || port == 0)
         throw Error("the coordinator cannot listen on " + address + " (address in use or not local).");
     port_ = port;
-    log_info("pipeline: coordinator listening on " + config_.listen_host + ":" + std::to_string(port) + ", running " +
+    log_info("pipeline: coordinator listening on " + config_.listen_host + ":" + std::to_string(port) +
+             (config_.tls ? " (TLS)" : "") + ", running " +
              describe_slice(make_slice(info.layers, info.n_layer)));
     RouteTable* table = table_.get();
-    route_ = std::make_shared<RemoteStages>([table] { return table->hops(); }, config_.key, config_.activation_bits,
+    route_ = std::make_shared<RemoteStages>([table] { return table->hops(); }, config_.key, config_.tls,
+                                            config_.activation_bits,
                                             info.n_vocab,
                                             config_.debug ? RemoteStages::TelemetrySink(log_telemetry)
                                                           : RemoteStages::TelemetrySink{});

@@ -13,6 +13,7 @@
 #include "engine/downstream.h"
 #include "pipeline/cluster_key.h"
 #include "pipeline/route.h"
+#include "pipeline/transport.h"
 
 namespace grpc {
 class Server;
@@ -26,6 +27,7 @@ struct CoordinatorConfig {
     std::string listen_host = "127.0.0.1";
     int listen_port = 0;
     std::optional<ClusterKey> key;
+    std::shared_ptr<const TlsPems> tls;  // TLS on every connection (none: plaintext)
     int activation_bits = 32;
     int n_slots = 1;         // sequences per step (the server's --parallel)
     int64_t n_ctx = 4096;    // positions per sequence

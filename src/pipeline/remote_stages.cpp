@@ -39,13 +39,18 @@ std::string describe_stage_failure(const wire::Hop& hop, const grpc::Status& sta
     }
 }
 
-RemoteStages::RemoteStages(HopSource hops, std::optional<ClusterKey> key, int activation_bits, int64_t n_vocab,
-                           TelemetrySink sink)
-    : hops_(std::move(hops)), key_(std::move(key)), bits_(activation_bits), n_vocab_(n_vocab), sink_(std::move(sink)) {}
+RemoteStages::RemoteStages(HopSource hops, std::optional<ClusterKey> key, std::shared_ptr<const TlsPems> tls,
+                           int activation_bits, int64_t n_vocab, TelemetrySink sink)
+    : hops_(std::move(hops)),
+      key_(std::move(key)),
+      tls_(std::move(tls)),
+      bits_(activation_bits),
+      n_vocab_(n_vocab),
+      sink_(std::move(sink)) {}
 
 wire::Stage::Stub& RemoteStages::stub(const std::string& address) {
     auto it = stubs_.find(address);
-    if (it == stubs_.end()) it = stubs_.emplace(address, wire::Stage::NewStub(pipeline_channel(address))).first;
+    if (it == stubs_.end()) it = stubs_.emplace(address, wire::Stage::NewStub(pipeline_channel(address, tls_.get()))).first;
     return *it->second;
 }
 

@@ -19,6 +19,7 @@
 #include "engine/downstream.h"
 #include "pipeline.grpc.pb.h"
 #include "pipeline/cluster_key.h"
+#include "pipeline/transport.h"
 
 namespace ds4 {
 
@@ -38,8 +39,8 @@ public:
 
     // `hops` gives the route after this process at each step (throws
     // ds4::Error when it is incomplete).
-    RemoteStages(HopSource hops, std::optional<ClusterKey> key, int activation_bits, int64_t n_vocab,
-                 TelemetrySink sink = {});
+    RemoteStages(HopSource hops, std::optional<ClusterKey> key, std::shared_ptr<const TlsPems> tls,
+                 int activation_bits, int64_t n_vocab, TelemetrySink sink = {});
 
     std::vector<std::vector<float>> forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
                                             int64_t cols, int n_slots, int64_t n_ctx) override;
@@ -54,6 +55,7 @@ private:
     wire::Stage::Stub& stub(const std::string& address);
     HopSource hops_;
     std::optional<ClusterKey> key_;
+    std::shared_ptr<const TlsPems> tls_;
     int bits_;
     int64_t n_vocab_;
     TelemetrySink sink_;

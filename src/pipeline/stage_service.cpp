@@ -56,7 +56,7 @@ SlotPool& StageService::pool_for(const wire::Work& work) {
         pool_.reset();
         next_.reset();
         if (routed)
-            next_ = std::make_shared<RemoteStages>([this] { return next_hops_; }, config_.key,
+            next_ = std::make_shared<RemoteStages>([this] { return next_hops_; }, config_.key, config_.tls,
                                                    work.activation_bits(), engine_.info().n_vocab);
         pool_ = std::make_unique<SlotPool>(engine_.model(), engine_.backend(), work.n_slots(), work.n_ctx(),
                                            /*replay_decode=*/false, next_);

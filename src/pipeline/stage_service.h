@@ -27,6 +27,7 @@ namespace wire = ds4::pipeline::v1;
 struct StageConfig {
     std::string address;             // where this worker serves (telemetry)
     std::optional<ClusterKey> key;   // required on every call when set
+    std::shared_ptr<const TlsPems> tls;  // for the calls to the next hop
     int64_t max_ctx = 0;             // the most positions per sequence (--ctx)
     bool debug = false;              // one line per step on the log
 };

@@ -1,12 +1,37 @@
 #include "pipeline/transport.h"
 
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
 namespace ds4 {
 
 namespace {
 constexpr int kKeepaliveMs = 2000, kKeepaliveTimeoutMs = 3000;
 }
 
-std::shared_ptr<grpc::Channel> pipeline_channel(const std::string& address) {
+TlsPems TlsPems::load(const std::string& cert_file, const std::string& key_file, const std::string& ca_file) {
+    auto read = [](const std::string& path, const char* what) {
+        std::ifstream in(path, std::ios::binary);
+        std::ostringstream ss;
+        if (!in || !(ss << in.rdbuf())) throw Error("cannot read the TLS " + std::string(what) + " " + path + ".");
+        if (ss.str().find("-----BEGIN ") == std::string::npos)
+            throw Error("the TLS " + std::string(what) + " " + path + " is not a PEM file.");
+        return ss.str();
+    };
+    return TlsPems{read(cert_file, "certificate"), read(key_file, "key"), read(ca_file, "CA certificate")};
+}
+
+std::shared_ptr<grpc::ServerCredentials> pipeline_server_credentials(const TlsPems* tls) {
+    if (!tls) return grpc::InsecureServerCredentials();
+    grpc::SslServerCredentialsOptions o;
+    o.pem_root_certs = tls->ca;
+    o.pem_key_cert_pairs.push_back({tls->key, tls->cert});
+    return grpc::SslServerCredentials(o);
+}
+
+std::shared_ptr<grpc::Channel> pipeline_channel(const std::string& address, const TlsPems* tls) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
@@ -18,7 +43,12 @@ std::shared_ptr<grpc::Channel> pipeline_channel(const std::string& address) {
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    if (!tls) return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = tls->ca;
+    o.pem_private_key = tls->key;
+    o.pem_cert_chain = tls->cert;
+    return grpc::CreateCustomChannel(address, grpc::SslCredentials(o), args);
 }
 
 void configure_pipeline_server(grpc::ServerBuilder& builder) {

@@ -17,11 +17,22 @@ namespace ds4 {
 
 inline constexpr unsigned kPipelineProtocol = 1;
 
-// A channel to HOST:PORT (insecure transport; the cluster key
-// authenticates every call).
-std::shared_ptr<grpc::Channel> pipeline_channel(const std::string& address);
+// TLS for the pipeline's connections (--tls-cert, --tls-key, --tls-ca): every
+// process serves with its certificate and checks its peers' against the CA.
+// Without it the transport is plaintext and the cluster key alone
+// authenticates calls.
+struct TlsPems {
+    std::string cert, key, ca;
+    // Reads the three PEM files; throws ds4::Error naming one it cannot read.
+    static TlsPems load(const std::string& cert_file, const std::string& key_file, const std::string& ca_file);
+};
+
+// A channel to HOST:PORT, over TLS when `tls` is given.
+std::shared_ptr<grpc::Channel> pipeline_channel(const std::string& address, const TlsPems* tls = nullptr);
 // Settings for a server builder.
 void configure_pipeline_server(grpc::ServerBuilder& builder);
+// The listening port's credentials: TLS with the certificate when given.
+std::shared_ptr<grpc::ServerCredentials> pipeline_server_credentials(const TlsPems* tls);
 // Adds the key's token for `method` to an outgoing call.
 void authenticate_call(grpc::ClientContext& ctx, const std::optional<ClusterKey>& key, const char* method);
 // OK, or UNAUTHENTICATED with the sentence the caller shows.

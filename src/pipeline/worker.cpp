@@ -45,9 +45,10 @@ int run_worker(const Engine& engine, const WorkerConfig& config, const std::atom
     grpc::ServerBuilder builder;
     configure_pipeline_server(builder);
     int port = 0;
-    builder.AddListeningPort(bind, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(bind, pipeline_server_credentials(config.tls.get()), &port);
     StageConfig sc;
     sc.key = config.key;
+    sc.tls = config.tls;
     sc.max_ctx = config.max_ctx;
     sc.debug = config.debug;
     StageService service(engine, sc);
@@ -58,10 +59,10 @@ int run_worker(const Engine& engine, const WorkerConfig& config, const std::atom
     const std::string address = config.listen_host + ":" + std::to_string(port);
     service.set_address(address);
     reg.set_address(address);
-    log_info("pipeline: worker serving " + describe_slice(reg.slice()) + " on " + address);
+    log_info("pipeline: worker serving " + describe_slice(reg.slice()) + " on " + address + (config.tls ? " (TLS)" : ""));
 
     const std::string coordinator = config.coordinator_host + ":" + std::to_string(config.coordinator_port);
-    auto stub = wire::Coordinator::NewStub(pipeline_channel(coordinator));
+    auto stub = wire::Coordinator::NewStub(pipeline_channel(coordinator, config.tls.get()));
     enum class Link { unknown, waiting, registered } link = Link::unknown;
     while (!stop.load()) {
         grpc::ClientContext ctx;

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "pipeline/cluster_key.h"
+#include "pipeline/transport.h"
 
 namespace ds4 {
 
@@ -19,6 +21,7 @@ struct WorkerConfig {
     std::string listen_host = "127.0.0.1";  // where the previous stage reaches this one
     int listen_port = 0;                    // 0: any free port
     std::optional<ClusterKey> key;
+    std::shared_ptr<const TlsPems> tls;  // TLS on every connection (none: plaintext)
     int64_t max_ctx = 4096;  // positions per sequence this worker accepts (--ctx)
     bool debug = false;
 };

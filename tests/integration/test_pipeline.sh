@@ -10,6 +10,8 @@
 #   - kill -9 of a worker during decode and during prefill: the coordinator
 #     exits 1 within seconds with a sentence naming the worker; a restarted
 #     worker gives exact logits again;
+#   - TLS (--tls-cert/--tls-key/--tls-ca) gives the same logits; a plaintext
+#     coordinator never takes a TLS worker;
 #   - a wrong cluster key, another model file and an overlapping slice are
 #     refused with a sentence on both sides; a short key is a usage error.
 set -euo pipefail
@@ -128,6 +130,36 @@ for arch in qwen3moe deepseek4; do
   cmp -s "$tmp/ref.bin" "$tmp/again.bin" || fail "$arch: logits after a worker restart differ"
   stop "$w1"; stop "$w2"
 done
+
+# TLS on every connection (a throwaway CA; certificates for 127.0.0.1): exact
+# logits, and a plaintext coordinator never accepts a TLS worker.
+m=$tmp/qwen3moe.gguf
+v=151936
+ids 60 "$v" 3 >"$tmp/short.txt"
+"$bin/ds4" -m "$m" --token-ids "$tmp/short.txt" --dump-logits "$tmp/tref.bin" -t 1 2>/dev/null || fail "tls reference"
+(
+  cd "$tmp"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj "/CN=ds4-test-ca"
+  openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr -subj "/CN=localhost"
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >ext.cnf
+  openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem -days 1 -extfile ext.cnf
+) >/dev/null 2>&1 || fail "openssl could not make the test certificates"
+T=(--tls-cert "$tmp/node.pem" --tls-key "$tmp/node.key" --tls-ca "$tmp/ca.pem")
+port=$(free_port)
+start_worker "$m" "2:output" "$port" "$tmp/wt.log" "${T[@]}"; w=$wpid
+"$bin/ds4" -m "$m" --role coordinator --layers 0:1 --listen 127.0.0.1 "$port" --token-ids "$tmp/short.txt" \
+  --dump-logits "$tmp/tls.bin" -t 1 "${T[@]}" 2>"$tmp/err" || fail "tls route: $(cat "$tmp/err") / $(cat "$tmp/wt.log")"
+cmp -s "$tmp/tref.bin" "$tmp/tls.bin" || fail "logits over TLS differ"
+grep -q "listening on 127.0.0.1:$port (TLS)" "$tmp/err" && grep -q "(TLS)" "$tmp/wt.log" || fail "TLS not named at startup"
+stop "$w"
+rc=0; "$bin/ds4" -m "$m" --role worker --layers 2:output --coordinator 127.0.0.1 1 --tls-cert "$tmp/node.pem" 2>"$tmp/err" || rc=$?
+[[ $rc == 2 ]] && grep -q "together" "$tmp/err" || fail "one TLS flag alone: exit $rc: $(cat "$tmp/err")"
+"$bin/ds4" -m "$m" --role coordinator --layers 0:1 --listen 127.0.0.1 "$port" -p x -t 1 >/dev/null 2>"$tmp/plain.err" &
+c=$!; pids+=("$c")
+start_worker "$m" "2:output" "$port" "$tmp/wt.log" "${T[@]}"; w=$wpid
+sleep 4
+grep -q "registered" "$tmp/plain.err" && fail "a plaintext coordinator accepted a TLS worker"
+stop "$w"; stop "$c"
 
 # Greedy text through the route equals one process's (a vocabulary this time).
 m=$tmp/chat.gguf

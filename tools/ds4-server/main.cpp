@@ -10,8 +10,8 @@
 #include "cli/server_options.h"
 #include "common/error.h"
 #include "engine/engine.h"
-#include "pipeline/cluster_key.h"
 #include "pipeline/coordinator.h"
+#include "pipeline/secrets.h"
 #include "server/server.h"
 
 namespace {
@@ -38,10 +38,10 @@ int main(int argc, char** argv) {
         std::printf("ds4-server %s\n", DS4_VERSION);
         return 0;
     }
-    // The cluster key is part of the command line: a bad one is exit 2, before any load.
-    std::optional<ds4::ClusterKey> key;
+    // The cluster key and TLS files are part of the command line: a bad one is exit 2, before any load.
+    ds4::PipelineSecrets secrets;
     try {
-        if (!o.role.empty()) key = ds4::ClusterKey::load(o.cluster_key_file);
+        secrets = ds4::load_pipeline_secrets(o);
     } catch (const ds4::Error& e) {
         std::fprintf(stderr, "ds4-server: %s\n", e.what());
         return 2;
@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
             ds4::CoordinatorConfig c;
             c.listen_host = o.listen_host;
             c.listen_port = o.listen_port;
-            c.key = std::move(key);
+            c.key = std::move(secrets.key);
+            c.tls = std::move(secrets.tls);
             c.activation_bits = o.activation_bits;
             c.n_slots = o.parallel;
             c.n_ctx = o.ctx;

@@ -26,19 +26,19 @@ int main(int argc, char** argv) {
         std::printf("ds4 %s\n", DS4_VERSION);
         return 0;
     }
-    std::optional<ds4::ClusterKey> key;
+    ds4::PipelineSecrets secrets;
     try {
-        key = ds4::load_cluster_key(opts);
+        secrets = ds4::load_pipeline_secrets(opts);
     } catch (const ds4::UsageError& e) {
         std::fprintf(stderr, "ds4: %s\n", e.what());
         return 2;
     }
     try {
         const std::unique_ptr<ds4::Engine> engine = ds4::open_engine(opts);
-        if (opts.role == "worker") return ds4::run_worker_role(*engine, opts, std::move(key));
+        if (opts.role == "worker") return ds4::run_worker_role(*engine, opts, std::move(secrets));
         std::unique_ptr<ds4::Coordinator> coordinator;
         if (opts.role == "coordinator") {
-            coordinator = ds4::start_coordinator(*engine, opts, std::move(key));
+            coordinator = ds4::start_coordinator(*engine, opts, std::move(secrets));
             if (opts.dist_prefill_chunk > 0) opts.prefill_chunk = opts.dist_prefill_chunk;
         }
         const int rc = !opts.dump_logits_file.empty()                     ? ds4::run_dump_logits(*engine, opts)

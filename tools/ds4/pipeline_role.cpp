@@ -13,20 +13,12 @@ std::atomic<bool> g_stop{false};
 extern "C" void on_stop_signal(int) { g_stop.store(true); }
 }  // namespace
 
-std::optional<ClusterKey> load_cluster_key(const Ds4Options& opts) {
-    if (opts.role.empty()) return std::nullopt;
-    try {
-        return ClusterKey::load(opts.cluster_key_file);
-    } catch (const Error& e) {
-        throw UsageError(e.what());
-    }
-}
-
-std::unique_ptr<Coordinator> start_coordinator(Engine& engine, const Ds4Options& opts, std::optional<ClusterKey> key) {
+std::unique_ptr<Coordinator> start_coordinator(Engine& engine, const Ds4Options& opts, PipelineSecrets secrets) {
     CoordinatorConfig c;
     c.listen_host = opts.listen_host;
     c.listen_port = opts.listen_port;
-    c.key = std::move(key);
+    c.key = std::move(secrets.key);
+    c.tls = std::move(secrets.tls);
     c.activation_bits = opts.activation_bits;
     c.n_slots = 1;
     c.n_ctx = opts.ctx;
@@ -37,7 +29,7 @@ std::unique_ptr<Coordinator> start_coordinator(Engine& engine, const Ds4Options&
     return coordinator;
 }
 
-int run_worker_role(const Engine& engine, const Ds4Options& opts, std::optional<ClusterKey> key) {
+int run_worker_role(const Engine& engine, const Ds4Options& opts, PipelineSecrets secrets) {
     WorkerConfig w;
     w.coordinator_host = opts.coordinator_host;
     w.coordinator_port = opts.coordinator_port;
@@ -45,7 +37,8 @@ int run_worker_role(const Engine& engine, const Ds4Options& opts, std::optional<
         w.listen_host = opts.listen_host;
         w.listen_port = opts.listen_port;
     }
-    w.key = std::move(key);
+    w.key = std::move(secrets.key);
+    w.tls = std::move(secrets.tls);
     w.max_ctx = opts.ctx;
     w.debug = opts.debug;
     std::signal(SIGINT, on_stop_signal);
