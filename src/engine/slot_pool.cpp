@@ -137,15 +137,15 @@ std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requ
                                    std::to_string(hidden_in.size()) + ".");
 
     // One token per sequence and only its logits: the shape of a decode
-    // step, which a backend may have recorded for this many rows (whole
-    // models only: a stage's input and output cross the host).
+    // step, which a backend may have recorded for this many rows. A stage
+    // records too: its hidden rows in and out live at fixed addresses of
+    // the recording.
     const bool decode = std::all_of(requests.begin(), requests.end(),
                                     [](const SeqStep& r) { return r.tokens.size() == 1 && !r.all_logits; });
     Tensor logits;
     bool done = false;
-    if (decode && embeds() && local_head() && replay_decode_ && !refused_rows_.count(rows) &&
-        model_.replayable_decode() && backend_.can_capture())
-        logits = replayed(tokens, positions, slots, logit_rows, &done);
+    if (decode && replay_decode_ && !refused_rows_.count(rows) && model_.replayable_decode() && backend_.can_capture())
+        logits = replayed(tokens, positions, slots, logit_rows, hidden_in, &done);
     if (!done) {
         Batch b;
         b.n = static_cast<int64_t>(tokens.size());
@@ -197,7 +197,8 @@ std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requ
 }
 
 Tensor SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
-                          const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows, bool* ran) {
+                          const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows,
+                          std::span<const float> hidden_in, bool* ran) {
     const int64_t n = static_cast<int64_t>(tokens.size());
     auto it = recordings_.find(n);
     if (it == recordings_.end()) {
@@ -206,9 +207,11 @@ Tensor SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<
         rec.positions = backend_.alloc_ints(n);
         rec.slots = backend_.alloc_ints(n);
         rec.logit_rows = backend_.alloc_ints(n);
+        if (!embeds()) rec.hidden = backend_.alloc(n, hidden_cols());
         it = recordings_.emplace(n, std::move(rec)).first;
     }
     Recording& rec = it->second;
+    if (!embeds()) backend_.upload(rec.hidden, hidden_in.data());
     backend_.upload_ints(rec.tokens, tokens.data());
     backend_.upload_ints(rec.positions, positions.data());
     backend_.upload_ints(rec.slots, slots.data());
@@ -222,7 +225,7 @@ Tensor SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<
         b.logit_rows = rec.logit_rows;
         backend_.begin_capture();
         try {
-            rec.logits = model_.forward(backend_, *state_, b);
+            rec.logits = model_.forward(backend_, *state_, b, embeds() ? nullptr : &rec.hidden);
         } catch (const Error& e) {
             // Some op cannot be recorded at this batch size (e.g. experts whose
             // rows the device kernels cannot read go through a host-grouped

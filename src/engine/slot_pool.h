@@ -92,10 +92,12 @@ public:
 
 private:
     // A recorded decode step of n rows: its inputs at fixed backend
-    // addresses (rewritten before each replay) and its logits tensor, both
-    // owned by the recording.
+    // addresses (rewritten before each replay: ids, and a later stage's
+    // hidden rows) and its output tensor (logits, or a stage's hidden rows),
+    // all owned by the recording.
     struct Recording {
         IntArray tokens, positions, slots, logit_rows;
+        Tensor hidden;  // a later stage's input rows
         std::shared_ptr<void> graph;
         Tensor logits;
     };
@@ -103,7 +105,8 @@ private:
     std::vector<std::vector<float>> run_step(std::span<const SeqStep> requests, std::span<const float> hidden_in);
     void replay_history(int slot);
     Tensor replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
-                    const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows, bool* ran);
+                    const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows,
+                    std::span<const float> hidden_in, bool* ran);
 
     const Model& model_;
     Backend& backend_;

@@ -59,7 +59,7 @@ SlotPool& StageService::pool_for(const wire::Work& work) {
             next_ = std::make_shared<RemoteStages>([this] { return next_hops_; }, config_.key, config_.tls,
                                                    work.activation_bits(), engine_.info().n_vocab);
         pool_ = std::make_unique<SlotPool>(engine_.model(), engine_.backend(), work.n_slots(), work.n_ctx(),
-                                           /*replay_decode=*/false, next_);
+                                           /*replay_decode=*/true, next_);
         pool_slots_ = work.n_slots();
         pool_ctx_ = work.n_ctx();
         pool_routed_ = routed;

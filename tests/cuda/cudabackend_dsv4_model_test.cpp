@@ -8,9 +8,11 @@
 // of the attention work: the 32-position window wraps, ratio-4 blocks outnumber the indexer's
 // top-k of 16 (from position 68), and ratio-128 blocks complete during the
 // prefill (position 127) and during the decode (position 255).
+#include <algorithm>
 #include <string>
 
 #include "cuda_model_fixture.h"
+#include "engine/slot_pool.h"
 #include "support/batch_scenario.h"
 #include "support/stage_chain.h"
 
@@ -59,6 +61,42 @@ TEST_F(CudaDsv4Model, ChainedStagesMatchWholeModelOnCpu) {
     const auto want = ds4::test::run_chain(whole, *cpu, prompt, chunk, n_ctx);
     const auto got = ds4::test::run_chain(chain, gpu, prompt, chunk, n_ctx);
     EXPECT_TRUE(per_position(got, want, load(path).model->info().n_vocab, "stages 0:1 | 2:3 | 4:output"));
+}
+
+// Pipeline stages replay their decode steps too: two stage pools on the GPU
+// (the hidden rows handed over through the host, as between pipeline
+// processes), each recording its one-row step once and replaying it, give
+// the whole model's logits (its own pool, replayed as well) at every step.
+TEST_F(CudaDsv4Model, StagePoolsReplayDecodeLikeTheWholeModel) {
+    const auto path = synth("--arch deepseek4 --preset tiny --quant q2", "deepseek4-tiny-q2.gguf");
+    const auto file = GgufFile::open(path.string());
+    const int n_layer = int(*file->get_uint("deepseek4.block_count"));
+    CudaBackend gpu(0);
+    const int64_t n_ctx = 512;
+    const int cut = 1 + int(rng_() % (n_layer - 1));
+    std::vector<ds4::test::Stage> parts;
+    for (LayerRange r : {LayerRange::all(), LayerRange{0, cut}, LayerRange{cut, n_layer}}) {
+        parts.push_back(ds4::test::load_stage(*file, r, n_layer, gpu, n_ctx));
+        gpu.attach_weights(*parts.back().map);
+    }
+    const int64_t V = parts[0].model->info().n_vocab;
+    ds4::SlotPool whole(*parts[0].model, gpu, 1, n_ctx), s0(*parts[1].model, gpu, 1, n_ctx),
+        s1(*parts[2].model, gpu, 1, n_ctx);
+    std::vector<int32_t> tokens = random_prompt(V, 100, 160);
+    int32_t next = 0;
+    for (int step = 0; step <= 16; ++step) {
+        const std::span<const int32_t> in = step == 0 ? std::span<const int32_t>(tokens) : std::span<const int32_t>(&next, 1);
+        const ds4::SeqStep r{0, in, false};
+        const std::vector<float> want = whole.step(std::span<const ds4::SeqStep>(&r, 1)).front();
+        const std::vector<float> hidden = s0.step(std::span<const ds4::SeqStep>(&r, 1)).front();
+        const std::vector<float> got = s1.step(std::span<const ds4::SeqStep>(&r, 1), hidden).front();
+        ASSERT_TRUE(per_position(got, want, V, "stages 0:" + std::to_string(cut - 1) + " | " + std::to_string(cut) +
+                                                   ":output, step " + std::to_string(step)));
+        next = int32_t(std::max_element(want.begin(), want.end()) - want.begin());
+    }
+    EXPECT_EQ(whole.decode_steps_replayed(), 16);
+    EXPECT_EQ(s0.decode_steps_replayed(), 16) << s0.decode_replay_refused();
+    EXPECT_EQ(s1.decode_steps_replayed(), 16) << s1.decode_replay_refused();
 }
 
 // Batches on the GPU: 5 slots, more sequences than slots (slots reset and
