@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "pipeline/coordinator.h"
-#include "pipeline/secrets.h"
+#include "pipeline/pipeline_setup.h"
 #include "server/server.h"
 
 namespace {
@@ -96,16 +96,8 @@ int main(int argc, char** argv) {
         engine->tokenizer();  // a file without a vocabulary fails here, before serving
         if (o.role == "coordinator") {
             // Still loading for /health until every later block has a worker.
-            ds4::CoordinatorConfig c;
-            c.listen_host = o.listen_host;
-            c.listen_port = o.listen_port;
-            c.key = std::move(secrets.key);
-            c.tls = std::move(secrets.tls);
-            c.activation_bits = o.activation_bits;
-            c.n_slots = o.parallel;
-            c.n_ctx = o.ctx;
-            c.debug = o.debug;
-            coordinator = std::make_unique<ds4::Coordinator>(*engine, std::move(c));
+            coordinator = std::make_unique<ds4::Coordinator>(
+                *engine, ds4::coordinator_config(o, std::move(secrets), o.parallel, o.ctx));
             coordinator->wait_for_route();
             engine->set_route(coordinator->route());
         }

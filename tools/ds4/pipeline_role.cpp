@@ -14,36 +14,17 @@ extern "C" void on_stop_signal(int) { g_stop.store(true); }
 }  // namespace
 
 std::unique_ptr<Coordinator> start_coordinator(Engine& engine, const Ds4Options& opts, PipelineSecrets secrets) {
-    CoordinatorConfig c;
-    c.listen_host = opts.listen_host;
-    c.listen_port = opts.listen_port;
-    c.key = std::move(secrets.key);
-    c.tls = std::move(secrets.tls);
-    c.activation_bits = opts.activation_bits;
-    c.n_slots = 1;
-    c.n_ctx = opts.ctx;
-    c.debug = opts.debug;
-    auto coordinator = std::make_unique<Coordinator>(engine, std::move(c));
+    auto coordinator =
+        std::make_unique<Coordinator>(engine, coordinator_config(opts, std::move(secrets), /*n_slots=*/1, opts.ctx));
     coordinator->wait_for_route();
     engine.set_route(coordinator->route());
     return coordinator;
 }
 
 int run_worker_role(const Engine& engine, const Ds4Options& opts, PipelineSecrets secrets) {
-    WorkerConfig w;
-    w.coordinator_host = opts.coordinator_host;
-    w.coordinator_port = opts.coordinator_port;
-    if (opts.listen_port != 0) {
-        w.listen_host = opts.listen_host;
-        w.listen_port = opts.listen_port;
-    }
-    w.key = std::move(secrets.key);
-    w.tls = std::move(secrets.tls);
-    w.max_ctx = opts.ctx;
-    w.debug = opts.debug;
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
-    return run_worker(engine, w, g_stop);
+    return run_worker(engine, worker_config(opts, std::move(secrets), opts.ctx), g_stop);
 }
 
 }  // namespace ds4

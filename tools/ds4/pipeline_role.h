@@ -7,7 +7,7 @@
 #include "cli/ds4_options.h"
 #include "engine/engine.h"
 #include "pipeline/coordinator.h"
-#include "pipeline/secrets.h"
+#include "pipeline/pipeline_setup.h"
 
 namespace ds4 {
 
