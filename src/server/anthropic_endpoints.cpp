@@ -3,6 +3,7 @@
 #include "engine/engine.h"
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
+#include "chat/tool_calls.h"
 #include "server/api_error.h"
 #include "server/prompt.h"
 #include "server/server_context.h"
@@ -20,7 +21,8 @@ void send_error(ServerContext& ctx, uint64_t id, const httplib::Request& req, ht
     ctx.log_request(id, req, status, g);
 }
 
-ServerPrompt render(const Engine& engine, const AnthropicRequest& ar) {
+ServerPrompt render(ServerContext& ctx, const Engine& engine, AnthropicRequest& ar) {
+    ctx.tool_memory.restore(ar.messages);
     return chat_server_prompt(engine, ar.messages, ar.chat_options, ar.prefill);
 }
 
@@ -31,10 +33,12 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
     std::shared_ptr<Generation> g;
     uint64_t sid = 0;
     int64_t prompt_tokens = 0;
+    ToolCallSyntax syntax = ToolCallSyntax::none;
     try {
         const Engine& engine = ctx.ready();
         ar = parse_anthropic_request(req.body, false);
-        p = render(engine, ar);
+        p = render(ctx, engine, ar);
+        if (ar.tools.active()) syntax = tool_call_syntax(engine.chat_template());
         prompt_tokens = static_cast<int64_t>(p.tokens.size());
         g = ctx.submit(std::move(p.tokens), ar.generate, "messages", res, sid);
     } catch (const ApiError& e) {
@@ -42,7 +46,7 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
     }
     const std::string model = ar.model.empty() ? ctx.opts.model_id : ar.model;
     auto reply = std::make_shared<AnthropicReply>("msg_ds4_" + std::to_string(id), model, prompt_tokens, p.think,
-                                                  p.opens_thinking);
+                                                  p.opens_thinking, syntax, &ctx.tool_memory);
     if (ar.stream) return ctx.stream(res, g, sid, reply, id, req);
     const GenerateResult& r = ctx.wait(*g);
     if (r.reason == StopReason::failed) return send_error(ctx, id, req, res, 500, r.error, g.get());
@@ -55,8 +59,8 @@ void count_tokens(ServerContext& ctx, const httplib::Request& req, httplib::Resp
     const uint64_t id = ctx.next_request++;
     try {
         const Engine& engine = ctx.ready();
-        const AnthropicRequest ar = parse_anthropic_request(req.body, true);
-        const ServerPrompt p = render(engine, ar);
+        AnthropicRequest ar = parse_anthropic_request(req.body, true);
+        const ServerPrompt p = render(ctx, engine, ar);
         res.set_content(dump_json(json{{"input_tokens", p.tokens.size()}}), "application/json");
         ctx.log_request(id, req, 200, nullptr);
     } catch (const ApiError& e) {
