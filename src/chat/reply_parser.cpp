@@ -38,6 +38,7 @@ void ReplyParser::answer(std::string_view text, std::vector<ReplyDelta>& out) {
 
 std::vector<ReplyDelta> ReplyParser::push(std::string_view text) {
     std::vector<ReplyDelta> out;
+    raw_ += text;
     for (const ThinkingSplitter::Piece& p : split_.push(text)) {
         if (p.part == ThinkingSplitter::Part::thinking) {
             reply_.reasoning += p.text;
@@ -63,6 +64,18 @@ std::vector<ReplyDelta> ReplyParser::finish() {
     reply_.content = answer_.substr(0, scan.section);
     reply_.tool_section = scan.calls.empty() ? std::string() : answer_.substr(scan.section);
     reply_.tool_calls = scan.calls;
+    if (syntax_ == ToolCallSyntax::dsml && reply_.content.empty() && !reply_.tool_calls.empty()) {
+        // DeepSeek V4's template writes "</think>" + content + "\n\n<｜DSML｜tool_calls>":
+        // with no content, the whitespace after the reasoning (which the
+        // splitter drops from the answer) is the block's own separator, so
+        // the sampled section keeps it. (Qwen3's template writes its own
+        // "\n</think>\n\n", so there the gap is not part of the section.)
+        size_t start = raw_.size() - answer_.size();
+        while (start > 0 && (raw_[start - 1] == ' ' || raw_[start - 1] == '\n' || raw_[start - 1] == '\t' ||
+                             raw_[start - 1] == '\r'))
+            --start;
+        reply_.tool_section = raw_.substr(start, raw_.size() - answer_.size() - start) + reply_.tool_section;
+    }
     content_to(reply_.content, out);
     calls_to(reply_.tool_calls, out);
     return out;

@@ -59,6 +59,7 @@ private:
 
     ThinkingSplitter split_;
     ToolCallSyntax syntax_;
+    std::string raw_;                      // every byte pushed (the answer is its suffix)
     std::string answer_;                   // the answer so far
     size_t content_sent_ = 0;              // bytes of content sent
     std::vector<std::string> args_sent_;   // per started call: its arguments sent

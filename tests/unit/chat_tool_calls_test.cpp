@@ -258,3 +258,23 @@ TEST(ChatToolCalls, SampledTextReplacesTheTemplatesRendering) {
     const std::string exact = ds4::render_qwen3(chat, o);
     EXPECT_NE(exact.find("<|im_start|>assistant\n" + sampled + "<|im_end|>"), std::string::npos) << exact;
 }
+
+TEST(ChatToolCalls, DsmlCallsRightAfterReasoningReRenderByteForByte) {
+    // No content: the template writes "</think>" then the block's "\n\n".
+    const std::string block = "\n\n<" + T + "tool_calls>\n<" + T + "invoke name=\"now\">\n\n</" + T + "invoke>\n</" + T +
+                              "tool_calls>";
+    const std::string sampled = "Time?</think>" + block;
+    const Reply r = whole(ToolCallSyntax::dsml, sampled, /*opens_thinking=*/true);
+    ASSERT_EQ(r.tool_calls.size(), 1u);
+    EXPECT_EQ(r.content, "");
+    EXPECT_EQ(r.tool_section, block);
+    ds4::ChatMessage assistant{"assistant", r.content, r.reasoning};
+    assistant.tool_calls = {{"now", r.tool_calls[0].arguments, "call_1"}};
+    std::vector<ds4::ChatMessage> chat = {{"user", "q", {}}, assistant, {"tool", "noon", {}}};
+    ds4::ChatOptions o;
+    o.tools = R"([{"type": "function", "function": {"name": "now"}}])";
+    const std::string templated = ds4::render_deepseek4(chat, o);
+    chat[1].sampled_tool_calls = r.tool_section;
+    EXPECT_EQ(ds4::render_deepseek4(chat, o), templated);
+    EXPECT_NE(templated.find("<think>" + sampled + "<"), std::string::npos) << templated;
+}
