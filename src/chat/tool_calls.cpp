@@ -51,6 +51,24 @@ ToolCallSyntax tool_call_syntax(std::string_view template_name) {
     return ToolCallSyntax::none;
 }
 
+std::string forced_tool_call_opening(ToolCallSyntax syntax, const std::string& name, bool opens_thinking,
+                                     std::string_view think_close) {
+    const std::string close(think_close);
+    const std::string t(kDsmlToken);
+    switch (syntax) {
+        case ToolCallSyntax::qwen3:
+            // As the template writes a turn: "</think>\n\n", then the call.
+            return (opens_thinking ? close + "\n\n" : "") + "<tool_call>\n{\"name\": \"" +
+                   (name.empty() ? "" : name + "\", \"arguments\": ");
+        case ToolCallSyntax::dsml:
+            // "</think>" + content (none) + the block's "\n\n".
+            return (opens_thinking ? close : "") + "\n\n<" + t + "tool_calls>\n<" + t + "invoke name=\"" +
+                   (name.empty() ? "" : name + "\">\n");
+        case ToolCallSyntax::none: break;
+    }
+    return "";
+}
+
 ToolCallScan scan_tool_calls(ToolCallSyntax syntax, std::string_view answer, bool partial) {
     switch (syntax) {
         case ToolCallSyntax::qwen3: return scan_qwen3_tool_calls(answer, partial);

@@ -58,6 +58,17 @@ struct ToolCallScan {
 // no section: the whole answer is content.
 ToolCallScan scan_tool_calls(ToolCallSyntax syntax, std::string_view answer, bool partial);
 
+// The opening a reply is given when the request demands a call (OpenAI's
+// tool_choice "required" or a named function, Anthropic's "any" / "tool"):
+// the prompt continues past the point where the model chooses between text
+// and a call, so it must write a call, and with `name` set a call of that
+// function. Without constrained decoding this is the honest way to force
+// one: the reply is the model's own continuation of the call's opening.
+// A reasoning block the prompt opened is closed first (a call inside
+// reasoning is not a call). "" for ToolCallSyntax::none.
+std::string forced_tool_call_opening(ToolCallSyntax syntax, const std::string& name, bool opens_thinking,
+                                     std::string_view think_close);
+
 // The Qwen3 scanner (chat/qwen3_tool_parse.cpp), exposed for its tests.
 ToolCallScan scan_qwen3_tool_calls(std::string_view answer, bool partial);
 

@@ -3,7 +3,6 @@
 #include "engine/engine.h"
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
-#include "chat/tool_calls.h"
 #include "server/api_error.h"
 #include "server/prompt.h"
 #include "server/server_context.h"
@@ -23,7 +22,7 @@ void send_error(ServerContext& ctx, uint64_t id, const httplib::Request& req, ht
 
 ServerPrompt render(ServerContext& ctx, const Engine& engine, AnthropicRequest& ar) {
     ctx.tool_memory.restore(ar.messages);
-    return chat_server_prompt(engine, ar.messages, ar.chat_options, ar.prefill);
+    return chat_server_prompt(engine, ar.messages, ar.chat_options, ar.prefill, &ar.tools);
 }
 
 void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -33,12 +32,10 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
     std::shared_ptr<Generation> g;
     uint64_t sid = 0;
     int64_t prompt_tokens = 0;
-    ToolCallSyntax syntax = ToolCallSyntax::none;
     try {
         const Engine& engine = ctx.ready();
         ar = parse_anthropic_request(req.body, false);
         p = render(ctx, engine, ar);
-        if (ar.tools.active()) syntax = tool_call_syntax(engine.chat_template());
         prompt_tokens = static_cast<int64_t>(p.tokens.size());
         g = ctx.submit(std::move(p.tokens), ar.generate, "messages", res, sid);
     } catch (const ApiError& e) {
@@ -46,7 +43,7 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
     }
     const std::string model = ar.model.empty() ? ctx.opts.model_id : ar.model;
     auto reply = std::make_shared<AnthropicReply>("msg_ds4_" + std::to_string(id), model, prompt_tokens, p.think,
-                                                  p.opens_thinking, syntax, &ctx.tool_memory);
+                                                  p.opens_thinking, p.tool_syntax, &ctx.tool_memory, p.forced);
     if (ar.stream) return ctx.stream(res, g, sid, reply, id, req);
     const GenerateResult& r = ctx.wait(*g);
     if (r.reason == StopReason::failed) return send_error(ctx, id, req, res, 500, r.error, g.get());

@@ -202,6 +202,9 @@ AnthropicRequest parse_anthropic_request(const std::string& body, bool count_onl
     }
     r.tools = parse_anthropic_tools(ordered);
     if (r.tools.active()) r.chat_options.tools = r.tools.specs;
+    const ToolChoice::Mode mode = r.tools.choice.mode;
+    if (!r.prefill.empty() && (mode == ToolChoice::Mode::required || mode == ToolChoice::Mode::function))
+        bad_field("tool_choice", "'tool_choice' demands a tool call, which cannot follow a prefill (a final assistant message).");
     if (present(j, "metadata") && !j["metadata"].is_object()) bad_field("metadata", "'metadata' must be an object.");
     parse_thinking(j, r);
     parse_sampling(j, r, count_only);

@@ -37,9 +37,9 @@ const char* anthropic_stop_reason(StopReason reason) {
 }
 
 AnthropicReply::AnthropicReply(std::string id, std::string model, int64_t prompt_tokens, std::optional<ThinkMarkers> think,
-                               bool opens_thinking, ToolCallSyntax syntax, ToolCallMemory* memory)
+                               bool opens_thinking, ToolCallSyntax syntax, ToolCallMemory* memory, std::string forced)
     : id_(std::move(id)), model_(std::move(model)), prompt_tokens_(prompt_tokens),
-      parser_(think, opens_thinking, syntax), memory_(memory) {}
+      parser_(think, opens_thinking, syntax), memory_(memory), forced_(std::move(forced)) {}
 
 json AnthropicReply::usage(int64_t cached, int64_t output) const {
     return {{"input_tokens", prompt_tokens_ - cached},
@@ -62,7 +62,7 @@ void AnthropicReply::remember() {
 }
 
 json AnthropicReply::message(const GenerateResult& r) {
-    std::vector<ReplyDelta> ds = parser_.push(r.text);
+    std::vector<ReplyDelta> ds = parser_.push(forced_ + r.text);
     for (ReplyDelta& d : parser_.finish()) ds.push_back(std::move(d));
     for (const ReplyDelta& d : ds)
         if (d.kind == ReplyDelta::Kind::call_start) call_ids_.push_back(new_tool_call_id("toolu_"));
@@ -99,7 +99,7 @@ std::string AnthropicReply::begin(int64_t cached) {
     const json message = {{"id", id_},          {"type", "message"},          {"role", "assistant"},
                           {"model", model_},    {"content", json::array()},   {"stop_reason", nullptr},
                           {"stop_sequence", nullptr}, {"usage", usage(cached, 0)}};
-    return event("message_start", {{"type", "message_start"}, {"message", message}});
+    return event("message_start", {{"type", "message_start"}, {"message", message}}) + events(parser_.push(forced_));
 }
 
 std::string AnthropicReply::close_block() {

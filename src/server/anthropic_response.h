@@ -38,9 +38,11 @@ class ToolCallMemory;
 class AnthropicReply : public StreamFormat {
 public:
     // `syntax`: how the model writes calls (none: tools not active);
-    // `memory` may be null.
+    // `memory` may be null; `forced`: the opening of a call the prompt
+    // ended with (server/prompt.h), the reply's first text.
     AnthropicReply(std::string id, std::string model, int64_t prompt_tokens, std::optional<ThinkMarkers> think,
-                   bool opens_thinking, ToolCallSyntax syntax = ToolCallSyntax::none, ToolCallMemory* memory = nullptr);
+                   bool opens_thinking, ToolCallSyntax syntax = ToolCallSyntax::none, ToolCallMemory* memory = nullptr,
+                   std::string forced = {});
 
     // The whole message for a finished generation (not after streaming).
     nlohmann::json message(const GenerateResult& result);
@@ -64,6 +66,7 @@ private:
     int64_t prompt_tokens_;
     ReplyParser parser_;
     ToolCallMemory* memory_;
+    std::string forced_;
     std::vector<std::string> call_ids_;
     int block_ = -1;  // index of the open content block, -1 before the first
     std::optional<Block> open_;  // the open block's kind

@@ -3,7 +3,6 @@
 // asked for, then [DONE]).
 #include "engine/engine.h"
 #include "server/api_error.h"
-#include "chat/tool_calls.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/tool_call_memory.h"
@@ -27,8 +26,9 @@ void complete(ServerContext& ctx, const httplib::Request& req, httplib::Response
         const Engine& engine = ctx.ready();
         cr = parse_completion_request(req.body, chat);
         ctx.tool_memory.restore(cr.messages);
-        p = chat ? chat_server_prompt(engine, cr.messages, cr.chat_options) : text_server_prompt(engine, cr.prompt);
-        if (cr.tools.active()) tools = OpenAIReply::ToolReading{p.think, p.opens_thinking, tool_call_syntax(engine.chat_template()), &ctx.tool_memory};
+        p = chat ? chat_server_prompt(engine, cr.messages, cr.chat_options, {}, &cr.tools) : text_server_prompt(engine, cr.prompt);
+        if (cr.tools.active())
+            tools = OpenAIReply::ToolReading{p.think, p.opens_thinking, p.tool_syntax, &ctx.tool_memory, p.forced};
         g = ctx.submit(std::move(p.tokens), cr.generate, chat ? "messages" : "prompt", res, sid);
     } catch (const ApiError& e) {
         res.status = e.status();

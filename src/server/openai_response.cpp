@@ -82,7 +82,7 @@ json OpenAIReply::body(const GenerateResult& r) {
     } else if (!parser_) {
         choice["message"] = {{"role", "assistant"}, {"content", r.text}};
     } else {
-        std::vector<ReplyDelta> ds = parser_->push(r.text);
+        std::vector<ReplyDelta> ds = parser_->push(tools_->forced + r.text);
         for (ReplyDelta& d : parser_->finish()) ds.push_back(std::move(d));
         for (const ReplyDelta& d : ds)
             if (d.kind == ReplyDelta::Kind::call_start) call_ids_.push_back(new_tool_call_id("call_"));
@@ -107,7 +107,12 @@ json OpenAIReply::body(const GenerateResult& r) {
             {"choices", json::array({choice})}, {"usage", openai_usage(r)}};
 }
 
-std::string OpenAIReply::begin(int64_t) { return chat_ ? chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr) : ""; }
+std::string OpenAIReply::begin(int64_t) {
+    if (!chat_) return "";
+    std::string out = chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr);
+    if (parser_ && !tools_->forced.empty()) out += deltas(parser_->push(tools_->forced));
+    return out;
+}
 
 std::string OpenAIReply::text(std::string_view piece) {
     if (parser_) return deltas(parser_->push(piece));

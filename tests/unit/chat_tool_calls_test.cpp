@@ -278,3 +278,30 @@ TEST(ChatToolCalls, DsmlCallsRightAfterReasoningReRenderByteForByte) {
     EXPECT_EQ(ds4::render_deepseek4(chat, o), templated);
     EXPECT_NE(templated.find("<think>" + sampled + "<"), std::string::npos) << templated;
 }
+
+TEST(ChatToolCalls, AForcedOpeningLeadsIntoACallOfThatFunction) {
+    // Qwen3, named: the model continues with the arguments.
+    std::string open = ds4::forced_tool_call_opening(ToolCallSyntax::qwen3, "get_weather", false, "</think>");
+    EXPECT_EQ(open, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ");
+    Reply r = whole(ToolCallSyntax::qwen3, open + "{\"city\": \"Paris\"}}\n</tool_call>");
+    ASSERT_EQ(r.tool_calls.size(), 1u);
+    EXPECT_EQ(r.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(r.tool_calls[0].arguments, "{\"city\": \"Paris\"}");
+    // The prompt opened reasoning: it is closed first, as the template writes a turn.
+    open = ds4::forced_tool_call_opening(ToolCallSyntax::qwen3, "", true, "</think>");
+    EXPECT_EQ(open, "</think>\n\n<tool_call>\n{\"name\": \"");
+    r = whole(ToolCallSyntax::qwen3, open + "now\", \"arguments\": {}}\n</tool_call>", /*opens_thinking=*/true);
+    ASSERT_EQ(r.tool_calls.size(), 1u);
+    EXPECT_EQ(r.tool_calls[0].name, "now");
+    EXPECT_EQ(r.reasoning, "");
+    // DeepSeek V4.
+    open = ds4::forced_tool_call_opening(ToolCallSyntax::dsml, "get_weather", true, "</think>");
+    r = whole(ToolCallSyntax::dsml,
+              open + "<" + T + "parameter name=\"city\" string=\"true\">Paris</" + T + "parameter>\n</" + T + "invoke>\n</" +
+                  T + "tool_calls>",
+              /*opens_thinking=*/true);
+    ASSERT_EQ(r.tool_calls.size(), 1u);
+    EXPECT_EQ(r.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(r.tool_section.substr(0, 2), "\n\n");
+    EXPECT_EQ(ds4::forced_tool_call_opening(ToolCallSyntax::none, "f", false, "</think>"), "");
+}

@@ -18,6 +18,7 @@
 #include <random>
 
 #include "chat/chat.h"
+#include "chat/tool_calls.h"
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
 #include "server/api_error.h"
@@ -285,6 +286,39 @@ TEST(ServerTools, MemoryGivesBackTheSampledTextForUnchangedCalls) {
     memory.restore(chat);
     EXPECT_EQ(chat[1].sampled_tool_calls, "");
     EXPECT_EQ(memory.size(), 2u);
+}
+
+}  // namespace ds4
+
+namespace ds4 {
+
+TEST(ServerTools, AForcedCallIsTheReplysFirstText) {
+    // The prompt ended with the opening of a get_weather call; the model
+    // wrote the rest. Whole and streamed, the call is the reply's.
+    const std::string forced = forced_tool_call_opening(ToolCallSyntax::qwen3, "get_weather", false, "</think>");
+    const std::string sampled = "{\"city\": \"Paris\"}}\n</tool_call>";
+    OpenAIReply::ToolReading reading{ThinkMarkers{"<think>", "</think>"}, false, ToolCallSyntax::qwen3, nullptr, forced};
+    const json whole = OpenAIReply(true, "c", "m", false, reading).body(result(sampled));
+    ASSERT_EQ(whole["choices"][0]["message"]["tool_calls"].size(), 1u);
+    EXPECT_EQ(whole["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Paris\"}");
+    EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls");
+    OpenAIReply stream(true, "c", "m", false, reading);
+    const std::string opening = stream.begin(0);
+    EXPECT_NE(opening.find("\"name\":\"get_weather\""), std::string::npos) << opening;  // announced before any token
+    std::string sse = opening;
+    sse += stream.text(sampled);
+    sse += stream.end(result(sampled));
+    EXPECT_NE(sse.find("\"finish_reason\":\"tool_calls\""), std::string::npos);
+
+    AnthropicReply a("msg", "m", 30, ThinkMarkers{"<think>", "</think>"}, false, ToolCallSyntax::qwen3, nullptr, forced);
+    const json message = a.message(result(sampled));
+    EXPECT_EQ(message["stop_reason"], "tool_use");
+    EXPECT_EQ(message["content"].back()["input"], json::parse(R"({"city": "Paris"})"));
+}
+
+TEST(ServerTools, AnthropicForcedChoiceCannotFollowAPrefill) {
+    EXPECT_NE(refusal(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "Sure"}],
+        "tools": [{"name": "f", "input_schema": {}}], "tool_choice": {"type": "any"}})", true).find("prefill"), std::string::npos);
 }
 
 }  // namespace ds4
