@@ -23,9 +23,10 @@ size_t partial_suffix(std::string_view text, std::string_view token) {
     return 0;
 }
 
-// DSML: the calls of every well-formed block from the first one on. An
-// invoke is reported once it is finished (its parameters are typed JSON
-// values only then), so its arguments arrive in one piece.
+// DSML: the calls of every well-formed block from the first one on. While
+// streaming, an invoke is announced once its name is written; its
+// arguments come in one piece when it is finished (its parameters are
+// typed JSON values only then).
 ToolCallScan scan_dsml_tool_calls(std::string_view answer, bool partial) {
     static const std::string open = "<" + std::string(kDsmlToken) + "tool_calls>";
     ToolCallScan scan;
@@ -38,6 +39,20 @@ ToolCallScan scan_dsml_tool_calls(std::string_view answer, bool partial) {
     const DsmlOutput out = parse_dsml_output(answer.substr(first), /*thinking=*/false, partial);
     for (const DsmlToolCall& call : out.tool_calls)
         scan.calls.push_back({call.name, python_json_dumps(call.arguments), true});
+    if (partial && out.status == DsmlStatus::incomplete) {
+        // An invoke still being written after the finished ones: its name.
+        static const std::string invoke = "<" + std::string(kDsmlToken) + "invoke name=\"";
+        static const std::string invoke_end = "</" + std::string(kDsmlToken) + "invoke>";
+        const std::string_view block = answer.substr(first);
+        const size_t last_open = block.rfind(invoke);
+        const size_t last_close = block.rfind(invoke_end);
+        if (last_open != std::string_view::npos && (last_close == std::string_view::npos || last_close < last_open)) {
+            const size_t name_at = last_open + invoke.size();
+            const size_t quote = block.find('"', name_at);
+            if (quote != std::string_view::npos && quote > name_at)
+                scan.calls.push_back({std::string(block.substr(name_at, quote - name_at)), "", false});
+        }
+    }
     if (partial || !scan.calls.empty()) scan.section = scan.decided = trim_end(answer, first);
     return scan;
 }

@@ -26,7 +26,9 @@ const streamed = await stream.finalChatCompletion();
 
 // The next turn: the reply as the client got it, then a new question.
 const reply = whole.choices[0].message;
-const next = { ...request, messages: [...messages, { role: "assistant", content: reply.content ?? "", ...(reply.tool_calls ? { tool_calls: reply.tool_calls } : {}) },
+const next = { ...request, messages: [...messages, { role: "assistant", content: reply.content ?? "",
+                                                      ...(reply.reasoning_content ? { reasoning_content: reply.reasoning_content } : {}),
+                                                      ...(reply.tool_calls ? { tool_calls: reply.tool_calls } : {}) },
                                        { role: "user", content: "Thanks. And tomorrow?" }] };
 const second = await openai.chat.completions.create(next);
 

@@ -305,3 +305,16 @@ TEST(ChatToolCalls, AForcedOpeningLeadsIntoACallOfThatFunction) {
     EXPECT_EQ(r.tool_section.substr(0, 2), "\n\n");
     EXPECT_EQ(ds4::forced_tool_call_opening(ToolCallSyntax::none, "f", false, "</think>"), "");
 }
+
+TEST(ChatToolCalls, DsmlCallsAreAnnouncedOnceNamed) {
+    ReplyParser p(kThink, false, ToolCallSyntax::dsml);
+    Streamed s;
+    add(s, p.push("\n\n<" + T + "tool_calls>\n<" + T + "invoke name=\"get_weather\">\n<" + T + "parameter name=\"city\""));
+    ASSERT_EQ(s.calls.size(), 1u);
+    EXPECT_EQ(s.calls[0].first, "get_weather");
+    EXPECT_EQ(s.calls[0].second, "");
+    add(s, p.push(" string=\"true\">Paris</" + T + "parameter>\n</" + T + "invoke>\n</" + T + "tool_calls>"));
+    add(s, p.finish());
+    ASSERT_EQ(s.calls.size(), 1u);
+    EXPECT_EQ(s.calls[0].second, "{\"city\": \"Paris\"}");
+}
