@@ -73,7 +73,8 @@ json AnthropicReply::message(const GenerateResult& r) {
         b["thinking"] = reply.reasoning;
         content.push_back(b);
     }
-    if (!reply.content.empty() || reply.tool_calls.empty()) {  // an empty reply shows one empty text block, as a stream does
+    if (!reply.content.empty() || (reply.reasoning.empty() && reply.tool_calls.empty())) {
+        // (a reply with nothing at all shows one empty text block, as a stream does)
         json b = text_block();
         b["text"] = reply.content;
         content.push_back(b);
