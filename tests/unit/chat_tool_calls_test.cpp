@@ -313,8 +313,13 @@ TEST(ChatToolCalls, DsmlCallsAreAnnouncedOnceNamed) {
     ASSERT_EQ(s.calls.size(), 1u);
     EXPECT_EQ(s.calls[0].first, "get_weather");
     EXPECT_EQ(s.calls[0].second, "");
-    add(s, p.push(" string=\"true\">Paris</" + T + "parameter>\n</" + T + "invoke>\n</" + T + "tool_calls>"));
+    // Each parameter adds to the arguments as it closes.
+    add(s, p.push(" string=\"true\">Paris</" + T + "parameter>\n<" + T + "parameter name=\"days\" string=\"false\">"));
+    EXPECT_EQ(s.calls[0].second, "{\"city\": \"Paris\"");
+    add(s, p.push("[1, 2]</" + T + "parameter>\n"));
+    EXPECT_EQ(s.calls[0].second, "{\"city\": \"Paris\", \"days\": [1, 2]");
+    add(s, p.push("</" + T + "invoke>\n</" + T + "tool_calls>"));
     add(s, p.finish());
     ASSERT_EQ(s.calls.size(), 1u);
-    EXPECT_EQ(s.calls[0].second, "{\"city\": \"Paris\"}");
+    EXPECT_EQ(s.calls[0].second, "{\"city\": \"Paris\", \"days\": [1, 2]}");
 }
