@@ -82,13 +82,12 @@ void message(const json& msg, const nlohmann::ordered_json& ordered, const std::
         return;
     }
     if (!c.is_array()) bad_field(where + ".content", "'" + where + ".content' must be a string or an array of content blocks.");
-    bool pending = true;  // `cm` holds text not yet appended (a user message may be split by tool results)
+    bool had_tool_results = false;  // then `cm` holds only the text after the last one
     for (size_t i = 0; i < c.size(); ++i) {
         const std::string w = where + ".content[" + std::to_string(i) + "]";
         const std::string type = block_type(c[i]);
         if (type == "text") {
             cm.content += text_of(c[i], w);
-            pending = true;
         } else if (type == "thinking" && cm.role == "assistant") {
             if (!c[i].contains("thinking") || !c[i]["thinking"].is_string())
                 bad_field(w + ".thinking", "'" + w + ".thinking' must be a string.");
@@ -111,14 +110,15 @@ void message(const json& msg, const nlohmann::ordered_json& ordered, const std::
             cm = ChatMessage{"tool", tool_result_text(c[i], w), std::nullopt};
             out.push_back(std::move(cm));
             cm = ChatMessage{"user", "", std::nullopt};
-            pending = false;
+            had_tool_results = true;
         } else if (type == "redacted_thinking" && cm.role == "assistant") {
             // Encrypted reasoning from Anthropic's own models: nothing ds4 can render.
         } else {
             unsupported_block(type, w);
         }
     }
-    if (pending || cm.role == "assistant") out.push_back(std::move(cm));
+    // A user message that only carried tool results adds no empty user turn.
+    if (!had_tool_results || !cm.content.empty()) out.push_back(std::move(cm));
 }
 
 void parse_thinking(const json& j, AnthropicRequest& r) {
