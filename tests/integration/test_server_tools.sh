@@ -35,7 +35,9 @@ tmp=$(mktemp -d)
 pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
+seed=${DS4_TEST_SEED:-$RANDOM}
+echo "seed $seed (rerun with DS4_TEST_SEED=$seed)"
+fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 
 start_server() {  # model
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -91,10 +93,13 @@ wm, sm = w["choices"][0], s["choices"][0]
 assert (wm["message"].get("content") or "") == (sm["message"].get("content") or ""), (wm, sm)
 assert wm["finish_reason"] == sm["finish_reason"], (wm, sm)
 assert len(wm["message"].get("tool_calls") or []) == len(sm["message"].get("tool_calls") or []), (wm, sm)
-# The second turn reuses the whole first prompt (its KV prefix, still in the slot).
+# The second turn reuses the whole first prompt (its KV prefix, still in
+# the slot), but for its last token: the generation prompt ends in a
+# newline (Qwen3's "<|im_start|>assistant\n"), which the tokenizer may merge
+# with a reply that starts with whitespace when the turn is rendered again.
 first = w["usage"]["prompt_tokens"]
 cached = nxt["usage"]["prompt_tokens_details"]["cached_tokens"]
-assert cached >= first, ("second turn cached", cached, "first prompt", first)
+assert cached >= first - 1, ("second turn cached", cached, "first prompt", first)
 assert nxt["usage"]["prompt_tokens"] > first, nxt["usage"]
 # A named tool_choice: the prompt ends with the call's opening; the stream
 # announces the call at once (the whole reply holds it as a call only if
@@ -127,7 +132,7 @@ client() {
 }
 
 # Qwen3. The references: the real template under jinja2, the real tokenizer.
-"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed $RANDOM --out "$tmp/q.gguf" >/dev/null
+"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$tmp/q.gguf" >/dev/null
 python3 - "$src/tests/oracle" "$deps/oracle/llama.cpp/models/templates/Qwen-Qwen3-0.6B.jinja" \
     "$tmp/conversation.json" >"$tmp/rendered" <<'PY' || fail "the jinja2 reference failed"
 import json, sys
@@ -153,7 +158,7 @@ stop_server
 # DeepSeek V4. The references: the real template under @huggingface/jinja
 # (arguments as objects: the template's from_json filter is llama.cpp's
 # own), the real tokenizer.
-"$bin/ds4-gguf" synth --arch deepseek4 --preset tiny --quant q2 --seed $RANDOM --out "$tmp/d.gguf" >/dev/null
+"$bin/ds4-gguf" synth --arch deepseek4 --preset tiny --quant q2 --seed "$seed" --out "$tmp/d.gguf" >/dev/null
 python3 - "$tmp/conversation.json" "$deps/oracle/llama.cpp/models/templates/deepseek-ai-DeepSeek-V4.jinja" \
     >"$tmp/request" <<'PY'
 import json, sys
