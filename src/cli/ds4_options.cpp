@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "chat/chat.h"
 #include "common/error.h"
+#include "common/loopback.h"
 
 namespace ds4 {
 
@@ -24,8 +26,8 @@ namespace {
 struct RawArgs {
     std::string model, prompt, prompt_file, n_predict, ctx, threads, prefill_chunk;
     std::string temp, top_p, top_k, min_p, seed, system, token_ids, dump_logits;
-    std::string backend, layers, role, ssd_cache_experts, chat_template;
-    std::vector<std::string> listen, coordinator;
+    std::string backend, ssd_cache_experts, chat_template;
+    PipelineRawFlags pipeline;
     int think = 0, think_max = 0, nothink = 0, ssd_streaming = 0, cuda_host_weights = 0, check_tensors = 0;
 };
 
@@ -86,9 +88,10 @@ constexpr ValueOption kValueOptions[] = {
     {"--top-k", 1}, {"--min-p", 1}, {"--seed", 1}, {"--system", 1}, {"--token-ids", 1},
     {"--dump-logits", 1}, {"--backend", 1}, {"--layers", 1}, {"--role", 1}, {"--listen", 2},
     {"--coordinator", 2}, {"--ssd-streaming-cache-experts", 1}, {"--chat-template", 1},
+    {"--cluster-key-file", 1}, {"--dist-activation-bits", 1}, {"--dist-prefill-chunk", 1},
 };
 constexpr const char* kFlagOptions[] = {"--think",           "--think-max", "--nothink", "--ssd-streaming",
-                                        "--cuda-host-weights", "--check-tensors", "-h", "--help", "--version"};
+                                        "--cuda-host-weights", "--check-tensors", "--debug", "-h", "--help", "--version"};
 
 std::vector<std::string> split_spellings(const char* s) {
     std::vector<std::string> out;
@@ -176,12 +179,6 @@ float parse_probability(const std::string& flag, const std::string& text, bool o
     return static_cast<float>(v);
 }
 
-void parse_host_port(const std::string& flag, const std::vector<std::string>& v, std::string& host, int& port) {
-    // CLI11 guarantees two values; an empty host is still possible.
-    if (v[0].empty()) throw UsageError(flag + " needs a non-empty HOST");
-    host = v[0];
-    port = parse_port_value(flag, v[1]);
-}
 
 // Checks that need several options at once.
 void check_combinations(const Ds4Options& o, const RawArgs& raw, const CLI::App& app) {
@@ -198,12 +195,10 @@ void check_combinations(const Ds4Options& o, const RawArgs& raw, const CLI::App&
         throw UsageError("--chat-template cannot be combined with --token-ids (raw token ids use no template)");
     if (raw.think > 0 && raw.nothink > 0) throw UsageError("--think and --nothink cannot be used together");
     if (raw.think_max > 0 && raw.nothink > 0) throw UsageError("--think-max and --nothink cannot be used together");
-    if (o.role == "coordinator" && !o.layers)
-        throw UsageError("--role coordinator needs --layers (the slice this process runs)");
-    if (o.role == "worker" && o.listen_port == 0)
-        throw UsageError("--role worker needs --listen HOST PORT");
-    if (o.role.empty() && given("--listen")) throw UsageError("--listen needs --role coordinator|worker");
-    if (o.role.empty() && given("--coordinator")) throw UsageError("--coordinator needs --role coordinator|worker");
+    check_pipeline_flags(o, given, {"coordinator", "worker"});
+    if (o.role == "worker")
+        for (const char* f : {"--prompt", "--prompt-file", "--token-ids"})
+            if (given(f)) throw UsageError(std::string(f) + " is the coordinator's; a worker gets its work from it");
     if (o.cuda_host_weights && o.backend != "cuda") throw UsageError("--cuda-host-weights needs --backend cuda");
     if (given("--ssd-streaming-cache-experts") && !o.ssd_streaming)
         throw UsageError("--ssd-streaming-cache-experts needs --ssd-streaming");
@@ -251,13 +246,10 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     app.add_option("--token-ids", raw.token_ids);
     app.add_option("--dump-logits", raw.dump_logits);
     app.add_option("--backend", raw.backend);
-    app.add_option("--layers", raw.layers);
-    app.add_option("--role", raw.role);
-    app.add_option("--listen", raw.listen)->expected(2);
-    app.add_option("--coordinator", raw.coordinator)->expected(2);
     app.add_flag("--ssd-streaming", raw.ssd_streaming);
     app.add_flag("--cuda-host-weights", raw.cuda_host_weights);
     app.add_flag("--check-tensors", raw.check_tensors);
+    add_pipeline_flags(app, raw.pipeline);
     app.add_option("--ssd-streaming-cache-experts", raw.ssd_cache_experts);
 
     // CLI11 wants argv order reversed in a vector.
@@ -307,16 +299,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     if (given("--min-p")) o.min_p = parse_probability("--min-p", raw.min_p, /*open_at_zero=*/false);
     if (given("--top-k")) o.top_k = static_cast<int>(parse_int_value("--top-k", raw.top_k, 0, INT32_MAX));
     if (given("--seed")) o.seed = parse_u64_value("--seed", raw.seed);
-    if (given("--layers")) {
-        o.layers = parse_layer_range(raw.layers);
-    }
-    if (given("--role")) {
-        if (raw.role != "coordinator" && raw.role != "worker")
-            throw UsageError("--role must be coordinator or worker, got " + quote_value(raw.role));
-        o.role = raw.role;
-    }
-    if (given("--listen")) parse_host_port("--listen", raw.listen, o.listen_host, o.listen_port);
-    if (given("--coordinator")) parse_host_port("--coordinator", raw.coordinator, o.coordinator_host, o.coordinator_port);
+    parse_pipeline_values(raw.pipeline, given, o);
     o.ssd_streaming = raw.ssd_streaming > 0;
     o.cuda_host_weights = raw.cuda_host_weights > 0;
     o.check_tensors = raw.check_tensors > 0;
@@ -333,6 +316,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
         require_readable_file("--prompt-file", "prompt file", o.prompt_file);
     if (given("--token-ids")) require_readable_file("--token-ids", "token id file", o.token_ids_file);
     if (given("--dump-logits")) require_writable_dir_of("--dump-logits", o.dump_logits_file);
+    if (given("--cluster-key-file")) require_readable_file("--cluster-key-file", "cluster key file", o.cluster_key_file);
     return o;
 }
 
@@ -381,13 +365,7 @@ Generation and sampling:
       --seed N              random seed (default: a fresh one each run)
 
 Pipeline across machines (layer slices):
-      --layers A:B          run blocks A through B, both inclusive
-      --layers N:output     run blocks N through the last, plus the output head
-      --role ROLE           coordinator (needs --layers) or worker (needs --listen)
-      --listen HOST PORT    address this process accepts pipeline connections on
-      --coordinator HOST PORT
-                            address of the coordinator
-
+)" + pipeline_help_text(/*with_worker=*/true) + R"(
 SSD streaming of routed experts:
       --ssd-streaming       keep only the non-routed weights resident; read routed
                             experts from the file into a bounded cache

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli/cli_values.h"
+#include "cli/pipeline_flags.h"
 #include "common/layer_range.h"
 
 namespace ds4 {
@@ -22,7 +23,8 @@ namespace ds4 {
 constexpr int kMaxContext = 1 << 24;
 constexpr int kMaxThreads = 4096;
 
-struct Ds4Options {
+// The pipeline flags (layers, role, addresses, key, ...) are the base.
+struct Ds4Options : PipelineFlags {
     // Model and execution.
     std::string model = "./ds4flash.gguf";  // -m/--model
     std::string backend = "auto";           // --backend auto|cpu|cuda
@@ -50,14 +52,6 @@ struct Ds4Options {
     float min_p = 0.0f;     // --min-p in [0, 1]; 0 = off
     int top_k = 40;         // --top-k; 0 = off
     std::optional<uint64_t> seed;  // --seed; absent = random
-
-    // Pipeline of layer slices across processes.
-    std::optional<LayerRange> layers;       // --layers (absent: every block)
-    std::string role;                       // --role coordinator|worker ("" = single process)
-    std::string listen_host;                // --listen HOST PORT
-    int listen_port = 0;                    // 0 = not given
-    std::string coordinator_host;           // --coordinator HOST PORT
-    int coordinator_port = 0;
 
     // Routed experts streamed from SSD.
     bool ssd_streaming = false;                       // --ssd-streaming

@@ -47,7 +47,7 @@ std::string server_help_text() {
   --max-body-mb N          largest request body (default 8); larger: 413
   --alias NAME             the model id clients see (default: the file name)
   -h, --help | --version
-
+)" + pipeline_help_text(/*with_worker=*/false) + R"(
 endpoints: GET /health (503 while the model loads), GET /metrics (Prometheus),
 GET /v1/models, POST /v1/chat/completions, POST /v1/completions (OpenAI
 shapes), POST /v1/messages, POST /v1/messages/count_tokens (Anthropic
@@ -63,6 +63,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
             host, port, api_key_file, max_body_mb, alias;
         std::vector<std::string> api_keys;
         int check_tensors = 0, help = 0, version = 0;
+        PipelineRawFlags pipeline;
     } raw;
     CLI::App app{"ds4-server"};
     app.set_help_flag();
@@ -85,6 +86,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     app.add_option("--api-key-file", raw.api_key_file);
     app.add_option("--max-body-mb", raw.max_body_mb);
     app.add_option("--alias", raw.alias);
+    add_pipeline_flags(app, raw.pipeline);
     std::vector<std::string> args;
     for (int i = argc - 1; i > 0; --i) args.emplace_back(argv[i]);
     try {
@@ -101,6 +103,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     o.version = raw.version > 0;
     if (o.help || o.version) return o;
     auto given = [&](const char* name) { return app.count(name) > 0; };
+    std::error_code ec;
     if (given("--model")) o.model = raw.model;
     if (given("--backend")) o.backend = parse_backend_value("--backend", raw.backend);
     if (given("--threads")) o.threads = int(parse_int_value("--threads", raw.threads, 1, 4096));
@@ -134,7 +137,10 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     }
     if (given("--max-body-mb")) o.max_body_mb = uint64_t(parse_int_value("--max-body-mb", raw.max_body_mb, 1, 4096));
     if (given("--alias")) o.alias = raw.alias;
-    std::error_code ec;
+    parse_pipeline_values(raw.pipeline, given, o);
+    check_pipeline_flags(o, given, {"coordinator"});
+    if (given("--cluster-key-file") && !std::filesystem::is_regular_file(o.cluster_key_file, ec))
+        throw UsageError("--cluster-key-file: no file at " + quote_value(o.cluster_key_file));
     if (!std::filesystem::is_regular_file(o.model, ec))
         throw UsageError("--model: no model file at " + quote_value(o.model));
     return o;

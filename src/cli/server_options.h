@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "cli/pipeline_flags.h"
+
 namespace ds4 {
 
-struct ServerCliOptions {
+// With the pipeline flags (a server may be a pipeline coordinator).
+struct ServerCliOptions : PipelineFlags {
     std::string model = "./ds4flash.gguf";  // -m/--model
     std::string backend = "auto";           // --backend auto|cpu|cuda
     int threads = 0;                        // -t/--threads (0: one per core)

@@ -1,4 +1,5 @@
 #include "engine/engine.h"
+#include "mapping/shard.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -104,16 +105,12 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         if (!chat.warning.empty()) log_warning(chat.warning);
         e->chat_template_ = chat.name;
     }
-    MapSelection selection;
-    selection.layers = o.layers;
     // A stage maps the embedding only when it starts at block 0 and the head
     // only when it holds the last block (the embedding too when it is the
     // head: tied embeddings). Without block_count the loader says so below.
-    if (const auto n_layer = e->file_->get_uint(e->file_->architecture() + ".block_count")) {
-        const bool has_head = o.layers.has_output(static_cast<int>(*n_layer));
-        selection.output = has_head;
-        selection.embedding = o.layers.has_embedding() || (has_head && !e->file_->find_tensor("output.weight"));
-    }
+    MapSelection selection = stage_selection(*e->file_, o.layers);
+    if (const auto n_layer = e->file_->get_uint(e->file_->architecture() + ".block_count"))
+        check_shard_layers(*e->file_, o.layers, static_cast<int>(*n_layer));
     const bool cached_experts = o.expert_cache_slots.has_value() || o.ssd_streaming.enabled;
     selection.routed_experts = !cached_experts;
     e->map_ = ModelMap::build(*e->file_, selection);
@@ -175,11 +172,20 @@ std::vector<int32_t> Engine::chat_prompt(const std::vector<ChatMessage>& message
 std::unique_ptr<Session> Engine::new_session(const SessionOptions& options) const {
     SessionOptions o = options;
     if (max_prefill_chunk_ > 0) o.prefill_chunk = std::min(o.prefill_chunk, max_prefill_chunk_);
+    o.route = route_;
     return std::make_unique<Session>(*model_, *backend_, o);
 }
 
 std::unique_ptr<Scheduler> Engine::new_scheduler(const SchedulerOptions& options) const {
-    return std::make_unique<Scheduler>(*model_, *backend_, tokenizer(), options);
+    SchedulerOptions o = options;
+    o.route = route_;
+    return std::make_unique<Scheduler>(*model_, *backend_, tokenizer(), o);
+}
+
+void Engine::set_route(std::shared_ptr<Downstream> route) {
+    if (route && info().layers.has_output(info().n_layer))
+        throw Error("this process runs the model's last block and head, so no pipeline stage can follow it.");
+    route_ = std::move(route);
 }
 
 }  // namespace ds4

@@ -93,6 +93,13 @@ public:
     // throws ds4::Error when the file carries no vocabulary.
     std::unique_ptr<Scheduler> new_scheduler(const SchedulerOptions& options) const;
 
+    // A pipeline coordinator: the stages after this process's layer slice
+    // (pipeline/). Sessions and schedulers made from then on run their
+    // steps through it and return the route's logits. Throws ds4::Error
+    // when this process already holds the output head.
+    void set_route(std::shared_ptr<Downstream> route);
+    bool has_route() const { return route_ != nullptr; }
+
     // For tests and benchmarks that drive the model directly.
     const Model& model() const { return *model_; }
     const ModelMap& map() const { return *map_; }
@@ -108,6 +115,7 @@ private:
     std::unique_ptr<Model> model_;
     std::string chat_template_;
     int64_t max_prefill_chunk_ = 0;  // 0: no limit
+    std::shared_ptr<Downstream> route_;
     mutable std::unique_ptr<Tokenizer> tokenizer_;
 };
 

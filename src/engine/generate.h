@@ -50,6 +50,7 @@ struct GenerateResult {
     double prefill_seconds = 0, decode_seconds = 0;
     std::string stop_string;         // StopReason::stop_string: which one (Anthropic reports it)
     std::string error;               // StopReason::failed: what went wrong, one sentence
+    bool unavailable = false;        // StopReason::failed because a pipeline stage is gone (HTTP 503)
 };
 
 struct GenerateCallbacks {

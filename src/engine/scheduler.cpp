@@ -34,7 +34,7 @@ struct Scheduler::Active {
 };
 
 Scheduler::Scheduler(const Model& model, Backend& backend, const Tokenizer& tokenizer, const SchedulerOptions& o)
-    : model_(model), tokenizer_(tokenizer), opts_(o), pool_(model, backend, o.n_slots, o.n_ctx) {
+    : model_(model), tokenizer_(tokenizer), opts_(o), pool_(model, backend, o.n_slots, o.n_ctx, true, o.route) {
     if (o.prefill_chunk < 1) throw Error("the prefill chunk must be at least 1 token.");
     if (o.prefix_cache_bytes > 0) cache_.emplace(o.prefix_cache_bytes);
     held_.resize(static_cast<size_t>(o.n_slots));
@@ -202,8 +202,10 @@ bool Scheduler::step() {
     try {
         logits = pool_.step(steps);
     } catch (const Error& e) {
+        const bool unavailable = dynamic_cast<const StageUnavailable*>(&e) != nullptr;
         for (Active* a : who) {
             a->result.error = e.what();
+            a->result.unavailable = unavailable;
             finish(*a, StopReason::failed);
         }
         return true;

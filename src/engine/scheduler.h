@@ -40,6 +40,7 @@ struct SchedulerOptions {
     int64_t prefill_chunk = 512;      // prompt tokens per request per step
     size_t max_queue = 64;            // requests waiting for a slot (--max-queue)
     uint64_t prefix_cache_bytes = 0;  // RAM for prompt snapshots (0: none)
+    std::shared_ptr<Downstream> route;  // pipeline stages after this slice (set by the engine)
 };
 
 // The queue is full: answer 429 and let the client retry.

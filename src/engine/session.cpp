@@ -16,7 +16,7 @@ SessionOptions checked(const SessionOptions& o) {
 }  // namespace
 
 Session::Session(const Model& model, Backend& backend, const SessionOptions& opts)
-    : opts_(checked(opts)), pool_(model, backend, 1, opts.n_ctx, opts.replay_decode) {}
+    : opts_(checked(opts)), pool_(model, backend, 1, opts.n_ctx, opts.replay_decode, opts.route) {}
 
 void Session::reset() {
     pool_.reset(0);

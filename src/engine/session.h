@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/downstream.h"
 #include "engine/slot_pool.h"
 
 namespace ds4 {
@@ -24,6 +25,9 @@ struct SessionOptions {
     // Record the one-token forward pass once and replay it for every decode
     // step where the backend and the model allow it (CUDA graphs).
     bool replay_decode = true;
+    // The pipeline stages after this process's layer slice (none: the model
+    // is whole here). Set by the engine.
+    std::shared_ptr<Downstream> route;
 };
 
 // A copy of a session's whole state in host memory.

@@ -14,14 +14,28 @@ uint64_t SlotSnapshot::bytes() const {
     return b;
 }
 
-SlotPool::SlotPool(const Model& model, Backend& backend, int n_slots, int64_t n_ctx, bool replay_decode)
-    : model_(model), backend_(backend), n_ctx_(n_ctx), replay_decode_(replay_decode) {
+SlotPool::SlotPool(const Model& model, Backend& backend, int n_slots, int64_t n_ctx, bool replay_decode,
+                   std::shared_ptr<Downstream> downstream)
+    : model_(model), backend_(backend), n_ctx_(n_ctx), replay_decode_(replay_decode), downstream_(std::move(downstream)) {
     if (n_ctx < 1) throw Error("the context size must be at least 1 token.");
     if (n_slots < 1 || n_slots > model.max_slots())
         throw Error(model.info().arch + " runs 1 to " + std::to_string(model.max_slots()) +
                     " sequences in one state, not " + std::to_string(n_slots) + ".");
     state_ = model_.new_state(backend_, n_ctx, n_slots);
     n_past_.assign(static_cast<size_t>(n_slots), 0);
+    history_.assign(static_cast<size_t>(n_slots), TokenHistory{});
+    if (downstream_ && local_head())
+        throw Error("this process holds the output head, so no pipeline stage can follow it.");
+}
+
+const std::vector<int32_t>& SlotPool::tokens(int slot) const {
+    check_slot(slot);
+    return history_[static_cast<size_t>(slot)].tokens();
+}
+
+uint64_t SlotPool::prefix_hash(int slot, int64_t n) const {
+    check_slot(slot);
+    return history_[static_cast<size_t>(slot)].prefix_hash(n);
 }
 
 void SlotPool::check_slot(int slot) const {
@@ -38,6 +52,7 @@ int64_t SlotPool::n_past(int slot) const {
 void SlotPool::reset(int slot) {
     check_slot(slot);
     n_past_[static_cast<size_t>(slot)] = 0;
+    history_[static_cast<size_t>(slot)].clear();
 }
 
 bool SlotPool::can_rewind(int slot, int64_t n) const {
@@ -49,10 +64,46 @@ bool SlotPool::can_rewind(int slot, int64_t n) const {
 bool SlotPool::try_rewind(int slot, int64_t n) {
     if (!can_rewind(slot, n)) return false;
     n_past_[static_cast<size_t>(slot)] = n;
+    history_[static_cast<size_t>(slot)].truncate(n);
     return true;
 }
 
 std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests, std::span<const float> hidden_in) {
+    if (!downstream_ || !embeds() || replaying_) return run_step(requests, hidden_in);
+    try {
+        return run_step(requests, hidden_in);
+    } catch (const RouteStateLost& e) {
+        // A later stage lost these sequences (a worker restarted, or cannot
+        // rewind where this one did). This pool holds their tokens, so it
+        // runs each again from position 0 through the whole route, then the
+        // step itself: the same values as if nothing had been lost.
+        log_warning(std::string(e.what()) + " Replaying the sequences' history through the route.");
+        for (const SeqStep& r : requests) replay_history(r.slot);
+        return run_step(requests, hidden_in);
+    }
+}
+
+void SlotPool::replay_history(int slot) {
+    const std::vector<int32_t> held = history_[static_cast<size_t>(slot)].tokens();
+    reset(slot);
+    replaying_ = true;
+    try {
+        // Chunks small enough for any expert cache and any stage's scratch.
+        constexpr size_t kChunk = 256;
+        for (size_t done = 0; done < held.size(); done += kChunk) {
+            const size_t m = std::min(kChunk, held.size() - done);
+            const SeqStep r{slot, std::span<const int32_t>(held).subspan(done, m), false};
+            run_step(std::span<const SeqStep>(&r, 1), {});
+        }
+    } catch (...) {
+        replaying_ = false;
+        reset(slot);
+        throw;
+    }
+    replaying_ = false;
+}
+
+std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requests, std::span<const float> hidden_in) {
     const int64_t V = n_vocab();
     std::vector<int32_t> tokens, positions, slots, logit_rows;
     std::vector<bool> seen(static_cast<size_t>(n_slots()), false);
@@ -71,7 +122,7 @@ std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests
             if (t < 0 || t >= V)
                 throw Error("token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(V) +
                             " tokens.");
-            if (r.all_logits || i == n - 1 || !has_head()) logit_rows.push_back(static_cast<int32_t>(tokens.size()));
+            if (r.all_logits || i == n - 1 || !local_head()) logit_rows.push_back(static_cast<int32_t>(tokens.size()));
             tokens.push_back(t);
             positions.push_back(static_cast<int32_t>(past + i));
             slots.push_back(r.slot);
@@ -92,7 +143,7 @@ std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests
                                     [](const SeqStep& r) { return r.tokens.size() == 1 && !r.all_logits; });
     Tensor logits;
     bool done = false;
-    if (decode && embeds() && has_head() && replay_decode_ && !refused_rows_.count(rows) &&
+    if (decode && embeds() && local_head() && replay_decode_ && !refused_rows_.count(rows) &&
         model_.replayable_decode() && backend_.can_capture())
         logits = replayed(tokens, positions, slots, logit_rows, &done);
     if (!done) {
@@ -115,16 +166,32 @@ std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests
     std::vector<float> all(static_cast<size_t>(logits.rows * logits.cols));
     backend_.download(logits, all.data());
 
-    // Logits rows, or a middle stage's hidden rows (every row of every request).
-    const int64_t width = logits.cols;
     std::vector<std::vector<float>> out;
-    size_t row = 0;
+    if (downstream_) {
+        // The hidden rows continue along the route; its logits come back.
+        std::vector<RouteSeq> seqs;
+        for (const SeqStep& r : requests) {
+            const int64_t past = n_past_[static_cast<size_t>(r.slot)];
+            seqs.push_back(RouteSeq{r.slot, past, history_[static_cast<size_t>(r.slot)].prefix_hash(past), r.tokens,
+                                    r.all_logits});
+        }
+        out = downstream_->forward(seqs, all, logits.cols, n_slots(), n_ctx_);
+    } else {
+        // Logits rows, or a middle stage's hidden rows (every row of every request).
+        const int64_t width = logits.cols;
+        size_t row = 0;
+        for (const SeqStep& r : requests) {
+            const size_t n = r.all_logits || !local_head() ? r.tokens.size() : 1;
+            out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * width),
+                             all.begin() + static_cast<ptrdiff_t>((row + n) * width));
+            row += n;
+        }
+    }
+    // Only now, with every stage done: a failed route leaves the positions
+    // where they were, and the next step continues from there.
     for (const SeqStep& r : requests) {
-        const size_t n = r.all_logits || !has_head() ? r.tokens.size() : 1;
-        out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * width),
-                         all.begin() + static_cast<ptrdiff_t>((row + n) * width));
-        row += n;
         n_past_[static_cast<size_t>(r.slot)] += static_cast<int64_t>(r.tokens.size());
+        history_[static_cast<size_t>(r.slot)].append(r.tokens);
     }
     return out;
 }
@@ -192,6 +259,7 @@ SlotSnapshot SlotPool::snapshot(int slot) const {
     check_slot(slot);
     SlotSnapshot snap;
     snap.n_past = n_past_[static_cast<size_t>(slot)];
+    snap.tokens = history_[static_cast<size_t>(slot)].tokens();
     for (const Tensor& t : state_->slot_tensors(slot, snap.n_past)) {
         snap.tensors.emplace_back(static_cast<size_t>(t.size()));
         backend_.download(t, snap.tensors.back().data());
@@ -209,8 +277,13 @@ void SlotPool::restore(int slot, const SlotSnapshot& snap) {
         if (static_cast<size_t>(ts[i].size()) != snap.tensors[i].size())
             throw Error("the snapshot does not belong to this model state (tensor " + std::to_string(i) +
                         " differs in size).");
+    if (static_cast<int64_t>(snap.tokens.size()) != snap.n_past)
+        throw Error("the snapshot holds " + std::to_string(snap.tokens.size()) + " tokens for " +
+                    std::to_string(snap.n_past) + " positions.");
     for (size_t i = 0; i < ts.size(); ++i) backend_.upload(ts[i], snap.tensors[i].data());
     n_past_[static_cast<size_t>(slot)] = snap.n_past;
+    history_[static_cast<size_t>(slot)].clear();
+    history_[static_cast<size_t>(slot)].append(snap.tokens);
 }
 
 }  // namespace ds4

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/downstream.h"
+#include "engine/token_history.h"
 #include "models/family.h"
 
 namespace ds4 {
@@ -29,14 +31,18 @@ struct SeqStep {
 struct SlotSnapshot {
     int64_t n_past = 0;
     std::vector<std::vector<float>> tensors;
+    std::vector<int32_t> tokens;  // the n_past tokens the slot held
     uint64_t bytes() const;
 };
 
 class SlotPool {
 public:
     // Record a forward pass of single-token decodes once per batch size and
-    // replay it where the model and the backend allow (CUDA graphs).
-    SlotPool(const Model& model, Backend& backend, int n_slots, int64_t n_ctx, bool replay_decode = true);
+    // replay it where the model and the backend allow (CUDA graphs). With a
+    // downstream (a pipeline route after this process's layer slice), each
+    // step's hidden rows continue there and its logits come back.
+    SlotPool(const Model& model, Backend& backend, int n_slots, int64_t n_ctx, bool replay_decode = true,
+             std::shared_ptr<Downstream> downstream = nullptr);
 
     int n_slots() const { return static_cast<int>(n_past_.size()); }
     int64_t n_ctx() const { return n_ctx_; }
@@ -64,7 +70,14 @@ public:
     // [tokens x hidden_cols()]) instead of logits.
     std::vector<std::vector<float>> step(std::span<const SeqStep> requests, std::span<const float> hidden_in = {});
     bool embeds() const { return model_.info().layers.has_embedding(); }
-    bool has_head() const { return model_.info().layers.has_output(model_.info().n_layer); }
+    // Whether steps return logits: the local model holds the head, or a
+    // route after it does.
+    bool has_head() const { return local_head() || downstream_ != nullptr; }
+    bool local_head() const { return model_.info().layers.has_output(model_.info().n_layer); }
+    // The tokens slot `slot` holds and the hash of its first n (a pipeline
+    // stage checks them before continuing a sequence).
+    const std::vector<int32_t>& tokens(int slot) const;
+    uint64_t prefix_hash(int slot, int64_t n) const;
     int64_t hidden_cols() const { return model_.hidden_cols(); }
 
     SlotSnapshot snapshot(int slot) const;
@@ -87,6 +100,8 @@ private:
         Tensor logits;
     };
     void check_slot(int slot) const;
+    std::vector<std::vector<float>> run_step(std::span<const SeqStep> requests, std::span<const float> hidden_in);
+    void replay_history(int slot);
     Tensor replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
                     const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows, bool* ran);
 
@@ -96,6 +111,9 @@ private:
     bool replay_decode_;
     std::unique_ptr<ModelState> state_;
     std::vector<int64_t> n_past_;
+    std::vector<TokenHistory> history_;  // per slot: the n_past tokens it holds
+    std::shared_ptr<Downstream> downstream_;
+    bool replaying_ = false;  // inside replay_history: a second loss is an error, not another replay
     std::map<int64_t, Recording> recordings_;  // by rows
     std::set<int64_t> refused_rows_;            // row counts whose recording failed: op by op from then on
     std::string replay_refused_;                // the latest refusal's reason

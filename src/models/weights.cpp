@@ -1,5 +1,7 @@
 #include "models/weights.h"
 
+#include "mapping/shard.h"
+
 #include "common/error.h"
 
 namespace ds4 {
@@ -44,7 +46,12 @@ WeightRef WeightBinder::bind(const GgufTensorInfo& t, std::initializer_list<Dim>
     return w;
 }
 
+WeightBinder::WeightBinder(const GgufFile& file, ModelMap& map)
+    : file_(file), map_(map), shard_(shard_info(file).has_value()) {}
+
 WeightRef WeightBinder::require(const std::string& name, std::initializer_list<Dim> ne) {
+    // Only checked, not bound (another stage's tensor): a shard does not hold it.
+    if (!bind_data_ && shard_ && !file_.find_tensor(name)) return WeightRef{};
     return bind(file_.require_tensor(name), ne);
 }
 
@@ -94,6 +101,12 @@ int64_t WeightBinder::dim(const std::string& name, int d) {
 int64_t bind_vocab_size(const Hparams& hp, WeightBinder& wb) {
     const GgufFile& f = hp.file();
     const std::string embd = "token_embd.weight";
+    if (wb.shard() && !f.find_tensor(embd)) {
+        // A shard of a later stage: ds4-gguf split records the size.
+        const int64_t n = hp.count_or("vocab_size", 0);
+        if (n < 1) throw Error(f.path() + " is a shard without " + hp.key("vocab_size") + ".");
+        return n;
+    }
     const int64_t n = wb.dim(embd, 1);
     const int64_t stated = hp.count_or("vocab_size", n);
     if (stated != n)

@@ -26,7 +26,7 @@ struct Dim {
 
 class WeightBinder {
 public:
-    WeightBinder(const GgufFile& file, ModelMap& map) : file_(file), map_(map) {}
+    WeightBinder(const GgufFile& file, ModelMap& map);
 
     // The tensor `name` with exactly the shape `ne` (ggml order; trailing
     // dims of 1 may be omitted), of a type ds4 computes with.
@@ -54,6 +54,9 @@ public:
     // (the vocabulary, an expert width a file does not state): 1 to
     // kMaxHparamCount.
     int64_t dim(const std::string& name, int d);
+    // The file is a shard (ds4-gguf split): tensors outside its slice are
+    // absent, and an unbound require() of one gives an empty WeightRef.
+    bool shard() const { return shard_; }
 
 private:
     WeightRef bind(const GgufTensorInfo& t, std::initializer_list<Dim> ne);
@@ -62,6 +65,7 @@ private:
     ModelMap& map_;
     bool bind_data_ = true;
     bool experts_resident_ = true;
+    bool shard_ = false;
 };
 
 // The vocabulary size: the rows of token_embd.weight, which must agree with

@@ -46,7 +46,8 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
                                                   p.opens_thinking, p.tool_syntax, &ctx.tool_memory, p.forced);
     if (ar.stream) return ctx.stream(res, g, sid, reply, id, req);
     const GenerateResult& r = ctx.wait(*g);
-    if (r.reason == StopReason::failed) return send_error(ctx, id, req, res, 500, r.error, g.get());
+    if (r.reason == StopReason::failed)
+        return send_error(ctx, id, req, res, r.unavailable ? 503 : 500, r.error, g.get());
     res.set_content(dump_json(reply->message(r)), "application/json");
     ctx.log_request(id, req, 200, g.get());
 }

@@ -45,9 +45,10 @@ void complete(ServerContext& ctx, const httplib::Request& req, httplib::Response
     }
     const GenerateResult& r = ctx.wait(*g);
     if (r.reason == StopReason::failed) {
-        res.status = 500;
-        res.set_content(openai_error_body(500, r.error), "application/json");
-        ctx.log_request(id, req, 500, g.get());
+        const int status = r.unavailable ? 503 : 500;  // 503: a pipeline stage is gone; retry later
+        res.status = status;
+        res.set_content(openai_error_body(status, r.error), "application/json");
+        ctx.log_request(id, req, status, g.get());
         return;
     }
     res.set_content(dump_json(reply->body(r)), "application/json");

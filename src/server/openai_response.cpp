@@ -122,7 +122,8 @@ std::string OpenAIReply::text(std::string_view piece) {
 std::string OpenAIReply::keep_alive() { return ": keep-alive\n\n"; }
 
 std::string OpenAIReply::end(const GenerateResult& r) {
-    if (r.reason == StopReason::failed) return "data: " + openai_error_body(500, r.error) + "\n\ndata: [DONE]\n\n";
+    if (r.reason == StopReason::failed)  // 503: a pipeline stage is gone; retry later
+        return "data: " + openai_error_body(r.unavailable ? 503 : 500, r.error) + "\n\ndata: [DONE]\n\n";
     std::string out;
     if (parser_) {
         out += deltas(parser_->finish());

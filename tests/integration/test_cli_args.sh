@@ -55,7 +55,7 @@ usage "stray argument" "stray" "${M[@]}" stray
 usage "missing value at end" "--ctx" "${M[@]}" -c
 usage "missing value before flag" "--temp" "${M[@]}" --temp --top-p 0.5
 usage "missing -sys value" "--system" "${M[@]}" -sys
-usage "listen lacks port" "--listen" "${M[@]}" --role worker --listen 127.0.0.1
+usage "listen lacks port" "--listen" "${M[@]}" --role worker --layers 1:2 --coordinator 127.0.0.1 9 --listen 127.0.0.1
 usage "threads not a number" "--threads" "${M[@]}" -t four
 usage "threads zero" "--threads" "${M[@]}" -t 0
 usage "threads negative" "--threads" "${M[@]}" -t -3
@@ -78,9 +78,9 @@ usage "bad backend" "--backend" "${M[@]}" --backend metal
 usage "bad role" "--role" "${M[@]}" --role leader
 usage "bad layers" "--layers" "${M[@]}" --layers 5
 usage "layers reversed" "--layers" "${M[@]}" --layers 9:3
-usage "port zero" "--listen" "${M[@]}" --role worker --listen 0.0.0.0 0
-usage "port too big" "--listen" "${M[@]}" --role worker --listen 0.0.0.0 65536
-usage "coordinator port text" "--coordinator" "${M[@]}" --role worker --listen h 1 --coordinator h port
+usage "port zero" "--listen" "${M[@]}" --role coordinator --layers 0:1 --listen 0.0.0.0 0
+usage "port too big" "--listen" "${M[@]}" --role coordinator --layers 0:1 --listen 0.0.0.0 65536
+usage "coordinator port text" "--coordinator" "${M[@]}" --role worker --layers 1:2 --listen h 1 --coordinator h port
 usage "bad expert cache" "--ssd-streaming-cache-experts" "${M[@]}" --ssd-streaming --ssd-streaming-cache-experts 5TB
 usage "missing model file" "$WORK/absent.gguf" -m "$WORK/absent.gguf" -p hi
 usage "model is a directory" "--model" -m "$WORK" -p hi
@@ -90,7 +90,13 @@ usage "prompt and prompt file" "--prompt-file" "${M[@]}" -p hi --prompt-file "$W
 usage "dump without ids" "--dump-logits" "${M[@]}" --dump-logits "$WORK/l.bin"
 usage "ids without dump" "--token-ids" "${M[@]}" --token-ids "$WORK/ids.txt"
 usage "coordinator without layers" "--layers" "${M[@]}" --role coordinator
-usage "worker without listen" "--listen" "${M[@]}" --role worker
+usage "worker without coordinator" "--coordinator" "${M[@]}" --role worker --layers 1:2
+usage "coordinator without listen" "--listen" "${M[@]}" --role coordinator --layers 0:1
+usage "coordinator not at block 0" "block 0" "${M[@]}" --role coordinator --layers 1:2 --listen 127.0.0.1 9000
+usage "worker at block 0" "after block 0" "${M[@]}" --role worker --layers 0:2 --coordinator 127.0.0.1 9000
+usage "off loopback without key" "cluster key" "${M[@]}" --role coordinator --layers 0:1 --listen 0.0.0.0 9000
+usage "layers without role" "--role" "${M[@]}" --layers 0:1
+usage "bad activation bits" "--dist-activation-bits" "${M[@]}" --role coordinator --layers 0:1 --listen 127.0.0.1 9 --dist-activation-bits 12
 usage "listen without role" "--role" "${M[@]}" --listen 0.0.0.0 9000
 usage "coordinator address without role" "--role" "${M[@]}" --coordinator 10.0.0.1 9000
 usage "cache without streaming" "--ssd-streaming" "${M[@]}" --ssd-streaming-cache-experts 64
@@ -106,7 +112,7 @@ for _ in $(seq 5); do
     n=$(( 5000 + RANDOM * 3 ))
     usage "threads $n" "--threads" "${M[@]}" -t "$n"
     p=$(( 65536 + RANDOM ))
-    usage "port $p" "--listen" "${M[@]}" --role worker --listen h "$p"
+    usage "port $p" "--listen" "${M[@]}" --role coordinator --layers 0:1 --listen 127.0.0.1 "$p"
     t="-$((RANDOM % 100 + 1)).$((RANDOM % 10))"
     usage "temp $t" "--temp" "${M[@]}" --temp "$t"
 done

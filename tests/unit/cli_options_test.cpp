@@ -96,8 +96,9 @@ TEST_F(Ds4OptionsTest, EveryFlagAccepted) {
     Ds4Options o = parse({"-p", "hi there", "-n", "17", "-c", "2048", "-t", "3", "--prefill-chunk", "256",
                           "--temp", "0", "--top-p", "1", "--top-k", "0", "--min-p", "0.05", "--seed", "18446744073709551615",
                           "--nothink", "-sys", "be brief", "--backend", "cuda", "--layers", "0:11", "--role",
-                          "coordinator", "--coordinator", "10.0.0.1", "9000", "--ssd-streaming",
-                          "--ssd-streaming-cache-experts", "64", "--check-tensors"});
+                          "coordinator", "--listen", "127.0.0.1", "9000", "--ssd-streaming",
+                          "--ssd-streaming-cache-experts", "64", "--check-tensors", "--dist-activation-bits", "8",
+                          "--dist-prefill-chunk", "128", "--debug"});
     EXPECT_TRUE(o.has_prompt);
     EXPECT_EQ(o.prompt, "hi there");
     EXPECT_EQ(o.n_predict, 17);
@@ -117,8 +118,11 @@ TEST_F(Ds4OptionsTest, EveryFlagAccepted) {
     EXPECT_EQ(o.layers->begin, 0);
     EXPECT_EQ(o.layers->end, 12);
     EXPECT_EQ(o.role, "coordinator");
-    EXPECT_EQ(o.coordinator_host, "10.0.0.1");
-    EXPECT_EQ(o.coordinator_port, 9000);
+    EXPECT_EQ(o.listen_host, "127.0.0.1");
+    EXPECT_EQ(o.listen_port, 9000);
+    EXPECT_EQ(o.activation_bits, 8);
+    EXPECT_EQ(o.dist_prefill_chunk, 128);
+    EXPECT_TRUE(o.debug);
     EXPECT_TRUE(o.ssd_streaming);
     EXPECT_TRUE(o.check_tensors);
     ASSERT_TRUE(o.expert_cache.has_value());
@@ -141,11 +145,16 @@ TEST_F(Ds4OptionsTest, LongFormsAndAliases) {
 }
 
 TEST_F(Ds4OptionsTest, WorkerAndLogitsDump) {
-    Ds4Options w = parse({"--role", "worker", "--listen", "0.0.0.0", "65535", "--layers", "12:output"});
-    EXPECT_EQ(w.listen_host, "0.0.0.0");
+    Ds4Options w = parse({"--role", "worker", "--listen", "127.0.0.2", "65535", "--layers", "12:output",
+                          "--coordinator", "localhost", "9000"});
+    EXPECT_EQ(w.listen_host, "127.0.0.2");
     EXPECT_EQ(w.listen_port, 65535);
+    EXPECT_EQ(w.coordinator_host, "localhost");
+    EXPECT_EQ(w.coordinator_port, 9000);
     EXPECT_EQ(w.layers->end, LayerRange::kThroughLast);
     EXPECT_EQ(w.layers->begin, 12);
+    // On loopback a worker may leave --listen out (a free port is picked).
+    EXPECT_EQ(parse({"--role", "worker", "--layers", "3:5", "--coordinator", "127.0.0.1", "9"}).listen_port, 0);
 
     Ds4Options d = parse({"--token-ids", ids_.path(), "--dump-logits", "/tmp/ds4_logits_out.bin"});
     EXPECT_EQ(d.token_ids_file, ids_.path());
@@ -246,6 +255,55 @@ TEST_F(Ds4OptionsTest, OutOfRange) {
     expect_usage({"--role", "worker", "--listen", "h", "http"}, {"--listen", "'http'"});
     expect_usage({"--role", "worker", "--listen", "", "80"}, {"--listen", "HOST"});
     expect_usage({"--role", "coordinator", "--layers", "0:3", "--coordinator", "h", "-5"}, {"--coordinator"});
+    expect_usage({"--role", "coordinator", "--layers", "0:3", "--listen", "127.0.0.1", "9", "--dist-activation-bits", "4"},
+                 {"--dist-activation-bits", "32, 16 or 8"});
+    expect_usage({"--role", "coordinator", "--layers", "0:3", "--listen", "127.0.0.1", "9", "--dist-activation-bits", "64"},
+                 {"--dist-activation-bits"});
+    expect_usage({"--role", "coordinator", "--layers", "0:3", "--listen", "127.0.0.1", "9", "--dist-prefill-chunk", "0"},
+                 {"--dist-prefill-chunk"});
+}
+
+// Which role needs what: one sentence naming the flag, before any load.
+TEST_F(Ds4OptionsTest, PipelineRoles) {
+    const std::vector<std::string> C = {"--role", "coordinator", "--layers", "0:3", "--listen", "127.0.0.1", "9000"};
+    const std::vector<std::string> W = {"--role", "worker", "--layers", "4:output", "--coordinator", "127.0.0.1", "9000"};
+    parse(C);
+    parse(W);
+    auto with = [](std::vector<std::string> v, std::initializer_list<std::string> more) {
+        v.insert(v.end(), more);
+        return v;
+    };
+    expect_usage({"--role", "coordinator", "--listen", "127.0.0.1", "9"}, {"--role coordinator needs --layers"});
+    expect_usage({"--role", "coordinator", "--layers", "2:5", "--listen", "127.0.0.1", "9"}, {"block 0", "2:5"});
+    expect_usage({"--role", "coordinator", "--layers", "0:output", "--listen", "127.0.0.1", "9"}, {"no block for a worker"});
+    expect_usage({"--role", "coordinator", "--layers", "0:3"}, {"--role coordinator needs --listen"});
+    expect_usage(with(C, {"--coordinator", "127.0.0.1", "1"}), {"--coordinator is a worker's flag"});
+    expect_usage({"--role", "worker", "--coordinator", "127.0.0.1", "9"}, {"--role worker needs --layers"});
+    expect_usage({"--role", "worker", "--layers", "0:3", "--coordinator", "127.0.0.1", "9"}, {"after block 0"});
+    expect_usage({"--role", "worker", "--layers", "4:7"}, {"--role worker needs --coordinator"});
+    expect_usage({"--role", "worker", "--layers", "4:7", "--coordinator", "10.0.0.1", "9"}, {"needs --listen"});
+    expect_usage(with(W, {"-p", "hi"}), {"--prompt", "coordinator's"});
+    expect_usage(with(W, {"--dist-activation-bits", "16"}), {"--dist-activation-bits", "coordinator's"});
+    for (const char* f : {"--layers", "--debug", "--dist-activation-bits", "--dist-prefill-chunk"}) {
+        std::vector<std::string> a = {f};
+        if (std::string(f) == "--layers") a.push_back("0:3");
+        if (std::string(f) == "--dist-activation-bits") a.push_back("16");
+        if (std::string(f) == "--dist-prefill-chunk") a.push_back("16");
+        expect_usage(a, {f, "needs --role"});
+    }
+    // Off loopback only with a cluster key.
+    ::unsetenv("DS4_CLUSTER_KEY");
+    expect_usage({"--role", "coordinator", "--layers", "0:3", "--listen", "0.0.0.0", "9000"}, {"0.0.0.0", "cluster key"});
+    expect_usage({"--role", "worker", "--layers", "4:7", "--coordinator", "10.1.2.3", "9", "--listen", "10.1.2.4", "9"},
+                 {"10.", "cluster key"});
+    ::setenv("DS4_CLUSTER_KEY", "0123456789abcdef0123", 1);
+    EXPECT_EQ(parse({"--role", "coordinator", "--layers", "0:3", "--listen", "0.0.0.0", "9000"}).listen_host, "0.0.0.0");
+    ::unsetenv("DS4_CLUSTER_KEY");
+    EXPECT_EQ(parse({"--role", "coordinator", "--layers", "0:3", "--listen", "0.0.0.0", "9000", "--cluster-key-file",
+                     text_.path()})
+                  .cluster_key_file,
+              text_.path());
+    expect_usage(with(C, {"--cluster-key-file", "/nonexistent/key"}), {"--cluster-key-file", "does not exist"});
 }
 
 TEST_F(Ds4OptionsTest, RandomNumbersRoundTripOrFail) {
@@ -283,9 +341,9 @@ TEST_F(Ds4OptionsTest, RandomNumbersRoundTripOrFail) {
         int port = std::uniform_int_distribution<int>(-100, 70000)(rng);
         std::string ps = std::to_string(port);
         if (port >= 1 && port <= 65535)
-            EXPECT_EQ(parse({"--role", "worker", "--listen", "h", ps}).listen_port, port);
+            EXPECT_EQ(parse({"--role", "worker", "--layers", "1:2", "--coordinator", "127.0.0.1", "9", "--listen", "127.0.0.1", ps}).listen_port, port);
         else
-            expect_usage({"--role", "worker", "--listen", "h", ps}, {"--listen", ps});
+            expect_usage({"--role", "worker", "--layers", "1:2", "--coordinator", "127.0.0.1", "9", "--listen", "127.0.0.1", ps}, {"--listen", ps});
 
         uint64_t s = rng();
         EXPECT_EQ(*parse({"--seed", std::to_string(s)}).seed, s);
@@ -307,7 +365,7 @@ TEST_F(Ds4OptionsTest, LayersValue) {
     expect_usage({"--layers", ":5"}, {"--layers"});
     expect_usage({"--layers", "-1:5"}, {"--layers"});
     expect_usage({"--layers", "0:Output"}, {"--layers"});
-    EXPECT_EQ(parse({"--layers", "7:7"}).layers->end, 8);
+    EXPECT_EQ(parse({"--layers", "7:7", "--role", "worker", "--coordinator", "127.0.0.1", "9"}).layers->end, 8);
 }
 
 TEST_F(Ds4OptionsTest, ExpertCacheValue) {
@@ -321,7 +379,7 @@ TEST_F(Ds4OptionsTest, Contradictions) {
     expect_usage({"--dump-logits", "/tmp/out.bin"}, {"--dump-logits", "--token-ids"});
     expect_usage({"-p", "x", "--token-ids", ids_.path(), "--dump-logits", "/tmp/o"}, {"--token-ids", "--prompt"});
     expect_usage({"--role", "coordinator"}, {"--role coordinator", "--layers"});
-    expect_usage({"--role", "worker"}, {"--role worker", "--listen"});
+    expect_usage({"--role", "worker"}, {"--role worker", "--layers"});
     expect_usage({"--listen", "h", "80"}, {"--listen", "--role"});
     expect_usage({"--coordinator", "h", "80"}, {"--coordinator", "--role"});
     expect_usage({"--ssd-streaming-cache-experts", "8"}, {"--ssd-streaming-cache-experts", "--ssd-streaming"});

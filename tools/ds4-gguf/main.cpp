@@ -1,6 +1,7 @@
 // ds4-gguf: look inside GGUF files and write synthetic ones.
 //
 //   ds4-gguf inspect FILE
+//   ds4-gguf split --layers A:B|A:output IN OUT
 //   ds4-gguf synth --arch qwen3moe --preset tiny --out FILE [--seed N]
 //                  [--type f32|f16|bf16|q8_0|q4_k|q6_k|q4_k_m] [--embd-type T]
 //                  [--tokenizer-dir DIR | --no-tokenizer] [--n-layer N]
@@ -20,7 +21,10 @@
 
 #include "cli/cli_values.h"
 #include "common/error.h"
+#include "gguf/gguf_file.h"
 #include "inspect.h"
+#include "mapping/shard.h"
+#include "pipeline/model_identity.h"
 #include "synth/synth_family.h"
 
 namespace {
@@ -66,6 +70,11 @@ const char* kHelp = R"(usage:
                              llama.cpp runs such a file only when it keeps a
                              ratio-4 and a ratio-128 layer (tiny and flash
                              N >= 4, pro N >= 3)
+  ds4-gguf split --layers A:B|A:output IN OUT
+      write a shard: only the tensors a pipeline stage running that slice
+      maps (its blocks, the embedding from block 0, the head with the last
+      block), the model's metadata, and the slice and source identity; a
+      stage runs it with the same --layers and maps it as one region
   ds4-gguf --help | --version
 
 exit status: 0 ok, 1 unreadable or invalid file, 2 bad command line
@@ -98,6 +107,12 @@ int run(int argc, char** argv) {
     CLI::App* inspect = app.add_subcommand("inspect", "describe a GGUF file");
     std::string inspect_path;
     inspect->add_option("FILE", inspect_path)->required();
+
+    CLI::App* split = app.add_subcommand("split", "write a layer-slice shard");
+    std::string split_layers, split_in, split_out;
+    split->add_option("--layers", split_layers)->required();
+    split->add_option("IN", split_in)->required();
+    split->add_option("OUT", split_out)->required();
 
     CLI::App* synth = app.add_subcommand("synth", "write a synthetic model");
     std::string arch, preset, out, seed_text, type_text, embd_type_text, tokenizer_dir, quant_text, template_file,
@@ -141,6 +156,15 @@ int run(int argc, char** argv) {
         ds4::inspect_gguf(inspect_path, std::cout);
         return 0;
     }
+    if (split->parsed()) {
+        const ds4::LayerRange layers = ds4::parse_layer_range(split_layers);
+        if (split_in == split_out) throw UsageError("split: IN and OUT are the same file");
+        const auto in = ds4::GgufFile::open(split_in);
+        const uint64_t bytes = ds4::write_shard(*in, layers, ds4::model_identity(*in), split_out);
+        std::cout << "wrote " << split_out << ": blocks " << layers.spelling() << " of " << split_in << ", " << bytes
+                  << " bytes\n";
+        return 0;
+    }
     if (synth->parsed()) {
         const ds4::SynthFamily& family = ds4::synth_family(arch);
         ds4::SynthRequest r;
@@ -162,7 +186,7 @@ int run(int argc, char** argv) {
                   << " tensors, vocab " << res.n_vocab << ", " << res.file_bytes << " bytes, seed " << r.seed << "\n";
         return 0;
     }
-    throw UsageError("a command is required: inspect or synth (see --help)");
+    throw UsageError("a command is required: inspect, split or synth (see --help)");
 }
 
 }  // namespace

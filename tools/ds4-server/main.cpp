@@ -4,11 +4,14 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "cli/server_options.h"
 #include "common/error.h"
 #include "engine/engine.h"
+#include "pipeline/cluster_key.h"
+#include "pipeline/coordinator.h"
 #include "server/server.h"
 
 namespace {
@@ -35,6 +38,14 @@ int main(int argc, char** argv) {
         std::printf("ds4-server %s\n", DS4_VERSION);
         return 0;
     }
+    // The cluster key is part of the command line: a bad one is exit 2, before any load.
+    std::optional<ds4::ClusterKey> key;
+    try {
+        if (!o.role.empty()) key = ds4::ClusterKey::load(o.cluster_key_file);
+    } catch (const ds4::Error& e) {
+        std::fprintf(stderr, "ds4-server: %s\n", e.what());
+        return 2;
+    }
     try {
         struct sigaction sa {};
         sa.sa_handler = on_signal;
@@ -50,12 +61,14 @@ int main(int argc, char** argv) {
         so.max_body_bytes = o.max_body_mb << 20;
         so.parallel = o.parallel;
         so.n_ctx = o.ctx;
-        so.prefill_chunk = o.prefill_chunk;
+        so.prefill_chunk = o.dist_prefill_chunk > 0 ? o.dist_prefill_chunk : o.prefill_chunk;
         so.max_queue = static_cast<size_t>(o.max_queue);
         so.cache_ram_bytes = o.cache_ram_mb << 20;
         so.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
 
-        // The engine outlives the server (its scheduler holds the model).
+        // The engine outlives the server (its scheduler holds the model),
+        // and the coordinator the engine's route.
+        std::unique_ptr<ds4::Coordinator> coordinator;
         std::unique_ptr<ds4::Engine> engine;
         ds4::Server server(so);
         // Listening first: GET /health answers 503 while the model loads.
@@ -78,8 +91,23 @@ int main(int argc, char** argv) {
         e.backend.threads = o.threads;
         e.check_tensors = o.check_tensors;
         e.chat_template = o.chat_template;
+        if (o.layers) e.layers = *o.layers;
         engine = ds4::Engine::open(e);
         engine->tokenizer();  // a file without a vocabulary fails here, before serving
+        if (o.role == "coordinator") {
+            // Still loading for /health until every later block has a worker.
+            ds4::CoordinatorConfig c;
+            c.listen_host = o.listen_host;
+            c.listen_port = o.listen_port;
+            c.key = std::move(key);
+            c.activation_bits = o.activation_bits;
+            c.n_slots = o.parallel;
+            c.n_ctx = o.ctx;
+            c.debug = o.debug;
+            coordinator = std::make_unique<ds4::Coordinator>(*engine, std::move(c));
+            coordinator->wait_for_route();
+            engine->set_route(coordinator->route());
+        }
         server.serve(*engine);
         std::fprintf(stderr, "ds4-server: stopped\n");
         return 0;

@@ -8,6 +8,7 @@
 #include "dump_logits.h"
 #include "open_engine.h"
 #include "generate.h"
+#include "pipeline_role.h"
 
 int main(int argc, char** argv) {
     ds4::Ds4Options opts;
@@ -25,8 +26,21 @@ int main(int argc, char** argv) {
         std::printf("ds4 %s\n", DS4_VERSION);
         return 0;
     }
+    std::optional<ds4::ClusterKey> key;
+    try {
+        key = ds4::load_cluster_key(opts);
+    } catch (const ds4::UsageError& e) {
+        std::fprintf(stderr, "ds4: %s\n", e.what());
+        return 2;
+    }
     try {
         const std::unique_ptr<ds4::Engine> engine = ds4::open_engine(opts);
+        if (opts.role == "worker") return ds4::run_worker_role(*engine, opts, std::move(key));
+        std::unique_ptr<ds4::Coordinator> coordinator;
+        if (opts.role == "coordinator") {
+            coordinator = ds4::start_coordinator(*engine, opts, std::move(key));
+            if (opts.dist_prefill_chunk > 0) opts.prefill_chunk = opts.dist_prefill_chunk;
+        }
         const int rc = !opts.dump_logits_file.empty()                     ? ds4::run_dump_logits(*engine, opts)
                        : opts.has_prompt || !opts.prompt_file.empty() ? ds4::run_prompt(*engine, opts)
                                                                        : ds4::run_interactive(*engine, opts);

@@ -5,12 +5,9 @@
 namespace ds4 {
 
 std::unique_ptr<Engine> open_engine(const Ds4Options& opts) {
-    if (!opts.role.empty())
-        throw Error("--role " + opts.role + " needs the distributed pipeline, which this build does not include yet.");
-    if (opts.layers)
-        throw Error("--layers runs a layer slice as a pipeline stage, which this build does not include yet.");
     EngineOptions e;
     e.model = opts.model;
+    if (opts.layers) e.layers = *opts.layers;
     e.backend.name = opts.backend;
     e.backend.threads = opts.threads;
     e.backend.host_weights = opts.cuda_host_weights;
@@ -20,7 +17,8 @@ std::unique_ptr<Engine> open_engine(const Ds4Options& opts) {
         e.ssd_streaming.experts = opts.expert_cache->experts;
         e.ssd_streaming.bytes = opts.expert_cache->bytes;
     }
-    e.chat = opts.dump_logits_file.empty();
+    // A worker never renders a conversation: the coordinator sends token ids.
+    e.chat = opts.dump_logits_file.empty() && opts.role != "worker";
     e.chat_template = opts.chat_template;
     return Engine::open(e);
 }

@@ -8,9 +8,8 @@
 
 namespace ds4 {
 
-// Refuses what this build cannot run yet (the pipeline, SSD streaming, a
-// layer slice alone) with one sentence, then opens the engine: backend,
-// file, chat template (unless only raw token ids are evaluated), model.
+// Opens the engine: backend, file, chat template (unless only raw token ids
+// are evaluated, or a pipeline worker runs), the model or its layer slice.
 std::unique_ptr<Engine> open_engine(const Ds4Options& opts);
 
 }  // namespace ds4

@@ -1,9 +1,11 @@
 // Routing and the routed-expert FFN on CUDA, for both families. Decode-sized
-// batches stay on the device end to end (moe_decode.cu: five launches per
-// layer, only the chosen experts' rows read, nothing back to the host);
+// batches stay on the device end to end (moe_decode.cu: two launches per
+// layer, or five where the fused kernels do not apply; only the chosen
+// experts' rows read, nothing back to the host);
 // prefill-sized ones group the (token, slot) pairs by expert on the host and
 // run each chosen expert's matrices once over its tokens.
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +32,16 @@ constexpr int64_t kMaxDevicePairs = 512;
 // Expert matrices decoded to float at once for a grouped GEMM (1 GiB): all
 // 128 experts of one Qwen3-30B-A3B matrix kind fit; larger models batch.
 constexpr size_t kGroupedGemmFloats = size_t(1) << 28;
+
+// DS4_CUDA_MOE_FUSED=0 keeps decode on the five-launch path: an A/B switch for
+// benchmarks and for comparing the two paths' rounding on the device, read once.
+bool fused_moe_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_MOE_FUSED");
+        return !(v && std::string(v) == "0");
+    }();
+    return on;
+}
 
 }  // namespace
 
@@ -83,11 +95,32 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
     const uint8_t* u_w = device_ptr(up.data, up.matrix_bytes * size_t(n_exp), up.name);
     const uint8_t* d_w = device_ptr(down.data, down.matrix_bytes * size_t(n_exp), down.name);
     const ExpertScales sc = expert_scales(gate_scale, up_scale, down_scale);
-    Tensor g = alloc(pairs, n_ff), u = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
     std::optional<cuda::OpProfile::Scope> t;
-
-    // Decode: one (token, slot) pair per block row, choices read on the device.
     const int32_t* experts = routing.experts.data;
+
+    // Decode, fused: gate + up + SwiGLU in one launch, down + weighted combine in another.
+    if (fused_moe_enabled() &&
+        cuda::expert_fused_supported(gate.type, up.type, down.type, g_w, u_w, d_w, gate.matrix_bytes, gate.row_bytes,
+                                     down.matrix_bytes, down.row_bytes, n_embd, n_ff, routing.n_used, pairs, x.data,
+                                     x.cols) &&
+        up.matrix_bytes == gate.matrix_bytes && up.row_bytes == gate.row_bytes && gate.ne[0] == n_embd &&
+        down.ne[0] == n_ff && down.ne[1] == n_embd && out.cols == n_embd) {
+        Tensor h = alloc(pairs, n_ff);
+        t.emplace(timed("moe gate+up+swiglu", ggml_type_name(gate.type),
+                        (gate.matrix_bytes + up.matrix_bytes) * uint64_t(pairs)));
+        cuda::expert_gate_up_swiglu(gate.type, g_w, u_w, gate.matrix_bytes, gate.row_bytes, gate.ne[0], n_ff, experts,
+                                    pairs, routing.n_used, x.data, x.cols, sc.gate, sc.n_gate, sc.up, sc.n_up, limit,
+                                    h.data, stream_);
+        t.reset();
+        t.emplace(timed("moe down+combine", ggml_type_name(down.type), down.matrix_bytes * uint64_t(pairs)));
+        cuda::expert_down_combine(down.type, d_w, down.matrix_bytes, down.row_bytes, n_ff, n_embd, experts,
+                                  routing.weights.data, sc.down, sc.n_down, x.rows, routing.n_used, h.data, out.data,
+                                  stream_);
+        return;
+    }
+    Tensor g = alloc(pairs, n_ff), u = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
+
+    // Decode, five launches: one (token, slot) pair per block row, choices read on the device.
     t.emplace(timed("moe gate", ggml_type_name(gate.type), gate.matrix_bytes * uint64_t(pairs)));
     cuda::expert_matvec(gate.type, g_w, gate.matrix_bytes, gate.row_bytes, gate.ne[0], n_ff, experts, pairs,
                         routing.n_used, x.data, x.cols, g.data, n_ff, stream_);

@@ -89,6 +89,24 @@ void expert_combine(const float* d, const int32_t* experts, const float* weights
                     const float* down_scale, int64_t n_ds, int64_t n_tok, int n_used, int64_t n_embd, float* out,
                     cudaStream_t stream);
 
+// The fused decode path (two launches per layer): whether it reads these
+// experts (types with a coalesced dot step, rows of whole 256-element steps,
+// aligned rows, 1..16 experts per token, float4-aligned activations).
+bool expert_fused_supported(GgmlType gate_type, GgmlType up_type, GgmlType down_type, const void* gate,
+                            const void* up, const void* down, size_t gu_matrix_bytes, size_t gu_row_bytes,
+                            size_t d_matrix_bytes, size_t d_row_bytes, int64_t n_embd, int64_t n_ff, int n_used,
+                            int64_t n_pairs, const float* x, int64_t ld_x);
+// h[p] = expert_swiglu of (gate_e . x[p / x_div], up_e . x[p / x_div]), e = experts[p]:
+// expert_matvec twice and expert_swiglu in one launch.
+void expert_gate_up_swiglu(GgmlType type, const uint8_t* gate, const uint8_t* up, size_t matrix_bytes,
+                           size_t row_bytes, int64_t k, int64_t n_ff, const int32_t* experts, int64_t n_pairs,
+                           int x_div, const float* x, int64_t ld_x, const float* gate_scale, int64_t n_gs,
+                           const float* up_scale, int64_t n_us, float limit, float* h, cudaStream_t stream);
+// out[t] = expert_combine of the down products of h[p] (rows of n_ff), p = t * n_used + j.
+void expert_down_combine(GgmlType type, const uint8_t* down, size_t matrix_bytes, size_t row_bytes, int64_t n_ff,
+                         int64_t n_embd, const int32_t* experts, const float* weights, const float* down_scale,
+                         int64_t n_ds, int64_t n_tok, int n_used, const float* h, float* out, cudaStream_t stream);
+
 // ---- elementwise.cu -----------------------------------------------------------
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void scale(float* x, float s, int64_t n, cudaStream_t stream);

