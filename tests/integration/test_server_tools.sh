@@ -16,7 +16,8 @@
 #    thinking on, Anthropic count_tokens / input + cached tokens with
 #    thinking off (Anthropic's default);
 #  - the next turn (the reply appended, a new question) reuses the first
-#    turn's KV prefix: cached_tokens covers the whole first prompt;
+#    turn's KV prefix: cached_tokens covers the first prompt (Qwen3; see
+#    the check for why not DeepSeek V4);
 #  - streamed and whole replies agree, as the SDKs' own accumulators see them;
 #  - tool_choice naming a function: the prompt is the template's plus the
 #    opening of that call (counted the same way), and the streamed reply
@@ -97,9 +98,13 @@ assert len(wm["message"].get("tool_calls") or []) == len(sm["message"].get("tool
 # the slot), but for its last token: the generation prompt ends in a
 # newline (Qwen3's "<|im_start|>assistant\n"), which the tokenizer may merge
 # with a reply that starts with whitespace when the turn is rendered again.
+# Qwen3 only: a DeepSeek V4 slot cannot rewind its compressed caches, so it
+# resumes only when the random reply, rendered again, re-tokenizes to the
+# very tokens sampled, which a random model's text often does not.
 first = w["usage"]["prompt_tokens"]
 cached = nxt["usage"]["prompt_tokens_details"]["cached_tokens"]
-assert cached >= first - 1, ("second turn cached", cached, "first prompt", first)
+if family == "qwen3":
+    assert cached >= first - 1, ("second turn cached", cached, "first prompt", first)
 assert nxt["usage"]["prompt_tokens"] > first, nxt["usage"]
 # A named tool_choice: the prompt ends with the call's opening; the stream
 # announces the call at once (the whole reply holds it as a call only if
