@@ -18,6 +18,7 @@ struct ChatToolCall {
     // so the key order the caller sent survives (templates print the keys in
     // that order).
     std::string arguments = "{}";
+    std::string id = {};  // the API's call id; not rendered (the server's key for the sampled text)
 };
 
 struct ChatMessage {
@@ -27,22 +28,31 @@ struct ChatMessage {
     // template only looks for <think>...</think> inside `content` when the
     // message has no reasoning_content at all.
     std::optional<std::string> reasoning_content;
-    // Assistant only; rendered by DeepSeek V4 (as a DSML block), not yet by Qwen3.
+    // Assistant only: DeepSeek V4 renders them as a DSML block, Qwen3 as
+    // <tool_call> elements.
     std::vector<ChatToolCall> tool_calls = {};
+    // Assistant only: the exact text the model sampled for these calls
+    // (everything after the message's content, chat/tool_call_text.h), or
+    // "". When set it is printed instead of the template's rendering of
+    // tool_calls, so the next turn's prompt repeats the sampled bytes and
+    // the sequence's KV prefix stays reusable even where the model spaced
+    // or ordered its JSON differently from the template.
+    std::string sampled_tool_calls = {};
 };
 
 struct ChatOptions {
     bool add_generation_prompt = true;  // end with the opening of an assistant turn
     bool enable_thinking = true;        // false: pre-fill an empty <think> block
+    // JSON array of OpenAI tool specs ({"type": "function", "function":
+    // {...}}), or "" for none. DeepSeek V4 prints each function object into
+    // its system prompt, Qwen3 each whole spec; both in the caller's key
+    // order.
+    std::string tools = {};
     // The fields below are used by the DeepSeek V4 templates only.
     // "" (plain thinking), "max" (think-max) or, with the Flash-0731
     // template, "high"; other values are ignored, as by the template.
     // Only has an effect when enable_thinking is set.
     std::string reasoning_effort = {};
-    // JSON array of OpenAI tool specs ({"type": "function", "function":
-    // {...}}), or "" for none. The function objects are printed into the
-    // system prompt in the caller's key order.
-    std::string tools = {};
     // false keeps the reasoning of every earlier assistant turn in thinking mode.
     bool drop_thinking = true;
     // JSON value (usually a schema) the reply must follow, or unset.
@@ -60,9 +70,11 @@ struct ChatOptions {
 enum class Qwen3Variant { hybrid, instruct_2507, thinking_2507 };
 
 // Qwen3 (and Qwen3-MoE) templates, as shipped in Qwen/Qwen3-* tokenizer
-// configs. Tool calls inside assistant messages are not supported yet; "tool"
-// messages (tool results) are. Throws ds4::Error on an empty conversation or
-// an unknown role.
+// configs, with tools (ChatOptions::tools, printed into the system turn),
+// assistant tool calls (arguments printed as the text given, as the template
+// does for string arguments) and "tool" messages (tool results). Throws
+// ds4::Error on an empty conversation, an unknown role, or tools that are
+// not a JSON array.
 std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOptions& options,
                          Qwen3Variant variant = Qwen3Variant::hybrid);
 

@@ -11,6 +11,7 @@
 
 #include "chat/chat.h"
 #include "chat/thinking.h"
+#include "chat/tool_calls.h"
 
 namespace ds4 {
 
@@ -27,6 +28,8 @@ struct ChatFamily {
     std::string (*detect)(std::string_view jinja_source);
     // How its models mark their reasoning in a reply (chat/thinking.h).
     ThinkMarkers think;
+    // How its models write tool calls (chat/tool_calls.h).
+    ToolCallSyntax tool_calls;
 };
 
 const ChatFamily& qwen3_chat_family();

@@ -210,7 +210,11 @@ std::string render(const std::vector<ChatMessage>& messages, const ChatOptions& 
             }
             out += kThinkEnd;
             out += m.content;
-            if (!m.tool_calls.empty()) render_tool_calls(m.tool_calls, out);
+            if (!m.sampled_tool_calls.empty()) {
+                out += m.sampled_tool_calls;  // the exact text the model wrote for these calls
+            } else if (!m.tool_calls.empty()) {
+                render_tool_calls(m.tool_calls, out);
+            }
             out += kEndOfSentence;
         }
     }

@@ -37,7 +37,8 @@ const ChatFamily& deepseek4_chat_family() {
     static const ChatFamily family{"deepseek4",
                                    {{"deepseek4", render_deepseek4}, {"deepseek4-flash-0731", render_deepseek4_flash_0731}},
                                    detect_deepseek4,
-                                   {"<think>", "</think>"}};
+                                   {"<think>", "</think>"},
+                                   ToolCallSyntax::dsml};
     return family;
 }
 

@@ -9,6 +9,9 @@
 // template rather than "simplifying" it.
 #include "chat/chat.h"
 
+#include <nlohmann/json.hpp>
+
+#include "chat/python_json.h"
 #include "common/error.h"
 
 namespace ds4 {
@@ -58,6 +61,55 @@ void check_roles(const std::vector<ChatMessage>& messages) {
     }
 }
 
+// The system turn when tools are given: the system message's text, then
+// every spec as `tool | tojson` between <tools> tags.
+void render_tools_system(const std::vector<ChatMessage>& messages, const nlohmann::ordered_json& tools,
+                         std::string& out) {
+    out += "<|im_start|>system\n";
+    if (messages[0].role == "system") {
+        out += messages[0].content;
+        out += "\n\n";
+    }
+    out += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    for (const auto& tool : tools) {
+        out += "\n";
+        out += python_json_dumps(tool);
+    }
+    out += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+           "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+           "<args-json-object>}\n</tool_call><|im_end|>\n";
+}
+
+// The tools as the template sees them: a JSON array, or null (no tools:
+// absent, null, or an empty list, all falsy in Jinja).
+nlohmann::ordered_json parse_tools(const std::string& text) {
+    if (text.empty()) return nullptr;
+    nlohmann::ordered_json tools = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (tools.is_discarded()) throw Error("the tool list is not valid JSON.");
+    if (!tools.is_array() && !tools.is_null()) throw Error("the tool list must be a JSON array of tool specs.");
+    if (tools.is_array() && tools.empty()) return nullptr;
+    return tools;
+}
+
+// An assistant's calls, each "<tool_call>\n{...}\n</tool_call>", one per
+// line; `content` is the (split) content the template tests for emptiness.
+void render_tool_calls(const ChatMessage& message, std::string_view content, std::string& out) {
+    if (!message.sampled_tool_calls.empty()) {
+        out += message.sampled_tool_calls;
+        return;
+    }
+    for (size_t i = 0; i < message.tool_calls.size(); ++i) {
+        const ChatToolCall& call = message.tool_calls[i];
+        if (i > 0 || !content.empty()) out += "\n";
+        out += "<tool_call>\n{\"name\": \"";
+        out += call.name;
+        out += "\", \"arguments\": ";
+        out += call.arguments;  // OpenAI's arguments are a string: printed as is
+        out += "}\n</tool_call>";
+    }
+}
+
 void render_assistant(const ChatMessage& message, bool after_last_query, bool is_last,
                       std::string& out) {
     std::string_view content = message.content;
@@ -82,6 +134,7 @@ void render_assistant(const ChatMessage& message, bool after_last_query, bool is
     } else {
         out += content;
     }
+    render_tool_calls(message, content, out);
     out += "<|im_end|>\n";
 }
 
@@ -92,8 +145,11 @@ std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOpt
     if (messages.empty()) throw Error("cannot render an empty chat: the Qwen3 template needs at least one message.");
     check_roles(messages);
 
+    const nlohmann::ordered_json tools = parse_tools(options.tools);
     std::string out;
-    if (messages[0].role == "system") {
+    if (!tools.is_null()) {
+        render_tools_system(messages, tools, out);
+    } else if (messages[0].role == "system") {
         out += "<|im_start|>system\n";
         out += messages[0].content;
         out += "<|im_end|>\n";

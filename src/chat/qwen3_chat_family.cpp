@@ -76,7 +76,8 @@ const ChatFamily& qwen3_chat_family() {
                                     {"qwen3-instruct-2507", render_instruct_2507},
                                     {"qwen3-thinking-2507", render_thinking_2507}},
                                    detect_qwen3,
-                                   {"<think>", "</think>"}};
+                                   {"<think>", "</think>"},
+                                   ToolCallSyntax::qwen3};
     return family;
 }
 

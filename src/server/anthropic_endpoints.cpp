@@ -20,8 +20,9 @@ void send_error(ServerContext& ctx, uint64_t id, const httplib::Request& req, ht
     ctx.log_request(id, req, status, g);
 }
 
-ServerPrompt render(const Engine& engine, const AnthropicRequest& ar) {
-    return chat_server_prompt(engine, ar.messages, ar.chat_options, ar.prefill);
+ServerPrompt render(ServerContext& ctx, const Engine& engine, AnthropicRequest& ar) {
+    ctx.tool_memory.restore(ar.messages);
+    return chat_server_prompt(engine, ar.messages, ar.chat_options, ar.prefill, &ar.tools);
 }
 
 void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -34,7 +35,7 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
     try {
         const Engine& engine = ctx.ready();
         ar = parse_anthropic_request(req.body, false);
-        p = render(engine, ar);
+        p = render(ctx, engine, ar);
         prompt_tokens = static_cast<int64_t>(p.tokens.size());
         g = ctx.submit(std::move(p.tokens), ar.generate, "messages", res, sid);
     } catch (const ApiError& e) {
@@ -42,7 +43,7 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
     }
     const std::string model = ar.model.empty() ? ctx.opts.model_id : ar.model;
     auto reply = std::make_shared<AnthropicReply>("msg_ds4_" + std::to_string(id), model, prompt_tokens, p.think,
-                                                  p.opens_thinking);
+                                                  p.opens_thinking, p.tool_syntax, &ctx.tool_memory, p.forced);
     if (ar.stream) return ctx.stream(res, g, sid, reply, id, req);
     const GenerateResult& r = ctx.wait(*g);
     if (r.reason == StopReason::failed)
@@ -56,8 +57,8 @@ void count_tokens(ServerContext& ctx, const httplib::Request& req, httplib::Resp
     const uint64_t id = ctx.next_request++;
     try {
         const Engine& engine = ctx.ready();
-        const AnthropicRequest ar = parse_anthropic_request(req.body, true);
-        const ServerPrompt p = render(engine, ar);
+        AnthropicRequest ar = parse_anthropic_request(req.body, true);
+        const ServerPrompt p = render(ctx, engine, ar);
         res.set_content(dump_json(json{{"input_tokens", p.tokens.size()}}), "application/json");
         ctx.log_request(id, req, 200, nullptr);
     } catch (const ApiError& e) {

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "chat/python_json.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
 
@@ -24,8 +25,11 @@ std::string text_of(const json& block, const std::string& where) {
 }
 
 [[noreturn]] void unsupported_block(const std::string& type, const std::string& where) {
-    if (type == "tool_use" || type == "tool_result" || type == "server_tool_use")
-        bad_field(where, "'" + where + "' is a " + type + " block; tools are not supported by this server yet.");
+    if (type == "tool_use" || type == "tool_result")
+        bad_field(where, "'" + where + "' is a " + type + " block, which only " +
+                             (type == "tool_use" ? "assistant" : "user") + " messages may hold.");
+    if (type == "server_tool_use")
+        bad_field(where, "'" + where + "' is a server_tool_use block; ds4 runs client tools only.");
     if (type.empty()) bad_field(where, "'" + where + "' must be a content block object with a 'type'.");
     bad_field(where, "'" + where + "' is a " + type + " block; ds4 reads text and thinking blocks only.");
 }
@@ -42,9 +46,28 @@ std::string system_text(const json& s) {
     return text;
 }
 
-// One message: text blocks joined as the content, thinking blocks (an
-// assistant's) joined as its reasoning.
-ChatMessage message(const json& msg, const std::string& where) {
+// A tool_result's content: a string or text blocks joined.
+std::string tool_result_text(const json& block, const std::string& where) {
+    if (!block.contains("content") || block["content"].is_null()) return "";
+    const json& c = block["content"];
+    if (c.is_string()) return c.get<std::string>();
+    if (!c.is_array()) bad_field(where + ".content", "'" + where + ".content' must be a string or an array of text blocks.");
+    std::string text;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const std::string w = where + ".content[" + std::to_string(i) + "]";
+        if (block_type(c[i]) != "text") bad_field(w, "'" + w + "' must be a text block; ds4 reads text only.");
+        text += text_of(c[i], w);
+    }
+    return text;
+}
+
+// One message, appended to `out`: text blocks joined as the content,
+// thinking blocks (an assistant's) joined as its reasoning, tool_use blocks
+// (an assistant's) as its calls; a user's tool_result blocks each become a
+// "tool" message, its text around them user messages, in block order.
+// `ordered` is the same message with its keys in the order sent.
+void message(const json& msg, const nlohmann::ordered_json& ordered, const std::string& where,
+             std::vector<ChatMessage>& out) {
     if (!msg.is_object()) bad_field(where, "'" + where + "' must be an object.");
     if (!msg.contains("role") || !msg["role"].is_string()) bad_field(where + ".role", "'" + where + ".role' must be a string.");
     ChatMessage cm;
@@ -55,9 +78,11 @@ ChatMessage message(const json& msg, const std::string& where) {
     const json& c = msg["content"];
     if (c.is_string()) {
         cm.content = c.get<std::string>();
-        return cm;
+        out.push_back(std::move(cm));
+        return;
     }
     if (!c.is_array()) bad_field(where + ".content", "'" + where + ".content' must be a string or an array of content blocks.");
+    bool had_tool_results = false;  // then `cm` holds only the text after the last one
     for (size_t i = 0; i < c.size(); ++i) {
         const std::string w = where + ".content[" + std::to_string(i) + "]";
         const std::string type = block_type(c[i]);
@@ -67,11 +92,33 @@ ChatMessage message(const json& msg, const std::string& where) {
             if (!c[i].contains("thinking") || !c[i]["thinking"].is_string())
                 bad_field(w + ".thinking", "'" + w + ".thinking' must be a string.");
             cm.reasoning_content = cm.reasoning_content.value_or("") + c[i]["thinking"].get<std::string>();
+        } else if (type == "tool_use" && cm.role == "assistant") {
+            ChatToolCall call;
+            if (!c[i].contains("id") || !c[i]["id"].is_string()) bad_field(w + ".id", "'" + w + ".id' must be a string.");
+            call.id = c[i]["id"].get<std::string>();
+            if (!c[i].contains("name") || !c[i]["name"].is_string() || c[i]["name"].get<std::string>().empty())
+                bad_field(w + ".name", "'" + w + ".name' must be a non-empty string.");
+            call.name = c[i]["name"].get<std::string>();
+            if (!c[i].contains("input") || !c[i]["input"].is_object())
+                bad_field(w + ".input", "'" + w + ".input' must be an object.");
+            call.arguments = python_json_dumps(ordered["content"][i]["input"]);
+            cm.tool_calls.push_back(std::move(call));
+        } else if (type == "tool_result" && cm.role == "user") {
+            if (!c[i].contains("tool_use_id") || !c[i]["tool_use_id"].is_string())
+                bad_field(w + ".tool_use_id", "'" + w + ".tool_use_id' must be a string.");
+            if (!cm.content.empty()) out.push_back(std::move(cm));
+            cm = ChatMessage{"tool", tool_result_text(c[i], w), std::nullopt};
+            out.push_back(std::move(cm));
+            cm = ChatMessage{"user", "", std::nullopt};
+            had_tool_results = true;
+        } else if (type == "redacted_thinking" && cm.role == "assistant") {
+            // Encrypted reasoning from Anthropic's own models: nothing ds4 can render.
         } else {
             unsupported_block(type, w);
         }
     }
-    return cm;
+    // A user message that only carried tool results adds no empty user turn.
+    if (!had_tool_results || !cm.content.empty()) out.push_back(std::move(cm));
 }
 
 void parse_thinking(const json& j, AnthropicRequest& r) {
@@ -137,23 +184,27 @@ AnthropicRequest parse_anthropic_request(const std::string& body, bool count_onl
     if (!j.contains("messages")) bad_field("messages", "'messages' is required.");
     const json& m = j["messages"];
     if (!m.is_array() || m.empty()) bad_field("messages", "'messages' must be a non-empty array.");
-    for (size_t i = 0; i < m.size(); ++i) r.messages.push_back(message(m[i], "messages[" + std::to_string(i) + "]"));
+    // The body with its keys in the order sent (tool inputs and schemas are
+    // printed into the prompt in that order).
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body);
+    for (size_t i = 0; i < m.size(); ++i)
+        message(m[i], ordered["messages"][i], "messages[" + std::to_string(i) + "]", r.messages);
     if (r.messages.back().role == "assistant") {
         // A prefill: the reply continues this text.
         if (r.messages.back().reasoning_content)
             bad_field("messages", "the final assistant message (a prefill) cannot hold thinking blocks.");
+        if (!r.messages.back().tool_calls.empty())
+            bad_field("messages", "the final assistant message (a prefill) cannot hold tool_use blocks; send their tool_result blocks in a user message.");
         r.prefill = std::move(r.messages.back().content);
         r.messages.pop_back();
         if (r.messages.empty() || r.messages.back().role == "system")
             bad_field("messages", "'messages' needs a user message before a final assistant message.");
     }
-    if (present(j, "tools") && !(j["tools"].is_array() && j["tools"].empty()))
-        bad_field("tools", "'tools' is not supported by this server yet.");
-    if (present(j, "tool_choice")) {
-        const json& tc = j["tool_choice"];
-        if (!tc.is_object() || !tc.contains("type") || !(tc["type"] == "auto" || tc["type"] == "none"))
-            bad_field("tool_choice", "'tool_choice' is not supported by this server yet (only auto and none, with no tools).");
-    }
+    r.tools = parse_anthropic_tools(ordered);
+    if (r.tools.active()) r.chat_options.tools = r.tools.specs;
+    const ToolChoice::Mode mode = r.tools.choice.mode;
+    if (!r.prefill.empty() && (mode == ToolChoice::Mode::required || mode == ToolChoice::Mode::function))
+        bad_field("tool_choice", "'tool_choice' demands a tool call, which cannot follow a prefill (a final assistant message).");
     if (present(j, "metadata") && !j["metadata"].is_object()) bad_field("metadata", "'metadata' must be an object.");
     parse_thinking(j, r);
     parse_sampling(j, r, count_only);

@@ -1,9 +1,12 @@
 // The Anthropic Messages request bodies the server accepts (POST
 // /v1/messages and /v1/messages/count_tokens), parsed and checked: every
 // field's type and range, roles, content blocks; a problem is an
-// ApiError(400) naming the field. Blocks and fields ds4 does not implement
-// yet (tools, tool_use / tool_result, images, documents) are refused by
-// name rather than ignored.
+// ApiError(400) naming the field. Blocks ds4 does not implement (images,
+// documents, server tools) are refused by name rather than ignored.
+//
+// Tools: server/tool_request.h. An assistant's tool_use blocks become its
+// tool calls (input printed as the templates print JSON); a user's
+// tool_result blocks become "tool" messages, in block order with its text.
 //
 // `system` becomes a leading system message; assistant `thinking` blocks
 // become the message's reasoning; a final assistant message is a prefill:
@@ -19,6 +22,7 @@
 
 #include "chat/chat.h"
 #include "engine/generate.h"
+#include "server/tool_request.h"
 
 namespace ds4 {
 
@@ -26,7 +30,8 @@ struct AnthropicRequest {
     std::string model;                  // echoed back
     std::vector<ChatMessage> messages;  // the system prompt first, then the turns before any prefill
     std::string prefill;                // a final assistant message's text ("" when none)
-    ChatOptions chat_options;           // enable_thinking
+    ChatOptions chat_options;           // enable_thinking, tools (when active)
+    RequestTools tools;                 // tools + tool_choice
     GenerateOptions generate;           // max_tokens, sampling, stop_sequences
     bool stream = false;
 };

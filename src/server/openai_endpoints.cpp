@@ -4,6 +4,8 @@
 #include "engine/engine.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/tool_call_memory.h"
 #include "server/prompt.h"
 #include "server/server_context.h"
 
@@ -13,61 +15,20 @@ namespace {
 
 using json = nlohmann::json;
 
-json usage_json(const GenerateResult& r) {
-    const int64_t completion = static_cast<int64_t>(r.tokens.size());
-    return {{"prompt_tokens", r.prompt_tokens},
-            {"completion_tokens", completion},
-            {"total_tokens", r.prompt_tokens + completion},
-            {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
-}
-
-class OpenAIStream : public StreamFormat {
-public:
-    OpenAIStream(bool chat, std::string id, std::string model, bool include_usage)
-        : chat_(chat), id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage) {}
-
-    std::string begin(int64_t) override { return chat_ ? chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr) : ""; }
-    std::string text(std::string_view piece) override {
-        return chunk(chat_ ? json{{"content", piece}} : json(piece), nullptr);
-    }
-    std::string keep_alive() override { return ": keep-alive\n\n"; }
-    std::string end(const GenerateResult& g) override {
-        if (g.reason == StopReason::failed)
-            return "data: " + openai_error_body(g.unavailable ? 503 : 500, g.error) + "\n\ndata: [DONE]\n\n";
-        std::string out = chunk(chat_ ? json::object() : json(""), finish_reason(g.reason));
-        if (include_usage_) out += event(json::array(), usage_json(g));
-        return out + "data: [DONE]\n\n";
-    }
-
-private:
-    std::string chunk(const json& delta_or_text, const json& finish) const {
-        json choice = {{"index", 0}, {"finish_reason", finish}};
-        if (chat_) choice["delta"] = delta_or_text;
-        else choice["text"] = delta_or_text;
-        return event(json::array({choice}), nullptr);
-    }
-    std::string event(const json& choices, const json& usage) const {
-        json body = {{"id", id_}, {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
-                     {"created", created_}, {"model", model_}, {"choices", choices}};
-        if (!usage.is_null()) body["usage"] = usage;
-        return "data: " + dump_json(body) + "\n\n";
-    }
-
-    bool chat_;
-    std::string id_, model_;
-    bool include_usage_;
-    int64_t created_ = unix_time();
-};
-
 void complete(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat) {
     const uint64_t id = ctx.next_request++;
     CompletionRequest cr;
+    ServerPrompt p;
+    std::optional<OpenAIReply::ToolReading> tools;
     std::shared_ptr<Generation> g;
     uint64_t sid = 0;
     try {
         const Engine& engine = ctx.ready();
         cr = parse_completion_request(req.body, chat);
-        ServerPrompt p = chat ? chat_server_prompt(engine, cr.messages, cr.chat_options) : text_server_prompt(engine, cr.prompt);
+        ctx.tool_memory.restore(cr.messages);
+        p = chat ? chat_server_prompt(engine, cr.messages, cr.chat_options, {}, &cr.tools) : text_server_prompt(engine, cr.prompt);
+        if (cr.tools.active())
+            tools = OpenAIReply::ToolReading{p.think, p.opens_thinking, p.tool_syntax, &ctx.tool_memory, p.forced};
         g = ctx.submit(std::move(p.tokens), cr.generate, chat ? "messages" : "prompt", res, sid);
     } catch (const ApiError& e) {
         res.status = e.status();
@@ -77,8 +38,9 @@ void complete(ServerContext& ctx, const httplib::Request& req, httplib::Response
     }
     const std::string rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
     const std::string model = cr.model.empty() ? ctx.opts.model_id : cr.model;
+    auto reply = std::make_shared<OpenAIReply>(chat, rid, model, cr.include_usage, tools);
     if (cr.stream) {
-        ctx.stream(res, g, sid, std::make_shared<OpenAIStream>(chat, rid, model, cr.include_usage), id, req);
+        ctx.stream(res, g, sid, reply, id, req);
         return;
     }
     const GenerateResult& r = ctx.wait(*g);
@@ -89,13 +51,7 @@ void complete(ServerContext& ctx, const httplib::Request& req, httplib::Response
         ctx.log_request(id, req, status, g.get());
         return;
     }
-    json choice = {{"index", 0}, {"finish_reason", finish_reason(r.reason)}};
-    if (chat) choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-    else choice["text"] = r.text;
-    const json body = {{"id", rid},         {"object", chat ? "chat.completion" : "text_completion"},
-                       {"created", unix_time()}, {"model", model},
-                       {"choices", json::array({choice})}, {"usage", usage_json(r)}};
-    res.set_content(dump_json(body), "application/json");
+    res.set_content(dump_json(reply->body(r)), "application/json");
     ctx.log_request(id, req, 200, g.get());
 }
 

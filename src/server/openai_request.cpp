@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "chat/python_json.h"
 #include "sampling/sampler.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
@@ -26,7 +27,44 @@ std::string content_text(const json& c, const std::string& where) {
     return text;
 }
 
-std::vector<ChatMessage> messages(const json& j) {
+// An assistant's tool_calls: [{"id", "type": "function", "function":
+// {"name", "arguments"}}]. Arguments are a JSON object's text (an object
+// itself is accepted too, printed as the templates print JSON); the text
+// is kept as sent, since the Qwen3 template prints it verbatim.
+std::vector<ChatToolCall> tool_calls(const nlohmann::ordered_json& calls, const std::string& where) {
+    if (!calls.is_array()) bad_field(where, "'" + where + "' must be an array of tool calls.");
+    std::vector<ChatToolCall> out;
+    for (size_t k = 0; k < calls.size(); ++k) {
+        const std::string w = where + "[" + std::to_string(k) + "]";
+        const nlohmann::ordered_json& c = calls[k];
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+            bad_field(w, "'" + w + "' must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}.");
+        const nlohmann::ordered_json& fn = c["function"];
+        if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty())
+            bad_field(w + ".function.name", "'" + w + ".function.name' must be a non-empty string.");
+        ChatToolCall call;
+        call.name = fn["name"].get<std::string>();
+        if (c.contains("id") && !c["id"].is_null()) {
+            if (!c["id"].is_string()) bad_field(w + ".id", "'" + w + ".id' must be a string.");
+            call.id = c["id"].get<std::string>();
+        }
+        const std::string aw = w + ".function.arguments";
+        if (!fn.contains("arguments") || fn["arguments"].is_null()) {
+            call.arguments = "{}";
+        } else if (fn["arguments"].is_string()) {
+            call.arguments = fn["arguments"].get<std::string>();
+            check_tool_arguments(call.arguments, aw);
+        } else if (fn["arguments"].is_object()) {
+            call.arguments = python_json_dumps(fn["arguments"]);
+        } else {
+            bad_field(aw, "'" + aw + "' must be a JSON object's text.");
+        }
+        out.push_back(std::move(call));
+    }
+    return out;
+}
+
+std::vector<ChatMessage> messages(const json& j, const nlohmann::ordered_json& ordered) {
     if (!j.contains("messages")) bad_field("messages", "'messages' is required.");
     const json& m = j["messages"];
     if (!m.is_array() || m.empty()) bad_field("messages", "'messages' must be a non-empty array.");
@@ -44,8 +82,11 @@ std::vector<ChatMessage> messages(const json& j) {
         if (msg.contains("content")) cm.content = content_text(msg["content"], where + ".content");
         if (msg.contains("reasoning_content") && !msg["reasoning_content"].is_null())
             cm.reasoning_content = content_text(msg["reasoning_content"], where + ".reasoning_content");
-        if (msg.contains("tool_calls") && !msg["tool_calls"].is_null())
-            bad_field(where + ".tool_calls", "tool calls are not supported by this server yet.");
+        if (msg.contains("tool_calls") && !msg["tool_calls"].is_null()) {
+            if (cm.role != "assistant")
+                bad_field(where + ".tool_calls", "'" + where + ".tool_calls' is for assistant messages only.");
+            cm.tool_calls = tool_calls(ordered["messages"][i]["tool_calls"], where + ".tool_calls");
+        }
         out.push_back(std::move(cm));
     }
     return out;
@@ -58,8 +99,13 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
     CompletionRequest r;
     r.chat = chat;
     if (j.contains("model") && !j["model"].is_null()) r.model = string_field(j, "model");
+    // The same body with its keys in the order sent: tool schemas and
+    // argument objects are printed into the prompt in that order.
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body);
     if (chat) {
-        r.messages = messages(j);
+        r.messages = messages(j, ordered);
+        r.tools = parse_openai_tools(ordered);
+        if (r.tools.active()) r.chat_options.tools = r.tools.specs;
     } else {
         if (!j.contains("prompt")) bad_field("prompt", "'prompt' is required.");
         if (!j["prompt"].is_string()) bad_field("prompt", "'prompt' must be a string (token arrays and batches are not supported).");
@@ -103,7 +149,10 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
         if (so.contains("include_usage") && !so["include_usage"].is_null())
             r.include_usage = boolean_field(so, "include_usage");
     }
-    for (const char* k : {"tools", "tool_choice", "logprobs", "top_logprobs", "functions", "response_format"})
+    if (!chat)
+        for (const char* k : {"tools", "tool_choice"})
+            if (present(k)) bad_field(k, std::string("'") + k + "' is for /v1/chat/completions; completions take a bare prompt.");
+    for (const char* k : {"logprobs", "top_logprobs", "functions", "function_call", "response_format"})
         if (present(k) && !(std::string(k) == "logprobs" && j[k].is_boolean() && !j[k].get<bool>()))
             bad_field(k, std::string("'") + k + "' is not supported by this server yet.");
     if (present("reasoning_effort")) {

@@ -1,7 +1,10 @@
 // The OpenAI request bodies the server accepts, parsed and checked: every
 // field's type and range, unknown roles and empty conversations; a problem
 // is an ApiError(400) naming the field. Fields ds4 does not implement yet
-// (n > 1, tools, logprobs) are refused by name rather than ignored.
+// (n > 1, logprobs, the legacy `functions`) are refused by name rather than
+// ignored. Tools: server/tool_request.h; assistant messages may carry
+// tool_calls (their arguments must be a JSON object's text), "tool"
+// messages are tool results.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +14,7 @@
 
 #include "chat/chat.h"
 #include "engine/generate.h"
+#include "server/tool_request.h"
 
 namespace ds4 {
 
@@ -19,7 +23,8 @@ struct CompletionRequest {
     bool chat = true;                    // /v1/chat/completions (messages) or /v1/completions (prompt)
     std::vector<ChatMessage> messages;   // chat
     std::string prompt;                  // completions
-    ChatOptions chat_options;            // enable_thinking, reasoning_effort
+    ChatOptions chat_options;            // enable_thinking, reasoning_effort, tools (when active)
+    RequestTools tools;                  // tools + tool_choice
     GenerateOptions generate;            // max_tokens, sampling, stop
     bool stream = false;
     bool include_usage = false;          // stream_options.include_usage

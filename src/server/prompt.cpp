@@ -8,16 +8,27 @@
 namespace ds4 {
 
 ServerPrompt chat_server_prompt(const Engine& engine, const std::vector<ChatMessage>& messages,
-                                const ChatOptions& options, const std::string& prefill) {
+                                const ChatOptions& options, const std::string& prefill, const RequestTools* tools) {
     ServerPrompt p;
     try {
         // The same render and tokenization as Engine::chat_prompt, with the
         // text kept: the prefill goes after it, and its end says whether
         // the reply opens inside a reasoning block.
         const std::string text = render_chat(engine.chat_template(), messages, options) + prefill;
-        p.tokens = prompt_token_ids(engine.tokenizer(), text);
         p.think = think_markers(engine.chat_template());
         p.opens_thinking = p.think && prompt_opens_thinking(text, *p.think);
+        if (tools && tools->active()) {
+            p.tool_syntax = tool_call_syntax(engine.chat_template());
+            const ToolChoice::Mode mode = tools->choice.mode;
+            if (mode == ToolChoice::Mode::required || mode == ToolChoice::Mode::function) {
+                if (p.tool_syntax == ToolCallSyntax::none)
+                    throw ApiError(400, "'tool_choice' demands a tool call, but the model's chat template (" +
+                                            engine.chat_template() + ") has no tool-call syntax ds4 knows.", "tool_choice");
+                p.forced = forced_tool_call_opening(p.tool_syntax, tools->choice.name, p.opens_thinking,
+                                                    p.think ? p.think->close : std::string_view());
+            }
+        }
+        p.tokens = prompt_token_ids(engine.tokenizer(), text + p.forced);
     } catch (const ApiError&) {
         throw;
     } catch (const Error& e) {

@@ -12,6 +12,8 @@
 
 #include "chat/chat.h"
 #include "chat/thinking.h"
+#include "chat/tool_calls.h"
+#include "server/tool_request.h"
 
 namespace ds4 {
 
@@ -20,12 +22,19 @@ class Engine;
 struct ServerPrompt {
     std::vector<int32_t> tokens;
     std::optional<ThinkMarkers> think;  // the template's reasoning markers (none: raw)
-    bool opens_thinking = false;        // the prompt ends inside a reasoning block
+    bool opens_thinking = false;        // the prompt ends inside a reasoning block (before `forced`)
+    // Tools active: how the model writes calls; and when the request
+    // demands a call, the opening of it the prompt ends with
+    // (forced_tool_call_opening), which is also the start of the reply.
+    ToolCallSyntax tool_syntax = ToolCallSyntax::none;
+    std::string forced;
 };
 
 // `param` names the request field a refusal points at ("messages").
+// `tools`: the request's tools (null: none).
 ServerPrompt chat_server_prompt(const Engine& engine, const std::vector<ChatMessage>& messages,
-                                const ChatOptions& options, const std::string& prefill = {});
+                                const ChatOptions& options, const std::string& prefill = {},
+                                const RequestTools* tools = nullptr);
 // /v1/completions: the text as is, with BOS and special tokens parsed.
 ServerPrompt text_server_prompt(const Engine& engine, const std::string& text);
 

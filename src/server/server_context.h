@@ -23,6 +23,7 @@
 #include "engine/scheduler.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "server/tool_call_memory.h"
 
 namespace ds4 {
 
@@ -63,6 +64,8 @@ struct ServerContext {
     std::atomic<const Engine*> engine{nullptr};
     std::unique_ptr<Scheduler> scheduler;
     Metrics metrics;
+    // The sampled text of recent replies' tool calls, by call id.
+    ToolCallMemory tool_memory;
     std::atomic<uint64_t> next_request{1};
 
     // The engine, or ApiError(503) while it loads.

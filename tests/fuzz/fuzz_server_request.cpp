@@ -3,15 +3,22 @@
 // another exception or a crash; what parses keeps the parser's promises (a
 // conversation has messages, sampling parameters a Sampler accepts, a limit
 // >= -1, an Anthropic request a max_tokens unless it only counts tokens)
-// and its error bodies are valid JSON in both APIs' shapes. The first
+// and its error bodies are valid JSON in both APIs' shapes; a parsed
+// conversation (tools and tool calls included) renders with both families'
+// templates or is refused with a ds4::Error, never anything else. The first
 // byte picks the parser: OpenAI chat or completions, Anthropic messages or
-// count_tokens.
+// count_tokens; its other bits pick how the same bytes, read as a model's
+// reply, are cut into two streamed pieces: the reply parser's deltas must
+// add up to the whole reply's content and calls (chat/reply_parser.h).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "chat/chat.h"
+#include "chat/reply_parser.h"
+#include "common/error.h"
 #include "sampling/sampler.h"
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
@@ -33,21 +40,74 @@ void check_sampling(const ds4::GenerateOptions& g) {
     (void)check;
 }
 
+void render(const std::vector<ds4::ChatMessage>& messages, const ds4::ChatOptions& options) {
+    for (const char* name : {"qwen3", "deepseek4"}) {
+        try {
+            ds4::render_chat(name, messages, options);
+        } catch (const ds4::Error&) {
+            // a refusal in one sentence is fine
+        }
+    }
+}
+
+// The body as a model's reply, streamed in two pieces cut at `cut`.
+void reply(const std::string& text, size_t cut, bool qwen3, bool opens_thinking) {
+    const auto syntax = qwen3 ? ds4::ToolCallSyntax::qwen3 : ds4::ToolCallSyntax::dsml;
+    const ds4::ThinkMarkers markers{"<think>", "</think>"};
+    ds4::ReplyParser whole(markers, opens_thinking, syntax);
+    whole.push(text);
+    whole.finish();
+    ds4::ReplyParser streamed(markers, opens_thinking, syntax);
+    std::string content;
+    std::vector<std::string> names, args;
+    auto add = [&](const std::vector<ds4::ReplyDelta>& ds) {
+        for (const ds4::ReplyDelta& d : ds) {
+            if (d.kind == ds4::ReplyDelta::Kind::content) content += d.text;
+            if (d.kind == ds4::ReplyDelta::Kind::call_start) {
+                FUZZ_REQUIRE(d.call == names.size());
+                names.push_back(d.text);
+                args.emplace_back();
+            }
+            if (d.kind == ds4::ReplyDelta::Kind::call_arguments) {
+                FUZZ_REQUIRE(d.call < args.size());
+                args[d.call] += d.text;
+            }
+        }
+    };
+    cut = std::min(cut, text.size());
+    add(streamed.push(text.substr(0, cut)));
+    add(streamed.push(text.substr(cut)));
+    add(streamed.finish());
+    const ds4::Reply& w = whole.reply();
+    FUZZ_REQUIRE(content == w.content);
+    FUZZ_REQUIRE(streamed.reply().tool_section == w.tool_section);
+    FUZZ_REQUIRE(names.size() >= w.tool_calls.size());
+    for (size_t i = 0; i < w.tool_calls.size(); ++i) {
+        FUZZ_REQUIRE(names[i] == w.tool_calls[i].name);
+        FUZZ_REQUIRE(args[i] == w.tool_calls[i].arguments);
+    }
+}
+
 void openai(const std::string& body, bool chat) {
     const ds4::CompletionRequest r = ds4::parse_completion_request(body, chat);
     FUZZ_REQUIRE(r.chat == chat);
     if (chat) FUZZ_REQUIRE(!r.messages.empty());
+    if (chat) FUZZ_REQUIRE(r.tools.active() == !r.chat_options.tools.empty());
     check_sampling(r.generate);
+    if (chat) render(r.messages, r.chat_options);
 }
 
 void anthropic(const std::string& body, bool count_only) {
     const ds4::AnthropicRequest r = ds4::parse_anthropic_request(body, count_only);
     FUZZ_REQUIRE(!r.messages.empty());
-    FUZZ_REQUIRE(r.messages.back().role == "user" || r.messages.back().role == "assistant");
-    for (const ds4::ChatMessage& m : r.messages) FUZZ_REQUIRE(m.role == "system" || m.role == "user" || m.role == "assistant");
+    FUZZ_REQUIRE(r.messages.back().role == "user" || r.messages.back().role == "assistant" ||
+                 r.messages.back().role == "tool");
+    for (const ds4::ChatMessage& m : r.messages)
+        FUZZ_REQUIRE(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool");
     if (!count_only) FUZZ_REQUIRE(r.generate.max_tokens >= 1);
     FUZZ_REQUIRE(r.generate.stop.size() <= 16);
     check_sampling(r.generate);
+    render(r.messages, r.chat_options);
 }
 
 }  // namespace
@@ -56,6 +116,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
     const int which = data[0] & 3;
     const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
+    reply(body, body.size() * (data[0] >> 4) / 15, (data[0] & 4) != 0, (data[0] & 8) != 0);
     try {
         if (which < 2) openai(body, which == 0);
         else anthropic(body, which == 3);

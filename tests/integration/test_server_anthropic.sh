@@ -200,7 +200,7 @@ bad '{"max_tokens":5,"messages":[{"role":"system","content":"x"}]}'
 bad '{"max_tokens":5,"messages":[{"role":"user"}]}'
 bad '{"max_tokens":5,"messages":[{"role":"user","content":7}]}'
 bad '{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]}'
-bad '{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a"}]}]}'
+bad '{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","content":"no tool_use_id"}]}]}'
 bad '{"max_tokens":5,"messages":[{"role":"user","content":[{"text":"no type"}]}]}'
 bad '{"max_tokens":5,"messages":[{"role":"assistant","content":"only a prefill"}]}'
 bad '{"max_tokens":5,"system":7,"messages":[{"role":"user","content":"x"}]}'
@@ -211,7 +211,7 @@ bad '{"max_tokens":5,"stop_sequences":"x","messages":[{"role":"user","content":"
 bad '{"max_tokens":5,"stream":1,"messages":[{"role":"user","content":"x"}]}'
 bad '{"max_tokens":5,"thinking":{"type":"sometimes"},"messages":[{"role":"user","content":"x"}]}'
 bad '{"max_tokens":5,"thinking":{"type":"enabled"},"messages":[{"role":"user","content":"x"}]}'
-bad '{"max_tokens":5,"tools":[{"name":"f","input_schema":{}}],"messages":[{"role":"user","content":"x"}]}'
+bad '{"max_tokens":5,"tools":[{"name":"f"}],"messages":[{"role":"user","content":"x"}]}'
 bad "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"$(printf 'word %.0s' $(seq 700))\"}]}"
 ashape 400 invalid_request_error "${H[@]}" "$base/v1/messages/count_tokens" -d '{"messages":"x"}'
 [ "$(code "${H[@]}" "$base/v1/messages/count_tokens" -d '{"messages":[{"role":"user","content":"x"}]}')" = 200 ] \

@@ -29,7 +29,9 @@
 #include <vector>
 
 #include "chat/chat.h"
+#include "chat/python_json.h"
 #include "common/error.h"
+#include "chat_jinja2_runner.h"
 #include "support/test_seed.h"
 #include "support/utf8.h"
 
@@ -123,10 +125,65 @@ public:
         }
     }
 
+    // Names and keys as tool schemas use them, with Unicode now and then;
+    // never a quote or backslash (the template prints names unescaped).
+    std::string identifier() {
+        static const std::vector<std::string> words = {"get_weather", "city", "n", "unit", "path", "ns.fn",
+                                                       "x-1", "Ünïcode", "名前", "a b"};
+        return words[uniform(0, int(words.size()) - 1)] + (chance(0.3) ? std::to_string(uniform(0, 99)) : "");
+    }
+
+    json value(int depth) {
+        switch (uniform(0, depth > 2 ? 3 : 5)) {
+            case 0: return text(3);
+            case 1: return uniform(-1000, 1000);
+            case 2: return chance(0.5);
+            case 3: return nullptr;
+            case 4: {
+                json a = json::array();
+                for (int i = uniform(0, 3); i > 0; --i) a.push_back(value(depth + 1));
+                return a;
+            }
+            default: {
+                json o = json::object();
+                for (int i = uniform(0, 3); i > 0; --i) o[identifier()] = value(depth + 1);
+                return o;
+            }
+        }
+    }
+
+    json tools() {
+        json list = json::array();
+        for (int i = uniform(0, 3); i > 0; --i) {
+            json params = {{"type", "object"}, {"properties", json::object()}};
+            for (int k = uniform(0, 3); k > 0; --k)
+                params["properties"][identifier()] = {{"type", chance(0.5) ? "string" : "integer"}, {"description", text(2)}};
+            list.push_back({{"type", "function"},
+                            {"function", {{"name", identifier()}, {"description", text(3)}, {"parameters", params}}}});
+        }
+        return list;
+    }
+
+    // OpenAI-shaped calls. Arguments as text (what API clients send, printed
+    // verbatim) or as an object (printed with tojson); to_messages gives ds4
+    // the object as Python-style JSON text, as the server does.
+    json tool_calls() {
+        json calls = json::array();
+        for (int i = uniform(1, 3); i > 0; --i) {
+            json args = json::object();
+            for (int k = uniform(0, 3); k > 0; --k) args[identifier()] = value(1);
+            json fn = {{"name", identifier()}};
+            fn["arguments"] = chance(0.5) ? json(args.dump()) : args;
+            calls.push_back({{"id", "call_" + std::to_string(uniform(0, 1 << 20))}, {"type", "function"}, {"function", fn}});
+        }
+        return calls;
+    }
+
     json message(const std::string& role) {
         json m = {{"role", role}};
         if (role == "assistant") {
             m["content"] = assistant_content();
+            if (chance(0.3)) m["tool_calls"] = tool_calls();
             int r = uniform(0, 9);
             if (r < 4) {
                 // no reasoning_content key at all
@@ -181,33 +238,20 @@ std::vector<ds4::ChatMessage> to_messages(const json& messages) {
         if (m.contains("reasoning_content") && !m["reasoning_content"].is_null()) {
             msg.reasoning_content = m["reasoning_content"].get<std::string>();
         }
+        if (m.contains("tool_calls")) {
+            for (const json& c : m["tool_calls"]) {
+                const json& args = c["function"]["arguments"];
+                msg.tool_calls.push_back({c["function"]["name"].get<std::string>(),
+                                          args.is_string() ? args.get<std::string>() : ds4::python_json_dumps(args),
+                                          c["id"].get<std::string>()});
+            }
+        }
         out.push_back(std::move(msg));
     }
     return out;
 }
 
-// Runs the jinja2 helper once over every template and case.
-json render_with_jinja2(const std::vector<std::string>& templates, const json& cases) {
-    const fs::path helper = fs::path(DS4_SOURCE_DIR) / "tests/oracle/chat_render_jinja2.py";
-    const fs::path out_path = fs::temp_directory_path() /
-                              ("ds4_chat_oracle_" + std::to_string(std::random_device{}()) + ".json");
-    const std::string command = "python3 '" + helper.string() + "' '" + out_path.string() + "'";
-    // If the helper dies before reading everything, report its exit status
-    // instead of being killed by SIGPIPE.
-    std::signal(SIGPIPE, SIG_IGN);
-    FILE* pipe = popen(command.c_str(), "w");
-    if (!pipe) throw std::runtime_error("cannot start " + command);
-    const std::string request = json{{"templates", templates}, {"cases", cases}}.dump();
-    fwrite(request.data(), 1, request.size(), pipe);
-    int status = pclose(pipe);
-    if (status != 0) {
-        throw std::runtime_error("the jinja2 oracle failed (exit status " + std::to_string(status) +
-                                 "); it needs python3 with jinja2 (pip install jinja2==3.1.6): " + command);
-    }
-    json response = json::parse(read_file(out_path));
-    fs::remove(out_path);
-    return response;
-}
+using ds4_test::render_with_jinja2;
 
 std::string show(const std::string& s) { return json(s).dump(); }
 
@@ -285,9 +329,11 @@ TEST(ChatQwen3Oracle, RandomConversationsMatchTheRealTemplatesByteForByte) {
     const int kCases = 600;
     json cases = json::array();
     for (int i = 0; i < kCases; ++i) {
-        cases.push_back({{"messages", gen.conversation()},
-                         {"add_generation_prompt", gen.chance(0.6)},
-                         {"enable_thinking", gen.chance(0.5)}});
+        json c = {{"messages", gen.conversation()},
+                  {"add_generation_prompt", gen.chance(0.6)},
+                  {"enable_thinking", gen.chance(0.5)}};
+        if (gen.chance(0.4)) c["tools"] = gen.tools();  // an empty list now and then: no tools, as in the template
+        cases.push_back(std::move(c));
     }
     // The template cannot render an empty conversation; neither may we.
     cases.push_back({{"messages", json::array()}, {"add_generation_prompt", true}, {"enable_thinking", true}});
@@ -298,13 +344,14 @@ TEST(ChatQwen3Oracle, RandomConversationsMatchTheRealTemplatesByteForByte) {
     const json& results = response.at("results");
     ASSERT_EQ(results.size(), templates.size());
 
-    int mismatches = 0;
+    int mismatches = 0, with_tools = 0, with_tool_calls = 0;
     std::map<std::string, int> compared;
     for (size_t t = 0; t < sources.size(); ++t) {
         for (size_t i = 0; i < cases.size(); ++i) {
             const json& expected = results[t][i];
             const json& c = cases[i];
             ds4::ChatOptions options{c["add_generation_prompt"].get<bool>(), c["enable_thinking"].get<bool>()};
+            if (c.contains("tools")) options.tools = c["tools"].dump();
             const auto messages = to_messages(c["messages"]);
             std::string context = "template " + sources[t].name + " (" + sources[t].renderer + "), case " +
                                   std::to_string(i) + ": " + c.dump();
@@ -315,6 +362,8 @@ TEST(ChatQwen3Oracle, RandomConversationsMatchTheRealTemplatesByteForByte) {
             }
             ++compared[sources[t].renderer];
             std::string ours = ds4::render_chat(sources[t].renderer, messages, options);
+            with_tools += ours.find("\n</tools>\n") != std::string::npos;
+            with_tool_calls += ours.find("<tool_call>\n{\"name\": ") != std::string::npos;
             if (ours != expected.get<std::string>() && ++mismatches <= 5) {
                 ADD_FAILURE() << context << "\nexpected " << show(expected.get<std::string>())
                               << "\n     got " << show(ours);
@@ -323,6 +372,9 @@ TEST(ChatQwen3Oracle, RandomConversationsMatchTheRealTemplatesByteForByte) {
     }
     for (const auto& [renderer, n] : compared) std::printf("%s: %d renderings compared\n", renderer.c_str(), n);
     EXPECT_EQ(mismatches, 0) << "(jinja2 " << response["jinja2"] << ")";
+    std::printf("with tools: %d, with assistant tool calls: %d\n", with_tools, with_tool_calls);
+    EXPECT_GT(with_tools, kCases / 2) << "the generator hardly offered tools";
+    EXPECT_GT(with_tool_calls, kCases / 2) << "the generator hardly produced tool calls";
     for (const char* renderer : {"qwen3", "qwen3-instruct-2507", "qwen3-thinking-2507"}) {
         EXPECT_GE(compared[renderer], kCases) << renderer;
     }

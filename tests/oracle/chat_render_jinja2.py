@@ -11,7 +11,7 @@ templates were written for.
 
 stdin:  {"templates": [jinja source, ...],
          "cases": [{"messages": [...], "add_generation_prompt": bool,
-                    "enable_thinking": bool}, ...]}
+                    "enable_thinking": bool, "tools": [...] (optional)}, ...]}
 output (written to argv[1], UTF-8 JSON):
         {"jinja2": version, "results": [[rendered string | {"error": message}
                                           for each case] for each template]}
@@ -56,7 +56,7 @@ def main():
         for case in request["cases"]:
             try:
                 rendered.append(template.render(
-                    messages=case["messages"], tools=None, documents=None,
+                    messages=case["messages"], tools=case.get("tools"), documents=None,
                     add_generation_prompt=case["add_generation_prompt"],
                     enable_thinking=case["enable_thinking"]))
             except Exception as e:  # the C++ side expects an error for these cases

