@@ -37,6 +37,7 @@ if [[ "${DS4_SKIP_SANITIZE:-0}" != 1 ]]; then
   # under ASan on two cores it alone would push CI past its time limit.
   # It runs in the Release step above.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
     ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1800 -E '^DeepSeek4\.LongPromptMatchesLlama$'
 
   step "libFuzzer: GGUF reader, model loaders, server request parser"
