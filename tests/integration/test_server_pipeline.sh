@@ -47,8 +47,13 @@ port=$(free_port); base=http://127.0.0.1:$port; pport=$(free_port)
 "$bin/ds4-server" -m "$m" --backend cpu -t 1 --parallel 2 --ctx 512 --port "$port" --role coordinator --layers 0:1 \
   --listen 127.0.0.1 "$pport" >"$tmp/coord.log" 2>&1 &
 c=$!; pids+=("$c")
-sleep 1
-[ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 503 ] || fail "/health is not 503 while the route is incomplete"
+h=000
+for _ in $(seq 300); do  # the listener comes up first; the route stays incomplete without a worker
+  h=$(curl -s -o /dev/null -w '%{http_code}' "$base/health") || true
+  [ "$h" != 000 ] && break
+  sleep 0.1
+done
+[ "$h" = 503 ] || fail "/health answered $h, not 503, while the route is incomplete"
 "$bin/ds4" -m "$m" --role worker --layers 2:output --coordinator 127.0.0.1 "$pport" --ctx 512 -t 1 >"$tmp/w.log" 2>&1 &
 w=$!; pids+=("$w")
 wait_health "$base" "$c"
