@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/python_json.h"
+#include "chat/text_scan.h"
 #include "chat/tool_calls.h"
 
 namespace ds4 {
@@ -17,25 +18,6 @@ using nlohmann::ordered_json;
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
-size_t skip_space(std::string_view s, size_t pos) {
-    while (pos < s.size() && is_space(s[pos])) ++pos;
-    return pos;
-}
-
-size_t trim_end(std::string_view s, size_t end) {
-    while (end > 0 && is_space(s[end - 1])) --end;
-    return end;
-}
-
-// The length of the longest proper prefix of `token` that ends `text`.
-size_t partial_suffix(std::string_view text, std::string_view token) {
-    for (size_t n = std::min(text.size(), token.size() - 1); n > 0; --n)
-        if (text.substr(text.size() - n) == token.substr(0, n)) return n;
-    return 0;
-}
-
 // The exact text of the "arguments" value in `body` (the trimmed JSON
 // object), when it is the object's last member: the spelling the model
 // chose. Empty when it cannot be located unambiguously.
@@ -44,12 +26,12 @@ std::string raw_arguments(std::string_view body, const ordered_json& object) {
     std::string last_key;
     for (const auto& item : object.items()) last_key = item.key();
     if (last_key != "arguments" || body.empty() || body.back() != '}') return {};
-    const std::string_view inner = body.substr(0, trim_end(body, body.size() - 1));
+    const std::string_view inner = body.substr(0, trim_chat_space_end(body, body.size() - 1));
     for (size_t k = inner.find("\"arguments\""); k != std::string_view::npos;
          k = inner.find("\"arguments\"", k + 1)) {
-        size_t pos = skip_space(inner, k + 11);
+        size_t pos = skip_chat_space(inner, k + 11);
         if (pos >= inner.size() || inner[pos] != ':') continue;
-        pos = skip_space(inner, pos + 1);
+        pos = skip_chat_space(inner, pos + 1);
         const std::string_view candidate = inner.substr(pos);
         const ordered_json parsed = ordered_json::parse(candidate, nullptr, false);
         if (!parsed.is_discarded() && parsed == object["arguments"]) return std::string(candidate);
@@ -59,8 +41,8 @@ std::string raw_arguments(std::string_view body, const ordered_json& object) {
 
 // One complete element's JSON; false when it is not a call.
 bool parse_call(std::string_view body, ToolCallText& call) {
-    const size_t from = skip_space(body, 0);
-    body = body.substr(from, trim_end(body, body.size()) - from);
+    const size_t from = skip_chat_space(body, 0);
+    body = body.substr(from, trim_chat_space_end(body, body.size()) - from);
     const ordered_json object = ordered_json::parse(body, nullptr, false);
     if (object.is_discarded() || !object.is_object()) return false;
     const auto name = object.find("name");
@@ -92,7 +74,7 @@ bool parse_call(std::string_view body, ToolCallText& call) {
 // whitespace, so they stay a prefix of what parse_call reports at the end.
 bool partial_call(std::string_view s, ToolCallText& call) {
     auto expect = [&](size_t& pos, std::string_view token) {
-        pos = skip_space(s, pos);
+        pos = skip_chat_space(s, pos);
         if (s.substr(pos, token.size()) != token) return false;
         pos += token.size();
         return true;
@@ -107,12 +89,12 @@ bool partial_call(std::string_view s, ToolCallText& call) {
     call.complete = false;
     pos = end + 1;
     if (!expect(pos, ",") || !expect(pos, "\"arguments\"") || !expect(pos, ":")) return true;
-    pos = skip_space(s, pos);
+    pos = skip_chat_space(s, pos);
     if (pos >= s.size() || s[pos] != '{') return true;
     std::string_view args = s.substr(pos);
     const size_t brace = args.rfind('}');
     if (brace != std::string_view::npos) args = args.substr(0, brace);
-    call.arguments = std::string(args.substr(0, trim_end(args, args.size())));
+    call.arguments = std::string(args.substr(0, trim_chat_space_end(args, args.size())));
     return true;
 }
 
@@ -123,7 +105,7 @@ ToolCallScan scan_qwen3_tool_calls(std::string_view answer, bool partial) {
     scan.section = scan.decided = answer.size();
     const size_t first = answer.find(kOpen);
     if (first == std::string_view::npos) {
-        if (partial) scan.decided = trim_end(answer, answer.size() - partial_suffix(answer, kOpen));
+        if (partial) scan.decided = trim_chat_space_end(answer, answer.size() - partial_suffix(answer, kOpen));
         return scan;
     }
     size_t pos = first;
@@ -138,11 +120,11 @@ ToolCallScan scan_qwen3_tool_calls(std::string_view answer, bool partial) {
         ToolCallText call;
         if (!parse_call(answer.substr(body, close - body), call)) break;
         scan.calls.push_back(std::move(call));
-        pos = skip_space(answer, close + kClose.size());
+        pos = skip_chat_space(answer, close + kClose.size());
         if (!answer.substr(pos).starts_with(kOpen)) break;
     }
     const bool any_complete = !scan.calls.empty() && scan.calls.front().complete;
-    if (partial || any_complete) scan.section = scan.decided = trim_end(answer, first);
+    if (partial || any_complete) scan.section = scan.decided = trim_chat_space_end(answer, first);
     if (!partial && !any_complete) scan.calls.clear();
     return scan;
 }

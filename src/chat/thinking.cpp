@@ -1,21 +1,20 @@
 #include "chat/thinking.h"
 
 #include "chat/chat_family.h"
+#include "chat/text_scan.h"
 
 namespace ds4 {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
 size_t leading_space(std::string_view s) {
     size_t i = 0;
-    while (i < s.size() && is_space(s[i])) ++i;
+    while (i < s.size() && is_chat_space(s[i])) ++i;
     return i;
 }
 
 std::string_view trim_right(std::string_view s) {
-    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    while (!s.empty() && is_chat_space(s.back())) s.remove_suffix(1);
     return s;
 }
 
@@ -29,7 +28,7 @@ size_t undecided_from(std::string_view s, std::string_view marker) {
             from = s.size() - n;
             break;
         }
-    while (from > 0 && is_space(s[from - 1])) --from;
+    while (from > 0 && is_chat_space(s[from - 1])) --from;
     return from;
 }
 

@@ -6,22 +6,10 @@
 #include "chat/dsml.h"
 #include "chat/dsml_parse.h"
 #include "chat/python_json.h"
+#include "chat/text_scan.h"
 
 namespace ds4 {
 namespace {
-
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
-size_t trim_end(std::string_view s, size_t end) {
-    while (end > 0 && is_space(s[end - 1])) --end;
-    return end;
-}
-
-size_t partial_suffix(std::string_view text, std::string_view token) {
-    for (size_t n = std::min(text.size(), token.size() - 1); n > 0; --n)
-        if (text.substr(text.size() - n) == token.substr(0, n)) return n;
-    return 0;
-}
 
 const std::string& invoke_tag() {
     static const std::string s = "<" + std::string(kDsmlToken) + "invoke name=\"";
@@ -62,7 +50,7 @@ ToolCallScan scan_dsml_tool_calls(std::string_view answer, bool partial) {
     scan.section = scan.decided = answer.size();
     const size_t first = answer.find(open);
     if (first == std::string_view::npos) {
-        if (partial) scan.decided = trim_end(answer, answer.size() - partial_suffix(answer, open));
+        if (partial) scan.decided = trim_chat_space_end(answer, answer.size() - partial_suffix(answer, open));
         return scan;
     }
     const DsmlOutput out = parse_dsml_output(answer.substr(first), /*thinking=*/false, partial);
@@ -82,7 +70,7 @@ ToolCallScan scan_dsml_tool_calls(std::string_view answer, bool partial) {
                                       arguments_so_far(block.substr(last_open)), false});
         }
     }
-    if (partial || !scan.calls.empty()) scan.section = scan.decided = trim_end(answer, first);
+    if (partial || !scan.calls.empty()) scan.section = scan.decided = trim_chat_space_end(answer, first);
     return scan;
 }
 
