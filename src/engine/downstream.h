@@ -49,8 +49,6 @@ public:
     // RouteStateLost, or ds4::Error naming the hop that failed.
     virtual std::vector<std::vector<float>> forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
                                                     int64_t cols, int n_slots, int64_t n_ctx) = 0;
-    // "route: 127.0.0.1:9001 (blocks 4..7, head)", for startup lines.
-    virtual std::string describe() const = 0;
 };
 
 }  // namespace ds4

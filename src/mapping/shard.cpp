@@ -61,7 +61,9 @@ uint64_t write_shard(const GgufFile& in, const LayerRange& layers, const std::st
     if (const std::string why = layer_range_problem(layers, n_layer); !why.empty())
         throw Error("--layers " + why);
     check_shard_layers(in, layers, n_layer);
-    const std::string identity = shard_info(in) ? shard_info(in)->source_identity : source_identity;
+    // A shard of a shard keeps the identity of the file both came from.
+    const auto from = shard_info(in);
+    const std::string identity = from ? from->source_identity : source_identity;
     GgufWriter w(in.alignment());
     for (const auto& [key, value] : in.metadata())
         if (key != "general.alignment") w.set(key, value);

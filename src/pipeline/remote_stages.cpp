@@ -54,18 +54,10 @@ wire::Stage::Stub& RemoteStages::stub(const std::string& address) {
     return *it->second;
 }
 
-std::string RemoteStages::describe() const {
-    std::string s = "route:";
-    if (last_route_.empty()) return s + " (resolved at the first step)";
-    for (const wire::Hop& h : last_route_) s += " " + h.address() + " (" + describe_slice(h.slice()) + ")";
-    return s;
-}
-
 std::vector<std::vector<float>> RemoteStages::forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
                                                       int64_t cols, int n_slots, int64_t n_ctx) {
     const std::vector<wire::Hop> route = hops_();
     if (route.empty()) throw Error("the pipeline route after this stage is empty.");
-    last_route_ = route;
     const auto t_send = std::chrono::steady_clock::now();
     wire::Work work;
     work.set_protocol(kPipelineProtocol);

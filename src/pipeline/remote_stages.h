@@ -44,7 +44,6 @@ public:
 
     std::vector<std::vector<float>> forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
                                             int64_t cols, int n_slots, int64_t n_ctx) override;
-    std::string describe() const override;
     // The hop records of the latest step, after this process's.
     const std::vector<wire::HopTelemetry>& last_hops() const { return last_.hops; }
     double last_send_ms() const { return send_ms_; }
@@ -64,7 +63,6 @@ private:
     RouteTelemetry last_;
     double send_ms_ = 0, wait_ms_ = 0;
     uint64_t bytes_out_ = 0;
-    std::vector<wire::Hop> last_route_;
 };
 
 // The sentence for a failed call to the stage at `hop`.
