@@ -83,7 +83,7 @@ std::string dumps(const ordered_json& value, const std::string& what) {
 
 bool is_user_like(const std::string& role) { return role == "user" || role == "developer"; }
 
-void check_roles(const std::vector<ChatMessage>& messages) {
+void check_deepseek4_roles(const std::vector<ChatMessage>& messages) {
     for (size_t i = 0; i < messages.size(); ++i) {
         const std::string& role = messages[i].role;
         // The template silently drops unknown roles; a typo losing a whole
@@ -162,7 +162,7 @@ void render_tool_calls(const std::vector<ChatToolCall>& calls, std::string& out)
 }
 
 std::string render(const std::vector<ChatMessage>& messages, const ChatOptions& options, Variant variant) {
-    check_roles(messages);
+    check_deepseek4_roles(messages);
     const bool thinking = options.enable_thinking;
 
     bool has_tools = false;

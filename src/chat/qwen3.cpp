@@ -51,7 +51,7 @@ size_t last_query_index(const std::vector<ChatMessage>& messages) {
     return messages.size() - 1;
 }
 
-void check_roles(const std::vector<ChatMessage>& messages) {
+void check_qwen3_roles(const std::vector<ChatMessage>& messages) {
     for (size_t i = 0; i < messages.size(); ++i) {
         const std::string& role = messages[i].role;
         if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
@@ -143,7 +143,7 @@ void render_assistant(const ChatMessage& message, bool after_last_query, bool is
 std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOptions& options,
                          Qwen3Variant variant) {
     if (messages.empty()) throw Error("cannot render an empty chat: the Qwen3 template needs at least one message.");
-    check_roles(messages);
+    check_qwen3_roles(messages);
 
     const nlohmann::ordered_json tools = parse_tools(options.tools);
     std::string out;

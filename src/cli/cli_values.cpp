@@ -28,6 +28,13 @@ std::string name(std::string_view flag) { return std::string(flag); }
 
 }  // namespace
 
+std::string one_line(std::string s) {
+    for (char& c : s)
+        if (c == '\n' || c == '\r') c = ' ';
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s;
+}
+
 std::string quote_value(std::string_view text) {
     constexpr size_t kMax = 40;
     std::string out = "'";

@@ -38,4 +38,8 @@ std::string parse_chat_template_value(std::string_view flag, std::string_view te
 // Quotes a value for an error message, shortening very long ones.
 std::string quote_value(std::string_view text);
 
+// A parser's message as one line: newlines become spaces, trailing spaces go
+// (a usage error is printed as a single sentence).
+std::string one_line(std::string s);
+
 }  // namespace ds4

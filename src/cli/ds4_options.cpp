@@ -38,13 +38,6 @@ const std::map<std::string, std::string>& value_names() {
     return m;
 }
 
-std::string one_line(std::string s) {
-    for (char& c : s)
-        if (c == '\n' || c == '\r') c = ' ';
-    while (!s.empty() && s.back() == ' ') s.pop_back();
-    return s;
-}
-
 // Turns CLI11's ArgumentMismatch ("--temp: 1 required TEXT missing",
 // "--temp: At Most 1 required but received 2") into our wording.
 std::string translate_mismatch(const std::string& what) {

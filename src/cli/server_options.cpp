@@ -12,12 +12,6 @@ namespace ds4 {
 
 namespace {
 
-std::string one_line(std::string s) {
-    for (char& c : s)
-        if (c == '\n' || c == '\r') c = ' ';
-    return s;
-}
-
 // An API key: printable ASCII without spaces (what a header carries).
 void check_key(const std::string& where, const std::string& k) {
     if (k.empty()) throw UsageError(where + " holds an empty API key");

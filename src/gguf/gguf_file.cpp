@@ -15,7 +15,6 @@ namespace ds4 {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
 constexpr int kMaxArrayNesting = 8;
 constexpr uint64_t kMaxArrayElements = uint64_t{1} << 30;  // ggml's GGUF_MAX_ARRAY_ELEMENTS
@@ -119,7 +118,7 @@ public:
 
     void run() {
         const uint32_t magic = u32("the magic number");
-        if (magic != kMagic) fail("is not a GGUF file (bad magic number)");
+        if (magic != kGgufMagic) fail("is not a GGUF file (bad magic number)");
         f_.version_ = u32("the version");
         if (f_.version_ != 2 && f_.version_ != 3)
             fail("has GGUF version " + std::to_string(f_.version_) + "; only versions 2 and 3 are supported");

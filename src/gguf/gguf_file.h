@@ -16,6 +16,8 @@
 namespace ds4 {
 
 constexpr int kGgufMaxDims = 4;
+// The file's first four bytes, "GGUF" read as a little-endian u32.
+constexpr uint32_t kGgufMagic = 0x46554747;
 
 struct GgufTensorInfo {
     std::string name;

@@ -10,12 +10,12 @@
 #include <memory>
 
 #include "common/error.h"
+#include "gguf/gguf_file.h"
 
 namespace ds4 {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint32_t kVersion = 3;
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr size_t kMaxTensorName = 63;  // ggml's GGML_MAX_NAME (64) less the terminator
@@ -306,7 +306,7 @@ void GgufWriter::add_tensor_bytes(const std::string& name, GgmlType type, std::v
 }
 
 void GgufWriter::emit(GgufByteSink& out) const {
-    out.scalar<uint32_t>(kMagic);
+    out.scalar<uint32_t>(kGgufMagic);
     out.scalar<uint32_t>(kVersion);
     out.scalar<uint64_t>(tensors_.size());
     out.scalar<uint64_t>(kv_.size());

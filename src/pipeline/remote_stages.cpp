@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "common/stopwatch.h"
 #include "pipeline/activations.h"
 #include "pipeline/route.h"
 #include "pipeline/transport.h"
@@ -14,9 +15,6 @@ namespace {
 // dead peer is noticed long before through the connection or keepalive.
 constexpr std::chrono::minutes kStepDeadline{30};
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 }  // namespace
 
 std::string describe_stage_failure(const wire::Hop& hop, const grpc::Status& status) {

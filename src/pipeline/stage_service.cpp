@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "common/stopwatch.h"
 #include "common/log.h"
 #include "engine/engine.h"
 #include "models/family.h"
@@ -14,9 +15,6 @@
 namespace ds4 {
 
 namespace {
-double ms_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 grpc::Status bad(const std::string& why) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why); }
 }  // namespace
 

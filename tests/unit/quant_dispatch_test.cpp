@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -89,8 +90,21 @@ std::vector<float> random_activations(int64_t n, std::mt19937_64& rng) {
     return x;
 }
 
+// The kernel's own view of the CPU's features (/proc/cpuinfo), independent of
+// the CPUID query dispatch makes (and of the compiler: clang's
+// __builtin_cpu_supports knows no "f16c").
+bool cpuinfo_has(const std::string& flags, const std::string& f) { return flags.find(" " + f + " ") != std::string::npos; }
+
 TEST(QuantDispatch, Avx2PathIsChosenWhenTheCpuHasIt) {
-    const bool cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    std::ifstream in("/proc/cpuinfo");
+    std::string line, flags;
+    while (std::getline(in, line))
+        if (line.rfind("flags", 0) == 0) {
+            flags = line.substr(line.find(':') + 1) + " ";
+            break;
+        }
+    ASSERT_FALSE(flags.empty()) << "no flags line in /proc/cpuinfo";
+    const bool cpu = cpuinfo_has(flags, "avx2") && cpuinfo_has(flags, "fma") && cpuinfo_has(flags, "f16c");
     EXPECT_EQ(quant_has_avx2(), cpu);
 }
 

@@ -102,11 +102,6 @@ std::string bytes_text(uint64_t b) {
     return buf;
 }
 
-std::string pad(std::string s, size_t w) {
-    if (s.size() < w) s.append(w - s.size(), ' ');
-    return s;
-}
-
 }  // namespace
 
 namespace {
@@ -183,6 +178,11 @@ void inspect_gguf(const std::string& path, std::ostream& out) {
     // What a process running the whole model would make resident.
     auto map = ModelMap::build(*file, MapSelection{});
     out << "\n" << map->summary() << "\n";
+}
+
+std::string pad(std::string s, size_t w) {
+    if (s.size() < w) s.append(w - s.size(), ' ');
+    return s;
 }
 
 }  // namespace ds4

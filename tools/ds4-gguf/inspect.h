@@ -11,4 +11,7 @@ namespace ds4 {
 // sentence) for a file that cannot be opened or is not valid GGUF.
 void inspect_gguf(const std::string& path, std::ostream& out);
 
+// s padded with spaces to w characters: the tables' columns.
+std::string pad(std::string s, size_t w);
+
 }  // namespace ds4

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "inspect.h"
 
 namespace ds4 {
 
@@ -47,11 +48,6 @@ const std::vector<std::string>& role_order() {
         "router", "hyper-connection", "compressor", "indexer", "norms", "attention sinks", "router bias",
         "hash routing", "weight scales", "vision router bias", "other"};
     return order;
-}
-
-std::string pad(std::string s, size_t w) {
-    if (s.size() < w) s.append(w - s.size(), ' ');
-    return s;
 }
 
 // A metadata integer, or nullopt when absent or not an integer.
