@@ -12,7 +12,7 @@
 #include "gguf/gguf_file.h"
 #include "models/family.h"
 #include "pipeline.grpc.pb.h"
-#include "pipeline/model_identity.h"
+#include "mapping/model_identity.h"
 #include "pipeline/remote_stages.h"
 #include "pipeline/transport.h"
 

@@ -11,7 +11,7 @@
 #include "gguf/gguf_file.h"
 #include "models/family.h"
 #include "pipeline.grpc.pb.h"
-#include "pipeline/model_identity.h"
+#include "mapping/model_identity.h"
 #include "pipeline/route.h"
 #include "pipeline/stage_service.h"
 #include "pipeline/transport.h"

@@ -24,7 +24,7 @@
 #include "gguf/gguf_file.h"
 #include "inspect.h"
 #include "mapping/shard.h"
-#include "pipeline/model_identity.h"
+#include "mapping/model_identity.h"
 #include "synth/synth_family.h"
 
 namespace {

@@ -1,7 +1,8 @@
-// Which model file a stage serves, as a short hex string: the coordinator
-// refuses a worker whose file differs (a different quantization, another
-// seed of the same shape, a truncated copy), since its activations would
-// silently mean something else.
+// Which model file a process serves, as a short hex string. The pipeline
+// coordinator refuses a worker whose file differs (a different quantization,
+// another seed of the same shape, a truncated copy), since its activations
+// would silently mean something else; the server's disk KV cache never loads
+// a snapshot another file wrote.
 #pragma once
 
 #include <string>

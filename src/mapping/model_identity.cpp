@@ -1,4 +1,4 @@
-#include "pipeline/model_identity.h"
+#include "mapping/model_identity.h"
 
 #include <unistd.h>
 #include <xxhash.h>
