@@ -33,6 +33,12 @@ std::string server_help_text() {
   --prefill-chunk N        prompt tokens per request per step (default 512)
   --max-queue N            requests waiting for a slot; more get 429 (default 64)
   --cache-ram-mb N         RAM for prompt snapshots reused by later requests (default 0)
+  --kv-disk-dir DIR        also keep prompt snapshots in files under DIR; a restarted
+                           server resumes their prefixes instead of evaluating them
+  --kv-disk-space-mb N     disk for those files, least recently used go first
+                           (default 10240)
+  --kv-disk-compression zstd|lz4
+                           how the files are compressed (default zstd)
   --host HOST              address to bind (default 127.0.0.1)
   --port N                 port (default 8080)
   --api-key KEY            accept this key (Authorization: Bearer KEY or
@@ -54,7 +60,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     ServerCliOptions o;
     struct {
         std::string model, backend, threads, chat_template, ctx, parallel, prefill_chunk, max_queue, cache_ram_mb,
-            host, port, api_key_file, max_body_mb, alias;
+            kv_disk_dir, kv_disk_space_mb, kv_disk_compression, host, port, api_key_file, max_body_mb, alias;
         std::vector<std::string> api_keys;
         int check_tensors = 0, help = 0, version = 0;
         PipelineRawFlags pipeline;
@@ -74,6 +80,9 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     app.add_option("--prefill-chunk", raw.prefill_chunk);
     app.add_option("--max-queue", raw.max_queue);
     app.add_option("--cache-ram-mb", raw.cache_ram_mb);
+    app.add_option("--kv-disk-dir", raw.kv_disk_dir);
+    app.add_option("--kv-disk-space-mb", raw.kv_disk_space_mb);
+    app.add_option("--kv-disk-compression", raw.kv_disk_compression);
     app.add_option("--host", raw.host);
     app.add_option("--port", raw.port);
     app.add_option("--api-key", raw.api_keys)->take_all();
@@ -108,6 +117,22 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     if (given("--prefill-chunk")) o.prefill_chunk = int(parse_int_value("--prefill-chunk", raw.prefill_chunk, 1, 1 << 24));
     if (given("--max-queue")) o.max_queue = int(parse_int_value("--max-queue", raw.max_queue, 0, 1 << 20));
     if (given("--cache-ram-mb")) o.cache_ram_mb = uint64_t(parse_int_value("--cache-ram-mb", raw.cache_ram_mb, 0, int64_t(1) << 30));
+    if (given("--kv-disk-dir")) {
+        if (raw.kv_disk_dir.empty()) throw UsageError("--kv-disk-dir needs a directory");
+        if (std::filesystem::exists(raw.kv_disk_dir, ec) && !std::filesystem::is_directory(raw.kv_disk_dir, ec))
+            throw UsageError("--kv-disk-dir: " + quote_value(raw.kv_disk_dir) + " exists and is not a directory");
+        o.kv_disk_dir = raw.kv_disk_dir;
+    }
+    if (given("--kv-disk-space-mb"))
+        o.kv_disk_space_mb = uint64_t(parse_int_value("--kv-disk-space-mb", raw.kv_disk_space_mb, 1, int64_t(1) << 40));
+    if (given("--kv-disk-compression")) {
+        if (raw.kv_disk_compression != "zstd" && raw.kv_disk_compression != "lz4")
+            throw UsageError("--kv-disk-compression must be zstd or lz4, got " + quote_value(raw.kv_disk_compression));
+        o.kv_disk_compression = raw.kv_disk_compression;
+    }
+    if ((given("--kv-disk-space-mb") || given("--kv-disk-compression")) && o.kv_disk_dir.empty())
+        throw UsageError(std::string(given("--kv-disk-space-mb") ? "--kv-disk-space-mb" : "--kv-disk-compression") +
+                         " needs --kv-disk-dir");
     if (given("--host")) {
         if (raw.host.empty()) throw UsageError("--host needs an address");
         o.host = raw.host;

@@ -23,6 +23,9 @@ struct ServerCliOptions : PipelineFlags {
     int prefill_chunk = 512;                // --prefill-chunk
     int max_queue = 64;                     // --max-queue
     uint64_t cache_ram_mb = 0;              // --cache-ram-mb: prompt snapshots kept in RAM
+    std::string kv_disk_dir;                // --kv-disk-dir: prompt snapshots kept on disk ("" = none)
+    uint64_t kv_disk_space_mb = 10240;      // --kv-disk-space-mb
+    std::string kv_disk_compression = "zstd";  // --kv-disk-compression zstd|lz4
     std::string host = "127.0.0.1";         // --host
     int port = 8080;                        // --port
     std::vector<std::string> api_keys;      // --api-key (repeatable) and --api-key-file lines

@@ -36,7 +36,8 @@ struct Scheduler::Active {
 Scheduler::Scheduler(const Model& model, Backend& backend, const Tokenizer& tokenizer, const SchedulerOptions& o)
     : model_(model), tokenizer_(tokenizer), opts_(o), pool_(model, backend, o.n_slots, o.n_ctx, true, o.route) {
     if (o.prefill_chunk < 1) throw Error("the prefill chunk must be at least 1 token.");
-    if (o.prefix_cache_bytes > 0) cache_.emplace(o.prefix_cache_bytes);
+    if (o.prefix_cache_bytes > 0 || o.disk_cache)
+        cache_.emplace(o.prefix_cache_bytes, o.disk_cache ? std::make_unique<SnapshotDisk>(*o.disk_cache) : nullptr);
     held_.resize(static_cast<size_t>(o.n_slots));
     slot_.resize(static_cast<size_t>(o.n_slots));
 }
@@ -80,6 +81,7 @@ void Scheduler::cancel(uint64_t id) {
 SchedulerStats Scheduler::stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     SchedulerStats s = stats_;
+    if (cache_ && cache_->disk()) s.disk = cache_->disk()->stats();  // the disk tier locks its own
     s.queued = queue_.size();
     s.active = static_cast<int>(std::count_if(slot_.begin(), slot_.end(), [](const auto& a) { return a != nullptr; }));
     s.slots = static_cast<int>(slot_.size());
@@ -145,7 +147,9 @@ void Scheduler::admit() {
         free.erase(std::find(free.begin(), free.end(), best));
         auto a = std::make_unique<Active>(id, std::move(req), best, tokenizer_);
         auto& held = held_[static_cast<size_t>(best)];
+        const uint64_t disk_hits = cache_ ? cache_->stats().disk_hits : 0;
         const SessionSnapshot* snap = cache_ ? cache_->find(a->req.prompt, keep) : nullptr;
+        const bool from_disk = cache_ && cache_->stats().disk_hits > disk_hits;
         if (snap) {
             pool_.restore(best, snap->state);
             held = snap->tokens;
@@ -164,7 +168,7 @@ void Scheduler::admit() {
         {
             std::lock_guard<std::mutex> lock(mu_);
             stats_.cached_tokens += static_cast<uint64_t>(keep);
-            if (snap) ++stats_.snapshot_hits;
+            if (snap) ++(from_disk ? stats_.disk_hits : stats_.snapshot_hits);
             else if (keep > 0) ++stats_.slot_hits;
         }
         if (a->req.on_admit) a->req.on_admit(keep);

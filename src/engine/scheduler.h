@@ -40,6 +40,7 @@ struct SchedulerOptions {
     int64_t prefill_chunk = 512;      // prompt tokens per request per step
     size_t max_queue = 64;            // requests waiting for a slot (--max-queue)
     uint64_t prefix_cache_bytes = 0;  // RAM for prompt snapshots (0: none)
+    std::optional<SnapshotDiskOptions> disk_cache;  // --kv-disk-dir: snapshots on disk too
     std::shared_ptr<Downstream> route;  // pipeline stages after this slice (set by the engine)
 };
 
@@ -73,7 +74,9 @@ struct SchedulerStats {
     uint64_t prefill_tokens = 0;  // prompt tokens evaluated
     uint64_t decode_tokens = 0;   // tokens fed while generating (one per decode row)
     uint64_t slot_hits = 0;       // requests that resumed the prefix their slot held
-    uint64_t snapshot_hits = 0;   // requests that resumed a prefix-cache snapshot
+    uint64_t snapshot_hits = 0;   // requests that resumed a prefix-cache snapshot in RAM
+    uint64_t disk_hits = 0;       // requests that resumed a snapshot read from the disk tier
+    std::optional<SnapshotDiskStats> disk;  // the disk tier's files and traffic (--kv-disk-dir)
     int slots = 0;                // sequence slots in all
 };
 

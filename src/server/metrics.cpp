@@ -119,9 +119,25 @@ std::string Metrics::render(const std::optional<SchedulerStats>& s) const {
     header(out, "ds4_forward_passes_total", "counter", "Batched forward passes (scheduler steps).");
     sample(out, "ds4_forward_passes_total", s->steps);
     header(out, "ds4_prefix_cache_hits_total", "counter",
-           "Requests that resumed a cached prompt prefix, from the slot's live sequence or a RAM snapshot.");
+           "Requests that resumed a cached prompt prefix: the slot's live sequence, a RAM snapshot or a disk one.");
     out += "ds4_prefix_cache_hits_total{source=\"slot\"} " + std::to_string(s->slot_hits) + "\n";
     out += "ds4_prefix_cache_hits_total{source=\"ram\"} " + std::to_string(s->snapshot_hits) + "\n";
+    out += "ds4_prefix_cache_hits_total{source=\"disk\"} " + std::to_string(s->disk_hits) + "\n";
+    if (s->disk) {
+        header(out, "ds4_kv_disk_files", "gauge", "Snapshot files in the disk KV cache (--kv-disk-dir).");
+        sample(out, "ds4_kv_disk_files", s->disk->files);
+        header(out, "ds4_kv_disk_bytes", "gauge", "Bytes of those files.");
+        sample(out, "ds4_kv_disk_bytes", s->disk->bytes);
+        header(out, "ds4_kv_disk_read_bytes_total", "counter", "Bytes of snapshot files read back for requests.");
+        sample(out, "ds4_kv_disk_read_bytes_total", s->disk->bytes_read);
+        header(out, "ds4_kv_disk_written_bytes_total", "counter", "Bytes of snapshot files written.");
+        sample(out, "ds4_kv_disk_written_bytes_total", s->disk->bytes_written);
+        header(out, "ds4_kv_disk_evictions_total", "counter", "Snapshot files removed to stay within --kv-disk-space-mb.");
+        sample(out, "ds4_kv_disk_evictions_total", s->disk->evictions);
+        header(out, "ds4_kv_disk_failures_total", "counter", "Snapshot files that failed to write or to load (dropped).");
+        out += "ds4_kv_disk_failures_total{op=\"store\"} " + std::to_string(s->disk->store_failures) + "\n";
+        out += "ds4_kv_disk_failures_total{op=\"load\"} " + std::to_string(s->disk->load_failures) + "\n";
+    }
     header(out, "ds4_kv_slots_in_use", "gauge", "Sequence slots holding a request.");
     sample(out, "ds4_kv_slots_in_use", static_cast<uint64_t>(s->active));
     header(out, "ds4_kv_slots", "gauge", "Sequence slots in all (--parallel).");

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/engine.h"
+#include "mapping/model_identity.h"
 #include "server/api_error.h"
 #include "server/server_context.h"
 
@@ -119,7 +120,19 @@ struct Server::Impl {
             so.prefill_chunk = ctx.opts.prefill_chunk;
             so.max_queue = ctx.opts.max_queue;
             so.prefix_cache_bytes = ctx.opts.cache_ram_bytes;
+            if (!ctx.opts.kv_disk_dir.empty()) {
+                SnapshotDiskOptions disk;
+                disk.dir = ctx.opts.kv_disk_dir;
+                disk.max_bytes = ctx.opts.kv_disk_bytes;
+                disk.model_identity = model_identity(engine.file());
+                disk.codec = parse_snapshot_codec(ctx.opts.kv_disk_compression);
+                so.disk_cache = disk;
+            }
             ctx.scheduler = engine.new_scheduler(so);
+            if (const auto disk = ctx.scheduler->stats().disk)
+                log_info("ds4-server: KV cache on disk in " + ctx.opts.kv_disk_dir + ": " + std::to_string(disk->files) +
+                         " snapshots, " + std::to_string(disk->bytes >> 20) + " of " +
+                         std::to_string(ctx.opts.kv_disk_bytes >> 20) + " MiB (" + ctx.opts.kv_disk_compression + ")");
             // Logged before /health can say ok, so the line is there for
             // whoever saw the 200.
             log_info("ds4-server: listening on http://" + ctx.opts.host + ":" + std::to_string(ctx.opts.port) + " (" +

@@ -30,6 +30,9 @@ struct ServerOptions {
     int64_t prefill_chunk = 512;
     size_t max_queue = 64;
     uint64_t cache_ram_bytes = 0;       // prefix-cache snapshots in RAM
+    std::string kv_disk_dir;            // prefix-cache snapshots on disk too ("" = none)
+    uint64_t kv_disk_bytes = 0;
+    std::string kv_disk_compression = "zstd";
     std::string model_id;               // what /v1/models lists and responses echo
 };
 

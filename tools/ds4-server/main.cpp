@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
         so.prefill_chunk = o.dist_prefill_chunk > 0 ? o.dist_prefill_chunk : o.prefill_chunk;
         so.max_queue = static_cast<size_t>(o.max_queue);
         so.cache_ram_bytes = o.cache_ram_mb << 20;
+        so.kv_disk_dir = o.kv_disk_dir;
+        so.kv_disk_bytes = o.kv_disk_space_mb << 20;
+        so.kv_disk_compression = o.kv_disk_compression;
         so.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
 
         // The engine outlives the server (its scheduler holds the model),
