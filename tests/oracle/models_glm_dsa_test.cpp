@@ -18,7 +18,10 @@
 //            (attention.indexer.types = 1,0, GLM-5.2's shared indexers).
 //   scales:  the generator's `.scale` companions kept (llama.cpp applies them
 //            to the attention output, FFN and expert projections).
-//   synth:   `ds4-gguf synth --arch glm-dsa --preset tiny` judged by llama.cpp.
+//   quant:   the routed file quantized to Q8_0 vs llama.cpp on it dequantized
+//            to F32, at the F32 bound.
+//   synth:   `ds4-gguf synth --arch glm-dsa --preset tiny` (and --n-layer 2)
+//            judged by llama.cpp.
 //
 // Prompts are drawn so that none of llama.cpp's top-k choices (router,
 // indexer) is within rounding of a tie (clearly_decided_reference).
@@ -51,12 +54,14 @@ protected:
     // ds4 at each prefill chunk size (0: the whole prompt) against one
     // llama.cpp run, on a prompt of 300-340 tokens.
     void expect_matches(const fs::path& model, std::vector<int> chunks) {
-        expect_matches(model, size_t(read_gguf_summary(model).n_vocab), std::move(chunks));
+        expect_matches(model, model, size_t(read_gguf_summary(model).n_vocab), std::move(chunks));
     }
-    void expect_matches(const fs::path& model, size_t n_vocab, std::vector<int> chunks) {
+    // ds4 runs `model`, llama.cpp `ref_model` (the same weights, e.g. a
+    // quantized file dequantized to F32).
+    void expect_matches(const fs::path& model, const fs::path& ref_model, size_t n_vocab, std::vector<int> chunks) {
         std::uniform_int_distribution<size_t> len(300, 340);
         const auto [ids, ref] =
-            clearly_decided_reference(model, random_token_ids(rng_, len(rng_), int32_t(n_vocab)), n_vocab, dir_.path(), rng_);
+            clearly_decided_reference(ref_model, random_token_ids(rng_, len(rng_), int32_t(n_vocab)), n_vocab, dir_.path(), rng_);
         for (int chunk : chunks) {
             if (chunk == 0) chunk = int(ids.size());
             SCOPED_TRACE("--prefill-chunk " + std::to_string(chunk) + ", " + std::to_string(ids.size()) +
@@ -65,6 +70,9 @@ protected:
             EXPECT_TRUE(logits_match(ours, ref, kF32Tolerance, "ds4 (chunk " + std::to_string(chunk) + ") vs llama.cpp"));
         }
     }
+
+    // `ds4-gguf synth --arch glm-dsa --preset tiny` with `extra` flags, judged by llama.cpp.
+    void expect_synth_matches(const std::vector<std::string>& extra);
 
     TempDir dir_;
     uint64_t seed_ = 0;
@@ -88,14 +96,35 @@ TEST_F(GlmDsa, F32WithScaleTensorsMatchesLlama) {
     expect_matches(realistic(rewritten, dir_ / "scales.gguf", mseed()), {0});
 }
 
+// A Q8_0 file (llama-quantize) against llama.cpp on the same file
+// dequantized to F32: both do float arithmetic on the same weights, so the
+// F32 bound holds (llama.cpp's own Q8_0 path quantizes activations too and
+// is no reference).
+TEST_F(GlmDsa, Q8_0MatchesLlamaOnDequantizedFile) {
+    const fs::path q = quantize(routed_model(), dir_ / "q8_0.gguf", "Q8_0");
+    ASSERT_TRUE(read_gguf_summary(q).has_tensor_type(GGML_TYPE_Q8_0)) << "llama-quantize wrote no Q8_0 tensor";
+    const fs::path deq = dequantize(q, dir_ / "q8_0-deq.gguf");
+    expect_matches(q, deq, size_t(read_gguf_summary(q).n_vocab), {0});
+}
+
 // The synthesizer is ds4 code, so llama.cpp is the judge: the `tiny` preset
 // (a dense block, MoE blocks with 4 expert groups, a block reusing the
 // previous block's indexer, top-k 16, an MTP block llama.cpp loads and
 // skips, no tokenizer) must load there and give ds4's logits.
 TEST_F(GlmDsa, SynthTinyPresetMatchesLlama) {
+    expect_synth_matches({});
+}
+
+// Truncated to its first 2 blocks (dense, MoE; both with their own
+// indexer) and the MTP block, renumbered after them.
+TEST_F(GlmDsa, SynthTinyTruncatedMatchesLlama) { expect_synth_matches({"--n-layer", "2"}); }
+
+void GlmDsa::expect_synth_matches(const std::vector<std::string>& extra) {
     const fs::path m = dir_ / "synth-tiny.gguf";
-    run_checked({ds4_program("ds4-gguf").string(), "synth", "--arch", kArch, "--preset", "tiny", "--seed",
-                 std::to_string(mseed()), "--out", m.string()});
+    std::vector<std::string> argv = {ds4_program("ds4-gguf").string(), "synth", "--arch", kArch, "--preset", "tiny",
+                                     "--seed", std::to_string(mseed()), "--out", m.string()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    run_checked(argv);
     // Tokenizer-less: the vocabulary is glm-dsa.vocab_size.
     gguf_init_params params{/*no_alloc=*/true, nullptr};
     gguf_context* g = gguf_init_from_file(m.c_str(), params);
@@ -104,7 +133,7 @@ TEST_F(GlmDsa, SynthTinyPresetMatchesLlama) {
     const size_t n_vocab = k >= 0 ? gguf_get_val_u32(g, k) : 0;
     gguf_free(g);
     ASSERT_GT(n_vocab, 0u) << m << " has no glm-dsa.vocab_size";
-    expect_matches(m, n_vocab, {0, 16});
+    expect_matches(m, m, n_vocab, {0, 16});
 }
 
 }  // namespace
