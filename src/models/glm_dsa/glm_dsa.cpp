@@ -75,8 +75,9 @@ public:
         return st;
     }
 
-    // The indexer's selection sizes its result on the host for now, and no
-    // backend records GLM-5 steps yet.
+    // Every op reads the step's positions and slots from backend memory,
+    // but only the CPU implements the GLM-5 op pack so far, and it records
+    // no steps; a recording backend will say so with its pack.
     bool replayable_decode() const override { return false; }
 
     int64_t hidden_cols() const override { return hp_.n_embd; }
