@@ -1,6 +1,7 @@
 #include "common/error.h"
 #include "models/family.h"
 #include "models/deepseek4/deepseek4.h"
+#include "models/glm_dsa/glm_dsa.h"
 #include "models/qwen3moe/qwen3moe.h"
 
 namespace ds4 {
@@ -13,6 +14,7 @@ struct FamilyEntry {
 constexpr FamilyEntry kFamilies[] = {
     {"qwen3moe", load_qwen3moe},
     {"deepseek4", load_deepseek4},
+    {"glm-dsa", load_glm_dsa},
 };
 }  // namespace
 

@@ -8,7 +8,8 @@
 namespace ds4 {
 
 std::span<const SynthFamily* const> synth_families() {
-    static const std::array<const SynthFamily*, 2> families = {&qwen3moe_synth_family(), &deepseek4_synth_family()};
+    static const std::array<const SynthFamily*, 3> families = {&qwen3moe_synth_family(), &deepseek4_synth_family(),
+                                                               &glm_dsa_synth_family()};
     return families;
 }
 

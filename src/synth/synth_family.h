@@ -26,7 +26,7 @@ struct SynthRequest {
     int n_layer = 0;         // --n-layer
     bool n_layer_given = false;
     LayerRange layers;       // blocks that get tensors (benchmarks build slices)
-    std::string type, embd_type;             // qwen3moe: --type, --embd-type
+    std::string type, embd_type;             // qwen3moe: --type, --embd-type; glm-dsa: --type
     std::string quant, template_file;        // deepseek4: --quant, --template-file
     bool tokenizer = true;   // false: --no-tokenizer
     std::string tokenizer_dir;
@@ -59,6 +59,7 @@ struct SynthFamily {
 
 const SynthFamily& qwen3moe_synth_family();
 const SynthFamily& deepseek4_synth_family();
+const SynthFamily& glm_dsa_synth_family();
 std::span<const SynthFamily* const> synth_families();
 // The entry for `arch`; ds4::UsageError listing the known ones otherwise.
 const SynthFamily& synth_family(std::string_view arch);

@@ -1,9 +1,10 @@
 // Batched = alone on the CPU: B sequences of different lengths run through
 // one SlotPool, one forward pass per step mixing prefill chunks and decodes,
 // slots freed and reused, give every sequence the logits it gets alone in a
-// Session (relative L2 <= 1e-6, the same argmax everywhere). Both families
+// Session (relative L2 <= 1e-6, the same argmax everywhere). Every family
 // from llama.cpp's generator, redrawn at realistic magnitudes (Qwen3-MoE
-// widened to 8 experts / 3 used / 1 KV head), fresh seed each run.
+// widened to 8 experts / 3 used / 1 KV head; GLM-5 rewritten to 8 grouped
+// experts and indexer top-k 32), fresh seed each run.
 #include "oracle_harness.h"
 #include "support/batch_scenario.h"
 #include "support/loaded_model.h"
@@ -68,6 +69,17 @@ TEST_P(BatchedEqualsAlone, DeepSeek4) {
     TempDir dir;
     const Loaded m = load(realistic_deepseek4(dir.path(), model_seed(seed)));
     expect_batched_equals_alone(*m.model, GetParam(), 3, 170, 70, 190, rng);
+}
+
+// GLM-5: indexer top-k 32, so the longer sequences attend to a chosen
+// subset while the shorter ones still see everything.
+TEST_P(BatchedEqualsAlone, GlmDsa) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    TempDir dir;
+    const Loaded m = load(realistic_glm_dsa(dir.path(), model_seed(seed)));
+    expect_batched_equals_alone(*m.model, GetParam(), 3, 60, 17, 96, rng);
 }
 
 INSTANTIATE_TEST_SUITE_P(Slots, BatchedEqualsAlone, ::testing::Values(2, 5, 16));

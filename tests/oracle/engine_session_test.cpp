@@ -32,6 +32,8 @@ Loaded load(const fs::path& path) { return Loaded(ds4::test::load_whole_model(pa
 
 fs::path make_model(const std::string& arch, uint64_t seed, const TempDir& dir) {
     const fs::path raw = generate_arch_model(arch, model_seed(seed), dir.path());
+    // GLM-5: grouped routing and an indexer top-k (32) the prompts pass.
+    if (arch == "glm-dsa") return glm_rewrite(raw, dir / "glm.gguf", GlmRewrite{}, model_seed(seed));
     if (arch != "deepseek4") return raw;
     // Make routing, hash layers and the indexer matter (the generator's
     // defaults route every token to every expert).
@@ -61,9 +63,9 @@ TEST_P(SessionState, SnapshotRestoreContinuesExactly) {
     EXPECT_EQ(snap.n_past(), static_cast<int64_t>(prefix.size()));
     EXPECT_GT(snap.bytes(), 0u);
     // Only what the prefix wrote is copied: under the whole state of 256
-    // positions (Qwen3-MoE: the prefix's share of it exactly).
+    // positions (Qwen3-MoE and GLM-5's latent caches: the prefix's share of it exactly).
     EXPECT_LT(snap.bytes(), s.state_bytes());
-    if (GetParam() == "qwen3moe") EXPECT_EQ(snap.bytes() * 256, s.state_bytes() * prefix.size());
+    if (GetParam() != "deepseek4") EXPECT_EQ(snap.bytes() * 256, s.state_bytes() * prefix.size());
     const auto want = s.eval(next, true);
 
     s.eval(junk, false);
@@ -237,7 +239,7 @@ TEST_P(SessionState, PrefixCacheResumesWhereTheLiveSequenceCannot) {
     EXPECT_LE(single.bytes(), two);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, SessionState, ::testing::Values("qwen3moe", "deepseek4"));
+INSTANTIATE_TEST_SUITE_P(Archs, SessionState, ::testing::Values("qwen3moe", "deepseek4", "glm-dsa"));
 
 }  // namespace
 }  // namespace ds4

@@ -84,6 +84,35 @@ TEST(Stages, DeepSeek4ChainedEqualsWholeAcrossTheSchedule) {
                               300, rng);
 }
 
+// GLM-5: block 0 dense, block 1 MoE; prompts past the indexer's top-k 32.
+TEST(Stages, GlmDsaChainedEqualsWhole) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    TempDir dir;
+    expect_chain_equals_whole(realistic_glm_dsa(dir.path(), model_seed(seed)), {{1}}, 40, 90, rng);
+}
+
+// A GLM-5.2 block that reuses an earlier block's indexer selection cannot
+// start a stage (the selection does not travel between stages): one sentence.
+TEST(Stages, GlmDsaStageAtASharedIndexerBlockIsOneSentence) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    TempDir dir;
+    GlmRewrite r;
+    r.indexer_types = "1,0";
+    const fs::path m = glm_rewrite(generate_arch_model("glm-dsa", model_seed(seed), dir.path()), dir / "shared.gguf", r,
+                                   model_seed(seed));
+    const auto file = GgufFile::open(m.string());
+    auto cpu = make_cpu_backend(1);
+    try {
+        load_stage(*file, LayerRange{1, 2}, 2, *cpu, 8);
+        ADD_FAILURE() << "a stage starting at a shared-indexer block loaded";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("its own indexer"), std::string::npos) << e.what();
+    }
+}
+
 // The same through the engine's SlotPool, as a pipeline worker runs a stage:
 // each stage's pool takes the previous pool's hidden rows (host floats) and
 // two sequences share each step.

@@ -25,6 +25,7 @@ struct GenerationFixture {
 
     GenerationFixture(const std::string& arch, uint64_t seed) {
         const fs::path path = arch == "deepseek4" ? realistic_deepseek4(dir.path(), model_seed(seed))
+                              : arch == "glm-dsa" ? realistic_glm_dsa(dir.path(), model_seed(seed))
                                                   : realistic_qwen3moe(dir.path(), model_seed(seed));
         m = test::load_whole_model(path.string());
         vocab_file = GgufFile::open(std::string(DS4_ORACLE_DIR) + "/llama.cpp/models/ggml-vocab-qwen2.gguf");

@@ -313,6 +313,34 @@ inline fs::path realistic_deepseek4(const fs::path& dir, uint32_t seed, const Ds
     return realistic(dsv4_rewrite(s, dir / "deepseek4-rewritten.gguf", r, seed), dir / "deepseek4-routed.gguf", seed);
 }
 
+// GLM-5 (glm-dsa) files from test-llama-archs have 2 experts (both used), no
+// expert groups, plain routing weights, a full indexer in every block and an
+// indexer top-k above any prompt, and 64 indexer heads (most of the file's
+// bytes); see tests/oracle_tools/llama_glm_rewrite.cpp. F32 input only.
+// indexer_types "" keeps every block's own indexer.
+struct GlmRewrite {
+    int experts = 8, experts_used = 3, groups = 4, groups_used = 2, top_k = 32, indexer_heads = 16;
+    std::string indexer_types;
+};
+
+inline fs::path glm_rewrite(const fs::path& in, const fs::path& out, const GlmRewrite& r, uint32_t seed) {
+    std::vector<std::string> argv = {oracle_tool("llama_glm_rewrite").string(), in.string(), out.string(),
+                                     "--experts", std::to_string(r.experts), "--experts-used",
+                                     std::to_string(r.experts_used), "--expert-groups", std::to_string(r.groups),
+                                     "--groups-used", std::to_string(r.groups_used), "--indexer-top-k",
+                                     std::to_string(r.top_k), "--indexer-heads", std::to_string(r.indexer_heads),
+                                     "--weights-norm", "1", "--weights-scale", "2.5", "--seed",
+                                     std::to_string(seed + 2)};
+    if (!r.indexer_types.empty()) argv.insert(argv.end(), {"--indexer-types", r.indexer_types});
+    run_checked(argv);
+    return out;
+}
+
+inline fs::path realistic_glm_dsa(const fs::path& dir, uint32_t seed, const GlmRewrite& r = {}) {
+    const fs::path s = strip_scales(generate_arch_model("glm-dsa", seed, dir), dir / "glm-dsa-stripped.gguf");
+    return realistic(glm_rewrite(s, dir / "glm-dsa-rewritten.gguf", r, seed), dir / "glm-dsa-routed.gguf", seed);
+}
+
 // A copy of `in` with planted bugs (tests/oracle_tools/llama_mutate.cpp), e.g.
 // {"--scale-f32", "qwen3moe.rope.freq_base", "1.01"}.
 inline fs::path mutate(const fs::path& in, const fs::path& out, const std::vector<std::string>& mutations) {

@@ -1,8 +1,11 @@
 // How close llama.cpp came, at each position, to choosing a different set in
 // one of its top-k selections: the MoE router's scored expert choice
 // (`ffn_moe_probs_biased` or `ffn_moe_probs`, where `ffn_moe_argsort` ran; a
-// hash-routed layer has no choice to make) and DeepSeek V4's lightning
-// indexer (`lid_score_masked`, k = the width of `lid_top_k`).
+// hash-routed layer has no choice to make), DeepSeek V4's lightning
+// indexer (`lid_score_masked`, k = the width of `lid_top_k`) and GLM-5's
+// (`indexer_score`, k = the width of `top_k`; every glm-dsa block keeps the
+// same k, and a block that reuses an earlier block's top-k renames that
+// tensor, so any block's width serves).
 //
 // Why the oracle tests need this: two float32 engines that sum in different
 // orders disagree in the last bits of every score. Where the k-th and
@@ -79,9 +82,12 @@ private:
 
     bool on_tensor(ggml_tensor* t, bool ask) {
         const std::string name = ggml_get_name(t);
+        // glm-dsa names several steps `indexer_score`; the masked scores the
+        // top-k reads are computed last and overwrite the others.
         const bool scores = name.starts_with("lid_score_masked-") || name.starts_with("ffn_moe_probs-") ||
-                            name.starts_with("ffn_moe_probs_biased-");
-        const bool width = name.starts_with("lid_top_k-") || name.starts_with("ffn_moe_topk-");
+                            name.starts_with("ffn_moe_probs_biased-") || name.starts_with("indexer_score-");
+        const bool width =
+            name.starts_with("lid_top_k-") || name.starts_with("ffn_moe_topk-") || name.starts_with("top_k-");
         const bool scored_routing = name.starts_with("ffn_moe_argsort-");
         if (ask) return scores || width || scored_routing;
         if (width) widths_[name] = t->ne[0];
@@ -112,6 +118,11 @@ private:
             return it == widths_.end() ? int64_t(0) : it->second;
         };
         if (name.starts_with("lid_score_masked-")) return width("lid_top_k");
+        if (name.starts_with("indexer_score-")) {
+            for (const auto& [key, w] : widths_)
+                if (key.starts_with("top_k-")) return w;
+            return 0;
+        }
         if (!scored_routing_.count(layer)) return 0;
         if (name.starts_with("ffn_moe_probs-") && scores_.count("ffn_moe_probs_biased-" + layer)) return 0;
         return width("ffn_moe_topk");

@@ -1,4 +1,4 @@
-// Corrupt model files of both families, run through the real `ds4` program
+// Corrupt model files of every family, run through the real `ds4` program
 // (`ds4 -m BAD --token-ids F --dump-logits O`): a tensor missing, of a wrong
 // shape (every dimension of every tensor) or type; hyper-parameters missing,
 // zero, negative, huge, NaN, or disagreeing with each other or with the
@@ -255,7 +255,52 @@ Family deepseek4() {
     return f;
 }
 
+// micro: block 0 dense with its own indexer, block 1 MoE (4 experts in 2
+// groups) reusing block 0's indexer, so block 1's indexer tensors, like the
+// expert bias, are optional.
+Family glm_dsa() {
+    Family f;
+    f.arch = "glm-dsa";
+    f.optional_tensors = {"output.weight",
+                          "blk.1.exp_probs_b.bias",
+                          "blk.1.indexer.attn_q_b.weight",
+                          "blk.1.indexer.attn_k.weight",
+                          "blk.1.indexer.k_norm.weight",
+                          "blk.1.indexer.k_norm.bias",
+                          "blk.1.indexer.proj.weight"};
+    f.required_keys = {"embedding_length",           "block_count",
+                       "attention.head_count",       "attention.key_length_mla",
+                       "attention.value_length_mla", "attention.q_lora_rank",
+                       "attention.kv_lora_rank",     "feed_forward_length",
+                       "expert_feed_forward_length", "expert_count",
+                       "expert_used_count",          "expert_shared_count",
+                       "attention.indexer.head_count", "attention.indexer.key_length",
+                       "attention.indexer.top_k"};
+    f.counts = {"embedding_length",           "block_count",
+                "attention.head_count",       "attention.key_length",
+                "attention.key_length_mla",   "attention.value_length_mla",
+                "attention.q_lora_rank",      "attention.kv_lora_rank",
+                "rope.dimension_count",       "feed_forward_length",
+                "expert_feed_forward_length", "expert_count",
+                "expert_used_count",          "expert_shared_count",
+                "attention.indexer.head_count", "attention.indexer.key_length",
+                "attention.indexer.top_k",    "vocab_size"};
+    f.zero_allowed = {"context_length",     "leading_dense_block_count", "nextn_predict_layers",
+                      "expert_group_count", "expert_group_used_count",   "expert_gating_func",
+                      "rope.scaling.original_context_length"};
+    f.positive_numbers = {"rope.freq_base", "rope.scaling.attn_factor"};
+    f.non_negative_numbers = {"attention.layer_norm_rms_epsilon", "expert_weights_scale", "rope.scaling.factor"};
+    return f;
+}
+
 void PrintTo(const Family& f, std::ostream* os) { *os << f.arch; }
+
+// A test name for the family ("glm-dsa" -> "glm_dsa": gtest takes no dashes).
+std::string param_name(const Family& f) {
+    std::string n = f.arch;
+    std::replace(n.begin(), n.end(), '-', '_');
+    return n;
+}
 
 // The micro model of a family, synthesized once per test program.
 const EditableGguf& micro_model(const std::string& arch, const fs::path& dir) {
@@ -519,13 +564,14 @@ TEST_P(CorruptModel, BadValuesFailOnlyWithCheckTensors) {
                                                                     << unchecked.err;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, CorruptModel, ::testing::Values(qwen3moe(), deepseek4()),
-                         [](const auto& info) { return info.param.arch; });
+INSTANTIATE_TEST_SUITE_P(Families, CorruptModel, ::testing::Values(qwen3moe(), deepseek4(), glm_dsa()),
+                         [](const auto& info) { return param_name(info.param); });
 
 // ---- inconsistent hyper-parameters, family by family ------------------------------
 
 class CorruptQwen3Moe : public CorruptModel {};
 class CorruptDeepseek4 : public CorruptModel {};
+class CorruptGlmDsa : public CorruptModel {};
 
 TEST_P(CorruptQwen3Moe, InconsistentHparamsAreNamed) {
     const EditableGguf base = micro();
@@ -648,6 +694,60 @@ TEST_P(CorruptDeepseek4, InconsistentHparamsAreNamed) {
     expect_run_fails(g, "expert " + std::to_string(bad) + " in the hash table", {"'blk.0.ffn_gate_tid2eid.weight'"});
 }
 
+TEST_P(CorruptGlmDsa, InconsistentHparamsAreNamed) {
+    const EditableGguf base = micro();
+    auto reject = [&](const std::string& k, uint32_t v, std::vector<std::string> needles) {
+        expect_u32_rejected(base, k, v, std::move(needles));
+    };
+    reject("embedding_length", 16, {"'token_embd.weight'"});
+    reject("attention.head_count", 4, {"'blk.0.attn_q_b.weight'"});
+    reject("attention.q_lora_rank", 16, {"'blk.0.attn_q_a.weight'"});
+    reject("attention.kv_lora_rank", 16, {"'blk.0.attn_kv_a_mqa.weight'"});
+    reject("attention.value_length_mla", 8, {"'blk.0.attn_v_b.weight'"});
+    reject("attention.indexer.head_count", 4, {"'blk.0.indexer.attn_q_b.weight'"});
+    reject("attention.indexer.key_length", 16, {"'blk.0.indexer.attn_q_b.weight'"});
+    reject("feed_forward_length", 32, {"'blk.0.ffn_gate.weight'"});
+    reject("expert_count", 8, {"'blk.1.ffn_gate_inp.weight'"});
+    reject("expert_shared_count", 2, {"'blk.1.ffn_gate_shexp.weight'"});
+    reject("expert_feed_forward_length", 16, {"'blk.1.ffn_gate_exps.weight'"});
+    reject("rope.dimension_count", 8, {"'" + key("attention.key_length_mla") + "'"});
+    reject("rope.dimension_count", 3, {});
+    reject("attention.indexer.key_length", 2, {"'" + key("rope.dimension_count") + "'"});
+    reject("expert_used_count", 5, {"'" + key("expert_count") + "'"});
+    reject("expert_group_count", 3, {"'" + key("expert_group_used_count") + "'"});
+    reject("expert_group_used_count", 3, {"'" + key("expert_group_count") + "'"});
+    reject("expert_gating_func", 1, {"softmax"});
+    reject("leading_dense_block_count", 3, {"'" + key("leading_dense_block_count") + "'"});
+    EditableGguf g = base;
+    g.set(key("leading_dense_block_count"), GgufValue::u32(0));  // block 0 then needs experts
+    expect_rejected(g, "no dense block", {"'blk.0.ffn_gate_inp.weight'"});
+    // The indexer schedule: block 0 cannot reuse an earlier block's
+    // selection; block 1 with its own indexer needs its tensors.
+    const std::string types = key("attention.indexer.types");
+    g = base;
+    g.set(types, GgufValue::int_array(GgufValueType::U32, {0, 0}));
+    expect_rejected(g, "block 0 sharing", {"'" + types + "'"});
+    g = base;
+    g.set(types, GgufValue::int_array(GgufValueType::U32, {1}));
+    expect_rejected(g, "one type for two blocks", {"'" + types + "'"});
+    g = base;
+    g.set(types, GgufValue::string_array({"1", "0"}));
+    expect_rejected(g, "text types", {"'" + types + "'"});
+    g = base;
+    g.set(types, GgufValue::int_array(GgufValueType::U32, {1, 1}));
+    g.drop("blk.1.indexer.proj.weight");
+    expect_rejected(g, "a full block without its indexer", {"'blk.1.indexer.proj.weight'"});
+    // An MTP block the file carries (its eh_proj is there) is checked
+    // whole, though never run; one the file leaves out is legal (llama.cpp
+    // loads such a trunk-only file too).
+    g = base;
+    g.set(key("block_count"), GgufValue::u32(3));
+    g.set(key("nextn_predict_layers"), GgufValue::u32(1));
+    expect_runs(g, "an MTP block announced, not carried");
+    g.add("blk.2.nextn.eh_proj.weight", GgmlType::F32, {16, 8}, rng_);
+    expect_rejected(g, "an MTP block without its tensors", {"'blk.2.attn_norm.weight'"});
+}
+
 // A quantized weight: the f16 scale of one Q8_0 block (a real-width tiny
 // model, one layer) set to NaN or an infinity.
 TEST_P(CorruptQwen3Moe, BadQ8_0ScaleFailsOnlyWithCheckTensors) {
@@ -678,6 +778,8 @@ INSTANTIATE_TEST_SUITE_P(Family, CorruptQwen3Moe, ::testing::Values(qwen3moe()),
                          [](const auto& info) { return info.param.arch; });
 INSTANTIATE_TEST_SUITE_P(Family, CorruptDeepseek4, ::testing::Values(deepseek4()),
                          [](const auto& info) { return info.param.arch; });
+INSTANTIATE_TEST_SUITE_P(Family, CorruptGlmDsa, ::testing::Values(glm_dsa()),
+                         [](const auto& info) { return param_name(info.param); });
 
 }  // namespace
 }  // namespace ds4

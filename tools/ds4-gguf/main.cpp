@@ -8,6 +8,8 @@
 //   ds4-gguf synth --arch deepseek4 --preset micro|tiny|flash|pro --out FILE [--seed N]
 //                  [--quant q2|q4|f32] [--tokenizer-dir DIR | --no-tokenizer] [--template-file F]
 //                  [--n-layer N]
+//   ds4-gguf synth --arch glm-dsa --preset micro|tiny|glm5 --out FILE [--seed N]
+//                  [--type f32|f16|bf16|q8_0|q4_k|q2_k] [--n-layer N]
 //
 // Exit status: 0 success, 1 a file could not be read or written (one
 // sentence on stderr), 2 bad command line.
@@ -70,6 +72,19 @@ const char* kHelp = R"(usage:
                              llama.cpp runs such a file only when it keeps a
                              ratio-4 and a ratio-128 layer (tiny and flash
                              N >= 4, pro N >= 3)
+  ds4-gguf synth --arch glm-dsa --preset NAME --out FILE [options]
+      llama.cpp's glm-dsa (GLM-5.x) layout with an MTP block, random weights,
+      no tokenizer (only glm-dsa.vocab_size)
+      --preset NAME          micro | tiny | glm5
+                             (micro: 2 blocks of width 8, 16 tokens, a few
+                             KB; tiny: 4 blocks of width 64, expert groups, a
+                             shared-indexer block, top-k 16; glm5: GLM-5's
+                             shape, 78 blocks + MTP, 256 experts)
+      --seed N               weights seed (default: a fresh one, printed)
+      --type T               matrices: f32 | f16 | bf16 | q8_0 | q4_k | q2_k
+                             (default f32; rows must be whole blocks)
+      --n-layer N            a truncated model: the first N trunk blocks and
+                             the MTP block, 1 <= N <= the preset's trunk
   ds4-gguf split --layers A:B|A:output IN OUT
       write a shard: only the tensors a pipeline stage running that slice
       maps (its blocks, the embedding from block 0, the head with the last

@@ -1,0 +1,47 @@
+#include "models/glm_dsa/glm_dsa_ffn.h"
+
+#include "models/glm_dsa/glm_dsa_ops.h"
+
+namespace ds4 {
+
+namespace {
+
+void project(Backend& be, const GlmScaled& p, const Tensor& in, Tensor& out) {
+    be.matmul(p.w, in, out);
+    if (p.scale) be.mul_row(out, p.scale);
+}
+
+// down(silu(gate x) * up x), as llama.cpp's build_ffn with LLM_FFN_SILU, LLM_FFN_PAR.
+Tensor swiglu_ffn(Backend& be, const GlmScaled& gate, const GlmScaled& up, const GlmScaled& down, const Tensor& x,
+                  int64_t n_embd) {
+    const int64_t n = x.rows, F = gate.w.ne[1];
+    Tensor g = be.alloc(n, F), u = be.alloc(n, F), out = be.alloc(n, n_embd);
+    project(be, gate, x, g);
+    project(be, up, x, u);
+    be.swiglu(g, u, g);
+    project(be, down, g, out);
+    return out;
+}
+
+}  // namespace
+
+Tensor glm_ffn(Backend& be, const GlmDsaHparams& hp, const GlmDsaLayerWeights& L, int layer, const Tensor& x,
+               ExpertSource& experts) {
+    if (layer < hp.n_dense_lead) return swiglu_ffn(be, L.gate, L.up, L.down, x, hp.n_embd);
+
+    const int64_t n = x.rows;
+    Tensor logits = be.alloc(n, hp.n_expert);
+    be.matmul(L.gate_inp, x, logits);
+    Routing r = glm_dsa_ops(be).route_sigmoid(logits, L.exp_probs_b ? &L.exp_probs_b : nullptr, hp.n_expert_used,
+                                              hp.n_expert_groups, hp.n_group_used, hp.expert_weights_norm,
+                                              hp.expert_weights_scale);
+    Tensor out = be.alloc(n, hp.n_embd);
+    const ExpertMatrices m = experts.resolve(be, L.experts, r);
+    be.moe_swiglu(x, r, m.gate, m.up, m.down, m.scale_of(m.gate_scale), m.scale_of(m.up_scale),
+                  m.scale_of(m.down_scale), out);
+    const Tensor shared = swiglu_ffn(be, L.gate_shexp, L.up_shexp, L.down_shexp, x, hp.n_embd);
+    be.add(out, shared, out);
+    return out;
+}
+
+}  // namespace ds4

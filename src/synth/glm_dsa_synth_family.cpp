@@ -1,0 +1,57 @@
+// GLM-5's entry in the synth family table: `--type` checked and turned into
+// GlmDsaSynthOptions, and its ds4-bench presets (glm5-q2, the published
+// files' quantized mix, is for later).
+#include "cli/cli_values.h"
+#include "common/error.h"
+#include "synth/glm_dsa.h"
+#include "synth/synth_family.h"
+
+namespace ds4 {
+namespace {
+
+GgmlType parse_type(const std::string& text) {
+    if (text.empty() || text == "f32") return GgmlType::F32;
+    if (text == "f16") return GgmlType::F16;
+    if (text == "bf16") return GgmlType::BF16;
+    if (text == "q8_0") return GgmlType::Q8_0;
+    if (text == "q4_k") return GgmlType::Q4_K;
+    if (text == "q2_k") return GgmlType::Q2_K;
+    throw UsageError("--type must be f32, f16, bf16, q8_0, q4_k or q2_k for glm-dsa, got " + quote_value(text));
+}
+
+SynthResult synth(const SynthRequest& r) {
+    if (!r.quant.empty() || !r.template_file.empty() || !r.embd_type.empty())
+        throw UsageError("--quant, --template-file and --embd-type are for other families; glm-dsa takes --type");
+    if (!r.tokenizer_dir.empty())
+        throw UsageError("glm-dsa models are written without a tokenizer; --tokenizer-dir does not apply");
+    GlmDsaSynthOptions o;
+    const GlmDsaShape shape = glm_dsa_preset(r.preset);  // validates the name before any work
+    o.preset = r.preset;
+    o.n_layer = r.n_layer_given ? r.n_layer : 0;
+    if (r.n_layer_given) truncate_glm_dsa_shape(shape, o.n_layer);  // validates N (0 too) first
+    o.type = parse_type(r.type);
+    o.out = r.out;
+    if (o.out.empty()) throw UsageError("--out needs a file name");
+    o.seed = r.seed;
+    o.progress = r.progress;
+    o.layers = r.layers;
+    o.on_size = r.on_size;
+    return synth_glm_dsa(o);
+}
+
+std::string describe(const SynthRequest& r) { return "glm-dsa " + r.preset; }
+
+std::vector<SyntheticPreset> bench_presets() {
+    const GlmDsaShape tiny = glm_dsa_preset("tiny");
+    return {SyntheticPreset{"glm-dsa-tiny-f32", "glm-dsa", "tiny", static_cast<int>(tiny.n_layer + tiny.n_nextn),
+                            "f32", ""}};
+}
+
+}  // namespace
+
+const SynthFamily& glm_dsa_synth_family() {
+    static const SynthFamily family{"glm-dsa", synth, describe, bench_presets};
+    return family;
+}
+
+}  // namespace ds4
