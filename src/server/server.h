@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct ServerOptions {
     size_t max_queue = 64;
     uint64_t cache_ram_bytes = 0;       // prefix-cache snapshots in RAM
     std::string model_id;               // what /v1/models lists and responses echo
+    // More /metrics series from outside the server (a pipeline
+    // coordinator's per-hop telemetry); called on the HTTP threads.
+    std::function<std::string()> extra_metrics;
 };
 
 class Server {
