@@ -38,7 +38,8 @@ common=(--prompt-file "$tmp/prompt.txt" --nothink --temp 0 -n 1 -t 1 --ctx $((to
 if [[ -n "${DS4_BENCH_NICE:-}" && -w /proc/self/autogroup ]]; then echo "$DS4_BENCH_NICE" >/proc/self/autogroup; fi
 run() { nice -n "${DS4_BENCH_NICE:-0}" taskset -c "$@"; }
 rate() { sed -n 's/.*prefill: \([0-9.]*\) t\/s.*/\1/p' "$1"; }
-run 1 "$bin/ds4" -m "$m" --role worker --layers "$((b + 1)):output" --coordinator 127.0.0.1 "$port" -t 1 \
+# Not through run(): a backgrounded function is a subshell, and $! must be the worker itself.
+nice -n "${DS4_BENCH_NICE:-0}" taskset -c 1 "$bin/ds4" -m "$m" --role worker --layers "$((b + 1)):output" --coordinator 127.0.0.1 "$port" -t 1 \
   --ctx $((tokens + 512)) >"$tmp/w.log" 2>&1 &
 w=$!
 declare -A runs
