@@ -20,6 +20,7 @@ void add_pipeline_flags(CLI::App& app, PipelineRawFlags& raw) {
     app.add_option("--cluster-key-file", raw.cluster_key_file);
     app.add_option("--dist-activation-bits", raw.activation_bits);
     app.add_option("--dist-prefill-chunk", raw.dist_prefill_chunk);
+    app.add_option("--dist-prefill-window", raw.dist_prefill_window);
     app.add_flag("--debug", raw.debug);
     app.add_option("--tls-cert", raw.tls_cert);
     app.add_option("--tls-key", raw.tls_key);
@@ -54,6 +55,12 @@ void parse_pipeline_values(const PipelineRawFlags& raw, const FlagGiven& given, 
     }
     if (given("--dist-prefill-chunk"))
         o.dist_prefill_chunk = static_cast<int>(parse_int_value("--dist-prefill-chunk", raw.dist_prefill_chunk, 1, 1 << 24));
+    if (given("--dist-prefill-window")) {
+        // More chunks in flight than stages buys nothing; 64 bounds what a
+        // typo could hold in memory (each chunk's activations wait in flight).
+        o.dist_prefill_window =
+            static_cast<int>(parse_int_value("--dist-prefill-window", raw.dist_prefill_window, 1, kMaxPrefillWindow));
+    }
     o.debug = raw.debug > 0;
     if (given("--tls-cert")) o.tls_cert = raw.tls_cert;
     if (given("--tls-key")) o.tls_key = raw.tls_key;
@@ -65,7 +72,7 @@ void check_pipeline_flags(const PipelineFlags& o, const FlagGiven& given, const 
         throw UsageError("--role " + o.role + " is not for this program (workers run as `ds4 --role worker`)");
     if (o.role.empty()) {
         for (const char* f : {"--layers", "--listen", "--coordinator", "--cluster-key-file", "--dist-activation-bits",
-                              "--dist-prefill-chunk", "--debug", "--tls-cert", "--tls-key", "--tls-ca"})
+                              "--dist-prefill-chunk", "--dist-prefill-window", "--debug", "--tls-cert", "--tls-key", "--tls-ca"})
             if (given(f)) throw UsageError(std::string(f) + " needs --role coordinator|worker (a pipeline of layer slices)");
         return;
     }
@@ -87,7 +94,7 @@ void check_pipeline_flags(const PipelineFlags& o, const FlagGiven& given, const 
         if (!given("--listen") && !is_loopback_host(o.coordinator_host))
             throw UsageError("--role worker with a coordinator on another host needs --listen HOST PORT "
                              "(where the previous stage reaches this worker)");
-        for (const char* f : {"--dist-activation-bits", "--dist-prefill-chunk"})
+        for (const char* f : {"--dist-activation-bits", "--dist-prefill-chunk", "--dist-prefill-window"})
             if (given(f)) throw UsageError(std::string(f) + " is the coordinator's; a worker gets its work from it");
     }
     const int tls = int(given("--tls-cert")) + int(given("--tls-key")) + int(given("--tls-ca"));
@@ -132,6 +139,10 @@ std::string pipeline_help_text(bool with_worker) {
       --dist-prefill-chunk N
                             prompt tokens per step along the route (default:
                             --prefill-chunk)
+      --dist-prefill-window N
+                            prefill chunks in flight along the route, so each
+                            stage works on its own chunk at once (1..64,
+                            default 4; 1: one chunk at a time)
       --debug               one telemetry line per hop and step on stderr
       --tls-cert FILE --tls-key FILE --tls-ca FILE
                             TLS on every pipeline connection (PEM; all three)
@@ -139,6 +150,8 @@ std::string pipeline_help_text(bool with_worker) {
                      : R"(  --cluster-key-file FILE  pipeline secret (or DS4_CLUSTER_KEY); required off loopback
   --dist-activation-bits 32|16|8   hidden state on the wire (default 32: exact)
   --dist-prefill-chunk N   prompt tokens per request per step along the route
+  --dist-prefill-window N  accepted for ds4's flags; this server's scheduler sends
+                           one step along the route at a time for now
   --debug                  one telemetry line per hop and step on stderr
   --tls-cert F --tls-key F --tls-ca F   TLS on every pipeline connection
 )";

@@ -16,6 +16,9 @@ class App;
 
 namespace ds4 {
 
+// The most prefill chunks in flight (--dist-prefill-window).
+inline constexpr int kMaxPrefillWindow = 64;
+
 struct PipelineFlags {
     std::optional<LayerRange> layers;       // --layers (absent: every block)
     std::string role;                       // --role coordinator|worker ("" = single process)
@@ -27,19 +30,20 @@ struct PipelineFlags {
     bool cluster_key_env = false;           // DS4_CLUSTER_KEY was set at parse time
     int activation_bits = 32;               // --dist-activation-bits 32|16|8
     int dist_prefill_chunk = 0;             // --dist-prefill-chunk (0: --prefill-chunk)
+    int dist_prefill_window = 4;            // --dist-prefill-window: prefill chunks in flight along the route
     bool debug = false;                     // --debug: per-hop telemetry on stderr
     std::string tls_cert, tls_key, tls_ca;  // --tls-cert, --tls-key, --tls-ca (all or none)
 };
 
 // The flags as typed, for CLI11.
 struct PipelineRawFlags {
-    std::string layers, role, cluster_key_file, activation_bits, dist_prefill_chunk, tls_cert, tls_key, tls_ca;
+    std::string layers, role, cluster_key_file, activation_bits, dist_prefill_chunk, dist_prefill_window, tls_cert, tls_key, tls_ca;
     std::vector<std::string> listen, coordinator;
     int debug = 0;
 };
 
 // Registers --layers, --role, --listen, --coordinator, --cluster-key-file,
-// --dist-activation-bits, --dist-prefill-chunk, --debug and --tls-*.
+// --dist-activation-bits, --dist-prefill-chunk, --dist-prefill-window, --debug and --tls-*.
 void add_pipeline_flags(CLI::App& app, PipelineRawFlags& raw);
 
 using FlagGiven = std::function<bool(const char*)>;

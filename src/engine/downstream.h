@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,16 +40,55 @@ public:
     explicit StageUnavailable(const std::string& sentence) : Error(sentence) {}
 };
 
+// A step sent along the route whose logits have not been collected yet.
+class RouteStep {
+public:
+    virtual ~RouteStep() = default;
+    // Blocks until the route answers; returns what forward() would have
+    // (and throws what it would have). Call once.
+    virtual std::vector<std::vector<float>> wait() = 0;
+    // Names the step to the stages, so one sent after it can say so (they
+    // take steps of a window in this order, whatever order they arrive in).
+    virtual uint64_t id() const { return 0; }
+};
+
 class Downstream {
 public:
     virtual ~Downstream() = default;
+    // Starts forward() and returns before the route answers, so this stage
+    // can compute the next prefill chunk meanwhile (pipelined prefill).
+    // `after`: the step sent just before this one and still in flight, if
+    // any: every stage takes this one after it. Copies what it needs from
+    // `seqs` and `hidden` before returning. The default runs forward() at
+    // once (a route with nothing to overlap).
+    virtual std::unique_ptr<RouteStep> submit(std::span<const RouteSeq> seqs, std::span<const float> hidden,
+                                              int64_t cols, int n_slots, int64_t n_ctx, const RouteStep* after);
     // Runs the hidden rows ([rows x cols]: every token of every sequence, in
     // order) through the rest of the route. Returns each sequence's logits
     // ([k x n_vocab] row-major; k = its tokens when all_logits, else 1).
     // The pool has n_slots sequences of up to n_ctx positions. Throws
     // RouteStateLost, or ds4::Error naming the hop that failed.
     virtual std::vector<std::vector<float>> forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
-                                                    int64_t cols, int n_slots, int64_t n_ctx) = 0;
+                                                    int64_t cols, int n_slots, int64_t n_ctx) = 0;    // How long this process's own slice took for the step about to be sent
+    // (telemetry: the route's hop 0). Called just before forward()/submit(),
+    // on the same thread.
+    virtual void note_local_eval_ms(double) {}
 };
+
+namespace detail {
+class ReadyStep final : public RouteStep {
+public:
+    explicit ReadyStep(std::vector<std::vector<float>> out) : out_(std::move(out)) {}
+    std::vector<std::vector<float>> wait() override { return std::move(out_); }
+
+private:
+    std::vector<std::vector<float>> out_;
+};
+}  // namespace detail
+
+inline std::unique_ptr<RouteStep> Downstream::submit(std::span<const RouteSeq> seqs, std::span<const float> hidden,
+                                                     int64_t cols, int n_slots, int64_t n_ctx, const RouteStep*) {
+    return std::make_unique<detail::ReadyStep>(forward(seqs, hidden, cols, n_slots, n_ctx));
+}
 
 }  // namespace ds4

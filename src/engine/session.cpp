@@ -11,6 +11,7 @@ namespace {
 SessionOptions checked(const SessionOptions& o) {
     if (o.n_ctx < 1) throw Error("the context size must be at least 1 token.");
     if (o.prefill_chunk < 1) throw Error("the prefill chunk must be at least 1 token.");
+    if (o.prefill_window < 1) throw Error("the prefill window must be at least 1 chunk.");
     return o;
 }
 }  // namespace
@@ -66,17 +67,15 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
         throw Error("the context of " + std::to_string(opts_.n_ctx) + " tokens cannot hold " +
                     std::to_string(n_past() + n) + " tokens; raise --ctx.");
     std::vector<float> out;
-    out.reserve(static_cast<size_t>((all_logits ? n : 1) * n_vocab()));
-    for (int64_t done = 0; done < n;) {
-        const int64_t m = std::min(opts_.prefill_chunk, n - done);
-        const SeqStep step{0, tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(m)), all_logits};
-        std::vector<float> logits = std::move(pool_.step(std::span<const SeqStep>(&step, 1)).front());
-        // Only the final chunk's last row matters unless every row is wanted.
-        if (all_logits || done + m == n) out.insert(out.end(), logits.begin(), logits.end());
-        tokens_.insert(tokens_.end(), step.tokens.begin(), step.tokens.end());
-        done += m;
-        if (progress) progress(done, n);
+    try {
+        out = pool_.prefill(0, tokens, opts_.prefill_chunk, opts_.prefill_window, all_logits, progress);
+    } catch (...) {
+        // A failed route leaves the slot at the chunks it finished (or at
+        // nothing where the model cannot rewind there): hold what it holds.
+        tokens_ = pool_.tokens(0);
+        throw;
     }
+    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
     return out;
 }
 

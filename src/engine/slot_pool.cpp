@@ -1,6 +1,7 @@
 #include "engine/slot_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 
 #include "common/error.h"
@@ -104,6 +105,47 @@ void SlotPool::replay_history(int slot) {
 }
 
 std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requests, std::span<const float> hidden_in) {
+    const auto t0 = std::chrono::steady_clock::now();
+    LocalRows local = run_local(requests, hidden_in);
+    std::vector<std::vector<float>> out;
+    if (local.values.empty()) return out;
+    if (downstream_) {
+        downstream_->note_local_eval_ms(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        // The hidden rows continue along the route; its logits come back.
+        std::vector<RouteSeq> seqs;
+        for (const SeqStep& r : requests) {
+            const int64_t past = n_past_[static_cast<size_t>(r.slot)];
+            seqs.push_back(RouteSeq{r.slot, past, history_[static_cast<size_t>(r.slot)].prefix_hash(past), r.tokens,
+                                    r.all_logits});
+        }
+        out = downstream_->forward(seqs, local.values, local.cols, n_slots(), n_ctx_);
+    } else {
+        // Logits rows, or a middle stage's hidden rows (every row of every request).
+        const std::vector<float>& all = local.values;
+        const int64_t width = local.cols;
+        size_t row = 0;
+        for (const SeqStep& r : requests) {
+            const size_t n = r.all_logits || !local_head() ? r.tokens.size() : 1;
+            out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * width),
+                             all.begin() + static_cast<ptrdiff_t>((row + n) * width));
+            row += n;
+        }
+    }
+    // Only now, with every stage done: a failed route leaves the positions
+    // where they were, and the next step continues from there.
+    commit(requests);
+    return out;
+}
+
+void SlotPool::commit(std::span<const SeqStep> requests) {
+    for (const SeqStep& r : requests) {
+        n_past_[static_cast<size_t>(r.slot)] += static_cast<int64_t>(r.tokens.size());
+        history_[static_cast<size_t>(r.slot)].append(r.tokens);
+    }
+}
+
+SlotPool::LocalRows SlotPool::run_local(std::span<const SeqStep> requests, std::span<const float> hidden_in) {
     const int64_t V = n_vocab();
     std::vector<int32_t> tokens, positions, slots, logit_rows;
     std::vector<bool> seen(static_cast<size_t>(n_slots()), false);
@@ -128,7 +170,7 @@ std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requ
             slots.push_back(r.slot);
         }
     }
-    if (tokens.empty()) return {};
+    if (tokens.empty()) return LocalRows{};
     const int64_t rows = static_cast<int64_t>(tokens.size());
     if (embeds() != hidden_in.empty() || (!embeds() && hidden_in.size() != size_t(rows * hidden_cols())))
         throw Error(embeds() ? "this stage embeds the tokens itself and takes no hidden state."
@@ -166,34 +208,7 @@ std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requ
     std::vector<float> all(static_cast<size_t>(logits.rows * logits.cols));
     backend_.download(logits, all.data());
 
-    std::vector<std::vector<float>> out;
-    if (downstream_) {
-        // The hidden rows continue along the route; its logits come back.
-        std::vector<RouteSeq> seqs;
-        for (const SeqStep& r : requests) {
-            const int64_t past = n_past_[static_cast<size_t>(r.slot)];
-            seqs.push_back(RouteSeq{r.slot, past, history_[static_cast<size_t>(r.slot)].prefix_hash(past), r.tokens,
-                                    r.all_logits});
-        }
-        out = downstream_->forward(seqs, all, logits.cols, n_slots(), n_ctx_);
-    } else {
-        // Logits rows, or a middle stage's hidden rows (every row of every request).
-        const int64_t width = logits.cols;
-        size_t row = 0;
-        for (const SeqStep& r : requests) {
-            const size_t n = r.all_logits || !local_head() ? r.tokens.size() : 1;
-            out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * width),
-                             all.begin() + static_cast<ptrdiff_t>((row + n) * width));
-            row += n;
-        }
-    }
-    // Only now, with every stage done: a failed route leaves the positions
-    // where they were, and the next step continues from there.
-    for (const SeqStep& r : requests) {
-        n_past_[static_cast<size_t>(r.slot)] += static_cast<int64_t>(r.tokens.size());
-        history_[static_cast<size_t>(r.slot)].append(r.tokens);
-    }
-    return out;
+    return LocalRows{std::move(all), logits.cols};
 }
 
 Tensor SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <memory>
@@ -69,6 +70,18 @@ public:
     // the last block returns each request's hidden rows (all of them,
     // [tokens x hidden_cols()]) instead of logits.
     std::vector<std::vector<float>> step(std::span<const SeqStep> requests, std::span<const float> hidden_in = {});
+
+    // Evaluates `tokens` after what `slot` holds, `chunk` tokens per step,
+    // and returns the logits of every token when all_logits, else of the
+    // last one. On a pool that embeds and has a route after it, up to
+    // `window` chunks are in flight along the route at once: this stage
+    // computes chunk i+1 while the next works on chunk i (pipelined
+    // prefill). The same values as step() chunk by chunk. On a failure the
+    // slot holds the chunks the whole route finished (or, where the model
+    // cannot rewind there and more than one chunk was in flight, nothing). `progress(done, total)` after each
+    // chunk the route finished.
+    std::vector<float> prefill(int slot, std::span<const int32_t> tokens, int64_t chunk, int window, bool all_logits,
+                               const std::function<void(int64_t, int64_t)>& progress = {});
     bool embeds() const { return model_.info().layers.has_embedding(); }
     // Whether steps return logits: the local model holds the head, or a
     // route after it does.
@@ -103,6 +116,23 @@ private:
     };
     void check_slot(int slot) const;
     std::vector<std::vector<float>> run_step(std::span<const SeqStep> requests, std::span<const float> hidden_in);
+    // This process's part of a step: checks, the forward pass over the local
+    // slice, its output rows ([rows x cols]: logits rows, or every row's
+    // hidden state when the head is elsewhere). Changes no position.
+    struct LocalRows {
+        std::vector<float> values;
+        int64_t cols = 0;
+    };
+    LocalRows run_local(std::span<const SeqStep> requests, std::span<const float> hidden_in);
+    // The step's tokens now belong to their slots.
+    void commit(std::span<const SeqStep> requests);
+    // prefill() along the route with a window of chunks in flight, from
+    // tokens[*done]; *done and `out` grow as the route finishes chunks. On
+    // a failure the slot is rolled back to the finished chunks (or reset,
+    // with what it held in *lost) and the error rethrown.
+    void prefill_window(int slot, std::span<const int32_t> tokens, int64_t chunk, int window, bool all_logits,
+                        std::vector<float>* out, int64_t* done, std::vector<int32_t>* lost,
+                        const std::function<void(int64_t, int64_t)>& progress);
     void replay_history(int slot);
     Tensor replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
                     const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows,

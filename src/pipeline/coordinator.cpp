@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "pipeline/hop_stats.h"
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "models/family.h"
@@ -107,11 +108,17 @@ Coordinator::Coordinator(const Engine& engine, CoordinatorConfig config)
              (config_.tls ? " (TLS)" : "") + ", running " +
              describe_slice(make_slice(info.layers, info.n_layer)));
     RouteTable* table = table_.get();
+    RemoteStages::TelemetrySink sink;
+    if (config_.debug || config_.hop_stats) {
+        std::shared_ptr<HopStats> stats = config_.hop_stats;
+        if (stats) stats->set_self_layers(describe_slice(make_slice(info.layers, info.n_layer)));
+        sink = [debug = config_.debug, stats](const RouteTelemetry& t) {
+            if (debug) log_telemetry(t);
+            if (stats) stats->record(t);
+        };
+    }
     route_ = std::make_shared<RemoteStages>([table] { return table->hops(); }, config_.key, config_.tls,
-                                            config_.activation_bits,
-                                            info.n_vocab,
-                                            config_.debug ? RemoteStages::TelemetrySink(log_telemetry)
-                                                          : RemoteStages::TelemetrySink{});
+                                            config_.activation_bits, info.n_vocab, std::move(sink));
 }
 
 Coordinator::~Coordinator() {

@@ -22,6 +22,7 @@ class Server;
 namespace ds4 {
 
 class Engine;
+class HopStats;
 
 struct CoordinatorConfig {
     std::string listen_host = "127.0.0.1";
@@ -32,6 +33,7 @@ struct CoordinatorConfig {
     int n_slots = 1;         // sequences per step (the server's --parallel)
     int64_t n_ctx = 4096;    // positions per sequence
     bool debug = false;      // one telemetry line per hop and step
+    std::shared_ptr<HopStats> hop_stats;  // per-hop sums for /metrics (none: not kept)
     std::chrono::seconds wait_for_workers{300};
 };
 

@@ -1,6 +1,8 @@
 #include "pipeline/remote_stages.h"
 
 #include <chrono>
+#include <future>
+#include <random>
 
 #include "common/error.h"
 #include "common/stopwatch.h"
@@ -44,26 +46,34 @@ RemoteStages::RemoteStages(HopSource hops, std::optional<ClusterKey> key, std::s
       tls_(std::move(tls)),
       bits_(activation_bits),
       n_vocab_(n_vocab),
-      sink_(std::move(sink)) {}
+      sink_(std::move(sink)) {
+    // Request ids name steps to the stages (telemetry, and which step a
+    // pipelined one follows); a random start keeps a restarted
+    // coordinator's ids apart from the ones a worker saw before.
+    std::random_device rd;
+    next_request_ = ((uint64_t(rd()) << 32) | rd()) >> 1 | 1;
+}
 
 wire::Stage::Stub& RemoteStages::stub(const std::string& address) {
+    std::lock_guard<std::mutex> lock(stubs_mu_);
     auto it = stubs_.find(address);
     if (it == stubs_.end()) it = stubs_.emplace(address, wire::Stage::NewStub(pipeline_channel(address, tls_.get()))).first;
     return *it->second;
 }
 
-std::vector<std::vector<float>> RemoteStages::forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
-                                                      int64_t cols, int n_slots, int64_t n_ctx) {
-    const std::vector<wire::Hop> route = hops_();
+RemoteStages::Prepared RemoteStages::prepare(const std::vector<wire::Hop>& route, std::span<const RouteSeq> seqs,
+                                             std::span<const float> hidden, int64_t cols, int n_slots, int64_t n_ctx,
+                                             uint64_t request_id, uint64_t follows) {
     if (route.empty()) throw Error("the pipeline route after this stage is empty.");
     const auto t_send = std::chrono::steady_clock::now();
-    wire::Work work;
+    Prepared p;
+    wire::Work& work = p.work;
     work.set_protocol(kPipelineProtocol);
-    work.set_request_id(next_request_++);
+    work.set_request_id(request_id);
+    work.set_follows(follows);
     work.set_n_slots(n_slots);
     work.set_n_ctx(n_ctx);
     work.set_activation_bits(bits_);
-    int64_t rows = 0, out_rows = 0;
     for (const RouteSeq& s : seqs) {
         wire::SeqWork* w = work.add_seqs();
         w->set_slot(s.slot);
@@ -71,64 +81,121 @@ std::vector<std::vector<float>> RemoteStages::forward(std::span<const RouteSeq> 
         w->set_prefix_hash(s.prefix_hash);
         w->mutable_tokens()->Add(s.tokens.begin(), s.tokens.end());
         w->set_all_logits(s.all_logits);
-        rows += static_cast<int64_t>(s.tokens.size());
-        out_rows += s.all_logits ? static_cast<int64_t>(s.tokens.size()) : 1;
+        p.rows += static_cast<int64_t>(s.tokens.size());
+        p.seq_rows.push_back(s.all_logits ? static_cast<int64_t>(s.tokens.size()) : 1);
+        p.out_rows += p.seq_rows.back();
     }
-    encode_activations(hidden, rows, cols, bits_, *work.mutable_hidden());
+    encode_activations(hidden, p.rows, cols, bits_, *work.mutable_hidden());
     for (size_t i = 1; i < route.size(); ++i) *work.add_route() = route[i];
-    send_ms_ = ms_since(t_send);
-    bytes_out_ = activation_bytes(work.hidden());
+    p.first = route[0];
+    p.last_address = route.back().address();
+    p.send_ms = ms_since(t_send);
+    p.local_eval_ms = local_eval_ms_.exchange(0);
+    p.bytes_out = activation_bytes(work.hidden());
+    return p;
+}
 
+wire::Result RemoteStages::exchange(const Prepared& p, double* wait_ms) {
     const auto t_wait = std::chrono::steady_clock::now();
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + kStepDeadline);
     authenticate_call(ctx, key_, "Forward");
     wire::Result result;
-    const grpc::Status st = stub(route[0].address()).Forward(&ctx, work, &result);
-    wait_ms_ = ms_since(t_wait);
+    const grpc::Status st = stub(p.first.address()).Forward(&ctx, p.work, &result);
+    *wait_ms = ms_since(t_wait);
     if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) throw RouteStateLost(st.error_message());
     if (!st.ok()) {
         const auto code = st.error_code();
         // A stage that is gone (here or further along: UNAVAILABLE passes back unchanged).
         if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
             code == grpc::StatusCode::CANCELLED)
-            throw StageUnavailable(describe_stage_failure(route[0], st));
-        throw Error(describe_stage_failure(route[0], st));
+            throw StageUnavailable(describe_stage_failure(p.first, st));
+        throw Error(describe_stage_failure(p.first, st));
     }
+    return result;
+}
 
+std::vector<std::vector<float>> RemoteStages::finish(const Prepared& p, const wire::Result& result, double wait_ms) {
     if (!result.logits())
-        throw Error("the route ends at the worker " + route.back().address() +
+        throw Error("the route ends at the worker " + p.last_address +
                     " without the output head, which this coordinator does not hold.");
     const wire::Activations& o = result.output();
-    if (o.rows() != out_rows || o.cols() != n_vocab_)
-        throw Error("the worker at " + route[0].address() + " returned " + std::to_string(o.rows()) + " x " +
-                    std::to_string(o.cols()) + " logits, not " + std::to_string(out_rows) + " x " +
+    if (o.rows() != p.out_rows || o.cols() != n_vocab_)
+        throw Error("the worker at " + p.first.address() + " returned " + std::to_string(o.rows()) + " x " +
+                    std::to_string(o.cols()) + " logits, not " + std::to_string(p.out_rows) + " x " +
                     std::to_string(n_vocab_) + ".");
     const std::vector<float> all = decode_activations(o);
     std::vector<std::vector<float>> out;
     size_t row = 0;
-    for (const RouteSeq& s : seqs) {
-        const size_t k = s.all_logits ? s.tokens.size() : 1;
+    for (const int64_t k : p.seq_rows) {
         out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * n_vocab_),
-                         all.begin() + static_cast<ptrdiff_t>((row + k) * n_vocab_));
-        row += k;
+                         all.begin() + static_cast<ptrdiff_t>((row + size_t(k)) * n_vocab_));
+        row += size_t(k);
     }
-    last_.request_id = work.request_id();
-    last_.hops.assign(result.hops().begin(), result.hops().end());
     if (sink_) {
         RouteTelemetry t;
-        t.request_id = work.request_id();
+        t.request_id = p.work.request_id();
         wire::HopTelemetry self;
-        self.set_rows(rows);
-        self.set_send_ms(send_ms_);
-        self.set_wait_ms(wait_ms_);
-        self.set_bytes_out(bytes_out_);
+        self.set_rows(p.rows);
+        self.set_eval_ms(p.local_eval_ms);
+        self.set_send_ms(p.send_ms);
+        self.set_wait_ms(wait_ms);
+        self.set_bytes_out(p.bytes_out);
         self.set_bytes_in(activation_bytes(o));
         t.hops.push_back(self);
         t.hops.insert(t.hops.end(), result.hops().begin(), result.hops().end());
         sink_(t);
     }
     return out;
+}
+
+std::vector<std::vector<float>> RemoteStages::forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
+                                                      int64_t cols, int n_slots, int64_t n_ctx) {
+    const Prepared p = prepare(hops_(), seqs, hidden, cols, n_slots, n_ctx, next_request_++, 0);
+    double wait_ms = 0;
+    const wire::Result result = exchange(p, &wait_ms);
+    return finish(p, result, wait_ms);
+}
+
+// A submitted step: its call runs on a thread of its own (a blocking gRPC
+// call per step in flight; a window holds a handful), and its logits are
+// checked and split on the thread that waits.
+class RemoteStages::Pending final : public RouteStep {
+public:
+    Pending(RemoteStages& owner, Prepared p) : owner_(owner), p_(std::move(p)) {
+        result_ = std::async(std::launch::async, [this] { return owner_.exchange(p_, &wait_ms_); });
+    }
+    ~Pending() override {
+        if (result_.valid()) result_.wait();  // the call reads p_: never leave it running
+    }
+    std::vector<std::vector<float>> wait() override {
+        const wire::Result result = result_.get();
+        return owner_.finish(p_, result, wait_ms_);
+    }
+    uint64_t id() const override { return p_.work.request_id(); }
+
+private:
+    RemoteStages& owner_;
+    Prepared p_;
+    double wait_ms_ = 0;
+    std::future<wire::Result> result_;
+};
+
+std::unique_ptr<RouteStep> RemoteStages::submit(std::span<const RouteSeq> seqs, std::span<const float> hidden,
+                                                int64_t cols, int n_slots, int64_t n_ctx, const RouteStep* after) {
+    Prepared p = prepare(hops_(), seqs, hidden, cols, n_slots, n_ctx, next_request_++, after ? after->id() : 0);
+    return std::make_unique<Pending>(*this, std::move(p));
+}
+
+Relayed RemoteStages::relay(const std::vector<wire::Hop>& route, std::span<const RouteSeq> seqs,
+                            std::span<const float> hidden, int64_t cols, int n_slots, int64_t n_ctx,
+                            uint64_t request_id, uint64_t follows) {
+    const Prepared p = prepare(route, seqs, hidden, cols, n_slots, n_ctx, request_id, follows);
+    Relayed r;
+    r.result = exchange(p, &r.wait_ms);
+    r.send_ms = p.send_ms;
+    r.bytes_out = p.bytes_out;
+    return r;
 }
 
 }  // namespace ds4

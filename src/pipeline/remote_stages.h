@@ -2,7 +2,8 @@
 // sends each step's hidden rows to the next hop (which forwards them along
 // the route itself, worker to worker) and returns the logits that come
 // back. The coordinator's sessions use one; so does every worker that is
-// not the last.
+// not the last. Calls may overlap (pipelined prefill: submit() returns
+// before the route answers; a worker relays several steps at once).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -32,37 +33,70 @@ struct RouteTelemetry {
     std::vector<wire::HopTelemetry> hops;
 };
 
+// A step relayed by a worker: what the rest of the route answered, as it
+// came (passed back upstream without decoding), and what relaying cost.
+struct Relayed {
+    wire::Result result;
+    double send_ms = 0, wait_ms = 0;
+    uint64_t bytes_out = 0;
+};
+
 class RemoteStages : public Downstream {
 public:
     using HopSource = std::function<std::vector<wire::Hop>()>;
+    // Called on the thread that collects the step's logits.
     using TelemetrySink = std::function<void(const RouteTelemetry&)>;
 
-    // `hops` gives the route after this process at each step (throws
-    // ds4::Error when it is incomplete).
+    // `hops` gives the route after this process at each forward() or
+    // submit() (throws ds4::Error when it is incomplete); relay() is given
+    // its route instead.
     RemoteStages(HopSource hops, std::optional<ClusterKey> key, std::shared_ptr<const TlsPems> tls,
                  int activation_bits, int64_t n_vocab, TelemetrySink sink = {});
 
     std::vector<std::vector<float>> forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
                                             int64_t cols, int n_slots, int64_t n_ctx) override;
-    // The hop records of the latest step, after this process's.
-    const std::vector<wire::HopTelemetry>& last_hops() const { return last_.hops; }
-    double last_send_ms() const { return send_ms_; }
-    double last_wait_ms() const { return wait_ms_; }
-    uint64_t last_bytes_out() const { return bytes_out_; }
+    void note_local_eval_ms(double ms) override { local_eval_ms_ = ms; }
+    std::unique_ptr<RouteStep> submit(std::span<const RouteSeq> seqs, std::span<const float> hidden, int64_t cols,
+                                      int n_slots, int64_t n_ctx, const RouteStep* after) override;
+    // A worker passing a step on along `route` (the hops after it, as the
+    // step's work names them) under the coordinator's request id and the
+    // step it follows; throws like forward(). Safe to call from several
+    // threads at once.
+    Relayed relay(const std::vector<wire::Hop>& route, std::span<const RouteSeq> seqs, std::span<const float> hidden,
+                  int64_t cols, int n_slots, int64_t n_ctx, uint64_t request_id, uint64_t follows);
+
+    // One call's message and what is known before it is sent.
+    struct Prepared {
+        wire::Work work;
+        wire::Hop first;                 // the hop it goes to
+        std::string last_address;        // the route's last hop (for the head check's sentence)
+        std::vector<int64_t> seq_rows;   // each sequence's logits rows
+        int64_t rows = 0, out_rows = 0;
+        double send_ms = 0, local_eval_ms = 0;
+        uint64_t bytes_out = 0;
+    };
 
 private:
+    Prepared prepare(const std::vector<wire::Hop>& route, std::span<const RouteSeq> seqs, std::span<const float> hidden, int64_t cols, int n_slots,
+                     int64_t n_ctx, uint64_t request_id, uint64_t follows);
+    // The blocking gRPC call; throws RouteStateLost, StageUnavailable or
+    // ds4::Error with the hop's sentence.
+    wire::Result exchange(const Prepared& p, double* wait_ms);
+    // Checks and splits the logits; reports telemetry.
+    std::vector<std::vector<float>> finish(const Prepared& p, const wire::Result& result, double wait_ms);
     wire::Stage::Stub& stub(const std::string& address);
+    class Pending;
+
     HopSource hops_;
     std::optional<ClusterKey> key_;
     std::shared_ptr<const TlsPems> tls_;
     int bits_;
     int64_t n_vocab_;
     TelemetrySink sink_;
+    std::mutex stubs_mu_;
     std::map<std::string, std::unique_ptr<wire::Stage::Stub>> stubs_;
-    std::atomic<uint64_t> next_request_{1};
-    RouteTelemetry last_;
-    double send_ms_ = 0, wait_ms_ = 0;
-    uint64_t bytes_out_ = 0;
+    std::atomic<uint64_t> next_request_;
+    std::atomic<double> local_eval_ms_{0};
 };
 
 // The sentence for a failed call to the stage at `hop`.

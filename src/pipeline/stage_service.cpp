@@ -31,7 +31,6 @@ grpc::Status StageService::Forward(grpc::ServerContext* ctx, const wire::Work* w
         log_warning("refused a step from " + ctx->peer() + ": " + auth.error_message());
         return auth;
     }
-    std::lock_guard<std::mutex> lock(mu_);
     try {
         return run(*work, *result);
     } catch (const RouteStateLost& e) {
@@ -53,16 +52,18 @@ SlotPool& StageService::pool_for(const wire::Work& work) {
     if (!pool_ || pool_slots_ != work.n_slots() || pool_ctx_ != work.n_ctx() || pool_routed_ != routed) {
         pool_.reset();
         next_.reset();
+        // relay() is given each step's route (the work names it).
         if (routed)
-            next_ = std::make_shared<RemoteStages>([this] { return next_hops_; }, config_.key, config_.tls,
+            next_ = std::make_shared<RemoteStages>([] { return std::vector<wire::Hop>{}; }, config_.key, config_.tls,
                                                    work.activation_bits(), engine_.info().n_vocab);
+        // The pool computes this slice only; run() relays its rows (outside
+        // the lock, so the next step can compute meanwhile).
         pool_ = std::make_unique<SlotPool>(engine_.model(), engine_.backend(), work.n_slots(), work.n_ctx(),
-                                           /*replay_decode=*/true, next_);
+                                           /*replay_decode=*/true);
         pool_slots_ = work.n_slots();
         pool_ctx_ = work.n_ctx();
         pool_routed_ = routed;
     }
-    next_hops_.assign(work.route().begin(), work.route().end());
     return *pool_;
 }
 
@@ -83,9 +84,27 @@ std::string StageService::align(const wire::Work& work) {
     return "";
 }
 
+void StageService::take_in_order(std::unique_lock<std::mutex>& lock, const wire::Work& work) {
+    // The step this one follows was sent before it, so it is at most a
+    // network hiccup behind; past this wait, the position and prefix-hash
+    // checks decide (a restarted worker never sees it, and refuses).
+    constexpr std::chrono::seconds kFollowWait{10};
+    if (work.follows() != 0)
+        taken_cv_.wait_for(lock, kFollowWait, [&] { return taken_.count(work.follows()) > 0; });
+    if (taken_.insert(work.request_id()).second) taken_order_.push_back(work.request_id());
+    while (taken_order_.size() > 256) {
+        taken_.erase(taken_order_.front());
+        taken_order_.pop_front();
+    }
+    taken_cv_.notify_all();
+}
+
 grpc::Status StageService::run(const wire::Work& work, wire::Result& result) {
     const auto t0 = std::chrono::steady_clock::now();
     const ModelInfo& info = engine_.info();
+    std::unique_lock<std::mutex> lock(mu_);
+    take_in_order(lock, work);
+    const auto t_taken = std::chrono::steady_clock::now();
     if (work.protocol() != kPipelineProtocol)
         return bad("the coordinator speaks pipeline protocol " + std::to_string(work.protocol()) + ", this worker " +
                    std::to_string(kPipelineProtocol) + ".");
@@ -117,36 +136,59 @@ grpc::Status StageService::run(const wire::Work& work, wire::Result& result) {
     for (const wire::SeqWork& s : work.seqs())
         steps.push_back(SeqStep{s.slot(), std::span<const int32_t>(s.tokens().data(), s.tokens().size()),
                                 s.all_logits()});
+    // This slice's rows: logits when it holds the head, else hidden rows for
+    // the next hop. The pool advances here and now; should the rest of the
+    // route fail, the coordinator's next step names an earlier position and
+    // align() rewinds (or refuses, and the coordinator replays).
     const std::vector<std::vector<float>> out = pool.step(steps, hidden);
+    const std::shared_ptr<RemoteStages> next = next_;
+    const bool head = pool.local_head();
+    const double eval_ms = ms_since(t_taken);
+    lock.unlock();
 
-    // Logits (this stage or a later one holds the head), else the last hidden rows.
-    const bool logits = pool.has_head();
-    const int64_t width = logits ? info.n_vocab : engine_.model().hidden_cols();
     std::vector<float> flat;
     for (const auto& o : out) flat.insert(flat.end(), o.begin(), o.end());
-    const auto t_enc = std::chrono::steady_clock::now();
-    encode_activations(flat, static_cast<int64_t>(flat.size()) / width, width, logits ? 32 : work.activation_bits(),
-                       *result.mutable_output());
-    result.set_logits(logits);
-
-    wire::HopTelemetry* me = result.add_hops();
-    me->set_address(config_.address);
-    *me->mutable_slice() = slice_;
-    me->set_rows(rows);
-    const double wait = next_ ? next_->last_wait_ms() : 0.0;
-    const double send = (next_ ? next_->last_send_ms() : 0.0) + ms_since(t_enc);
-    me->set_wait_ms(wait);
-    me->set_send_ms(send);
-    me->set_eval_ms(ms_since(t0) - wait - send);
-    me->set_bytes_in(activation_bytes(work.hidden()));
-    me->set_bytes_out(next_ ? next_->last_bytes_out() : activation_bytes(result.output()));
-    if (next_)
-        for (const wire::HopTelemetry& h : next_->last_hops()) *result.add_hops() = h;
+    wire::HopTelemetry me;
+    me.set_address(config_.address);
+    *me.mutable_slice() = slice_;
+    me.set_rows(rows);
+    me.set_eval_ms(eval_ms);
+    me.set_bytes_in(activation_bytes(work.hidden()));
+    if (next) {
+        std::vector<RouteSeq> seqs;
+        for (const wire::SeqWork& s : work.seqs())
+            seqs.push_back(RouteSeq{s.slot(), s.pos0(), s.prefix_hash(),
+                                    std::span<const int32_t>(s.tokens().data(), s.tokens().size()), s.all_logits()});
+        const std::vector<wire::Hop> route(work.route().begin(), work.route().end());
+        Relayed r = next->relay(route, seqs, flat, engine_.model().hidden_cols(), work.n_slots(), work.n_ctx(),
+                                work.request_id(), work.follows());
+        // What came back goes upstream as it is (no decoding and encoding
+        // again), after this hop's own record.
+        *result.mutable_output() = std::move(*r.result.mutable_output());
+        result.set_logits(r.result.logits());
+        me.set_wait_ms(r.wait_ms);
+        me.set_send_ms(r.send_ms);
+        me.set_bytes_out(r.bytes_out);
+        *result.add_hops() = me;
+        for (const wire::HopTelemetry& h : r.result.hops()) *result.add_hops() = h;
+    } else {
+        // Logits (f32: the sampler's input), else the last hidden rows.
+        const auto t_enc = std::chrono::steady_clock::now();
+        const int64_t width = head ? info.n_vocab : engine_.model().hidden_cols();
+        encode_activations(flat, static_cast<int64_t>(flat.size()) / width, width, head ? 32 : work.activation_bits(),
+                           *result.mutable_output());
+        result.set_logits(head);
+        me.set_send_ms(ms_since(t_enc));
+        me.set_bytes_out(activation_bytes(result.output()));
+        *result.add_hops() = me;
+    }
     if (config_.debug) {
         char line[256];
-        std::snprintf(line, sizeof line, "step %llu: %lld rows, slot %d at %lld: eval %.2f ms, wait %.2f ms, send %.2f ms",
+        std::snprintf(line, sizeof line,
+                      "step %llu: %lld rows, slot %d at %lld: eval %.2f ms, wait %.2f ms, send %.2f ms (%.2f ms in all)",
                       static_cast<unsigned long long>(work.request_id()), static_cast<long long>(rows),
-                      work.seqs(0).slot(), static_cast<long long>(work.seqs(0).pos0()), me->eval_ms(), wait, send);
+                      work.seqs(0).slot(), static_cast<long long>(work.seqs(0).pos0()), me.eval_ms(), me.wait_ms(),
+                      me.send_ms(), ms_since(t0));
         log_info(line);
     }
     return grpc::Status::OK;

@@ -4,13 +4,18 @@
 // every sequence is where the work says it continues (position and prefix
 // hash of its tokens): a worker that restarted or holds another sequence
 // answers FAILED_PRECONDITION and the coordinator replays that sequence,
-// so no step ever runs at a wrong position.
+// so no step ever runs at a wrong position. The lock covers this stage's
+// own compute only: while one step waits for the rest of the route, the
+// next (a pipelined prefill's next chunk) runs here.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <optional>
 #include <string>
 
@@ -47,17 +52,22 @@ private:
     // "" when every sequence can continue at its pos0 here (rewinding where
     // needed and possible), else why not.
     std::string align(const wire::Work& work);
+    // Waits (a little) until the step `work` follows has been taken here,
+    // then marks `work` taken. Called with mu_ held.
+    void take_in_order(std::unique_lock<std::mutex>& lock, const wire::Work& work);
 
     const Engine& engine_;
     StageConfig config_;
     wire::Slice slice_;
-    std::mutex mu_;  // one step at a time: sequences advance in order
+    std::mutex mu_;  // one step's compute at a time: sequences advance in order
+    std::condition_variable taken_cv_;
+    std::set<uint64_t> taken_;        // request ids of the latest steps taken here
+    std::deque<uint64_t> taken_order_;
     std::unique_ptr<SlotPool> pool_;
     int pool_slots_ = 0;
     int64_t pool_ctx_ = 0;
     bool pool_routed_ = false;
     std::shared_ptr<RemoteStages> next_;
-    std::vector<wire::Hop> next_hops_;  // the route after this stage, as the current work names it
 };
 
 }  // namespace ds4

@@ -93,7 +93,9 @@ struct Server::Impl {
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
             std::optional<SchedulerStats> s;
             if (ctx.engine.load(std::memory_order_acquire)) s = ctx.scheduler->stats();
-            res.set_content(ctx.metrics.render(s), "text/plain; version=0.0.4; charset=utf-8");
+            std::string text = ctx.metrics.render(s);
+            if (ctx.opts.extra_metrics) text += ctx.opts.extra_metrics();
+            res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
         });
         add_openai_routes(http, ctx);
         add_anthropic_routes(http, ctx);

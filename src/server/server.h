@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct ServerOptions {
     uint64_t kv_disk_bytes = 0;
     std::string kv_disk_compression = "zstd";
     std::string model_id;               // what /v1/models lists and responses echo
+    // More /metrics series from outside the server (a pipeline
+    // coordinator's per-hop telemetry); called on the HTTP threads.
+    std::function<std::string()> extra_metrics;
 };
 
 class Server {

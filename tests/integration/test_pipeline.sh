@@ -2,6 +2,7 @@
 # The multi-process pipeline on loopback (ds4 --role coordinator|worker),
 # real processes and sockets, both families, a fresh random model each run:
 #   - 2 and 3 stages give the single process's logits bit for bit (f32
+#     activations; a random --dist-prefill-window 1..8 of chunks in flight
 #     activations; the 2-stage run on shards written by ds4-gguf split,
 #     each mapped as one region; a shard run whole is refused)
 #     a 300-token prompt, random slice boundaries and prefill chunks); f16
@@ -67,14 +68,15 @@ for arch in qwen3moe deepseek4; do
   [[ $rc == 1 ]] && grep -q "is a shard holding only blocks $((a + 1)):output" "$tmp/err" \
     || fail "$arch: a shard run whole: exit $rc: $(cat "$tmp/err")"
   port=$(free_port)
+  win=$((1 + RANDOM % 8))
   start_worker "$tmp/s1.gguf" "$((a + 1)):output" "$port" "$tmp/w.log"; w=$wpid
   "$bin/ds4" -m "$tmp/s0.gguf" --role coordinator --layers "0:$a" --listen 127.0.0.1 "$port" --token-ids "$tmp/ids.txt" \
-    --dump-logits "$tmp/two.bin" -t 1 --prefill-chunk "$chunk" 2>"$tmp/err" \
-    || fail "$arch 2 stages (0:$a | $((a + 1)):output): $(cat "$tmp/err") / $(cat "$tmp/w.log")"
+    --dump-logits "$tmp/two.bin" -t 1 --prefill-chunk "$chunk" --dist-prefill-window "$win" 2>"$tmp/err" \
+    || fail "$arch 2 stages (0:$a | $((a + 1)):output, window $win): $(cat "$tmp/err") / $(cat "$tmp/w.log")"
   grep -q "^pipeline: route -> 127.0.0.1:[0-9]* (blocks $((a + 1))\.\.$((nl - 1)) + head)" "$tmp/err" \
     || grep -q "^pipeline: route -> 127.0.0.1:[0-9]* (block $((a + 1)) + head)" "$tmp/err" \
     || fail "$arch: no route line: $(cat "$tmp/err")"
-  cmp -s "$tmp/ref.bin" "$tmp/two.bin" || fail "$arch: 2 stages (0:$a | $((a + 1)):output, chunk $chunk) differ from one process"
+  cmp -s "$tmp/ref.bin" "$tmp/two.bin" || fail "$arch: 2 stages (0:$a | $((a + 1)):output, chunk $chunk, window $win) differ from one process"
   grep -q "^model map: 1 region .*of 0.0[0-9] GiB file\|^model map: 1 region across" "$tmp/err" || fail "$arch: shard map: $(grep 'model map' "$tmp/err")"
   grep -q "^model map: 1 region across" "$tmp/w.log" || fail "$arch: worker shard map: $(grep 'model map' "$tmp/w.log")"
   stop "$w"
@@ -85,12 +87,16 @@ for arch in qwen3moe deepseek4; do
   port=$(free_port)
   start_worker "$m" "$((a + 1)):$b" "$port" "$tmp/w1.log"; w1=$wpid
   start_worker "$m" "$((b + 1)):output" "$port" "$tmp/w2.log" --debug; w2=$wpid
+  # Small chunks with a window of several in flight: each middle stage takes
+  # a chunk while the one before it still travels the rest of the route.
+  chunk3=$((1 + RANDOM % 60)); win3=$((2 + RANDOM % 7))
   for bits in 32 16 8; do
     "$bin/ds4" -m "$m" --role coordinator --layers "0:$a" --listen 127.0.0.1 "$port" --token-ids "$tmp/ids.txt" \
-      --dump-logits "$tmp/three-$bits.bin" -t 1 --prefill-chunk "$chunk" --dist-activation-bits "$bits" --debug \
-      2>"$tmp/err" || fail "$arch 3 stages, $bits bits: $(cat "$tmp/err")"
+      --dump-logits "$tmp/three-$bits.bin" -t 1 --prefill-chunk "$chunk3" --dist-prefill-window "$win3" \
+      --dist-activation-bits "$bits" --debug 2>"$tmp/err" || fail "$arch 3 stages, $bits bits: $(cat "$tmp/err")"
   done
-  cmp -s "$tmp/ref.bin" "$tmp/three-32.bin" || fail "$arch: 3 stages (0:$a | $((a + 1)):$b | $((b + 1)):output) differ"
+  cmp -s "$tmp/ref.bin" "$tmp/three-32.bin" \
+    || fail "$arch: 3 stages (0:$a | $((a + 1)):$b | $((b + 1)):output, chunk $chunk3, window $win3) differ"
   # Telemetry: one line per hop and step.
   grep -q "^pipeline: step [0-9]* hop 2 127.0.0.1:[0-9]* (.*): [0-9]* rows, eval .* ms, wait .* ms, send .* ms, in [0-9]* B, out [0-9]* B" \
     "$tmp/err" || fail "$arch: no per-hop telemetry with --debug: $(head -20 "$tmp/err")"
@@ -109,12 +115,13 @@ for arch in qwen3moe deepseek4; do
     || fail "$arch: reduced activations beyond their bounds (f16 $rel16 > $b16 or 8-bit $rel8 > $b8, argmax $agr16 $agr8)"
   [[ $rel16 != 0.0000e+00 && $rel8 != 0.0000e+00 ]] || fail "$arch: reduced activations gave exact logits (not applied?)"
 
-  # kill -9 of the last worker during prefill (many small chunks): exit 1, quickly, naming it.
+  # kill -9 of the last worker during prefill (many small chunks, several
+  # in flight): exit 1, quickly, naming it.
   ids 600 "$v" 2 >"$tmp/long.txt"
   : >"$tmp/w2.log"
   start=$(date +%s)
   "$bin/ds4" -m "$m" --role coordinator --layers "0:$a" --listen 127.0.0.1 "$port" --token-ids "$tmp/long.txt" \
-    --dump-logits "$tmp/x.bin" -t 1 --prefill-chunk 2 --ctx 1024 2>"$tmp/err" &
+    --dump-logits "$tmp/x.bin" -t 1 --prefill-chunk 2 --dist-prefill-window 8 --ctx 1024 2>"$tmp/err" &
   c=$!; pids+=("$c")
   wait_for "$tmp/w2.log" "^step .* at 40:" 60 || fail "$arch: prefill never reached position 40: $(cat "$tmp/err")"
   stop "$w2"
@@ -127,7 +134,8 @@ for arch in qwen3moe deepseek4; do
   # Restart it: exact again (the coordinator of the next run starts fresh).
   start_worker "$m" "$((b + 1)):output" "$port" "$tmp/w2.log" --debug; w2=$wpid
   "$bin/ds4" -m "$m" --role coordinator --layers "0:$a" --listen 127.0.0.1 "$port" --token-ids "$tmp/ids.txt" \
-    --dump-logits "$tmp/again.bin" -t 1 --prefill-chunk "$chunk" 2>"$tmp/err" || fail "$arch after restart: $(cat "$tmp/err")"
+    --dump-logits "$tmp/again.bin" -t 1 --prefill-chunk "$chunk" --dist-prefill-window "$((1 + RANDOM % 8))" \
+    2>"$tmp/err" || fail "$arch after restart: $(cat "$tmp/err")"
   cmp -s "$tmp/ref.bin" "$tmp/again.bin" || fail "$arch: logits after a worker restart differ"
   stop "$w1"; stop "$w2"
 done

@@ -5,7 +5,9 @@
 # /health is 503 until the route is whole; a dead worker makes the next
 # request a 503 with the sentence while the server keeps serving, and once a
 # worker is back the same conversation (its prefix reused from the slot, so
-# the new worker must be replayed) gives the same text again.
+# the new worker must be replayed) gives the same text again; /metrics
+# carries per-hop series (hop 0 the coordinator, hop 1 the worker by address
+# and layers) that move with each request.
 set -euo pipefail
 bin=${DS4_BIN:?}
 tmp=$(mktemp -d)
@@ -62,6 +64,45 @@ ask "$base" "$p1" "$tmp/b1" & q1=$!; ask "$base" "$p2" "$tmp/b2" & q2=$!; wait "
 [ "$(text "$tmp/a1")" = "$(text "$tmp/b1")" ] || fail "text 1 differs: '$(text "$tmp/a1")' vs '$(text "$tmp/b1")'"
 [ "$(text "$tmp/a2")" = "$(text "$tmp/b2")" ] || fail "text 2 differs: '$(text "$tmp/a2")' vs '$(text "$tmp/b2")'"
 grep -q "^pipeline: route -> " "$tmp/coord.log" || fail "no route line"
+
+# Per-hop telemetry in /metrics: hop 0 (the coordinator) and hop 1 (the
+# worker, by address and layers) exist, and move with the next request.
+waddr=$(sed -n 's/^pipeline: worker serving .* on \(127\.0\.0\.1:[0-9]*\).*/\1/p' "$tmp/w.log" | head -1)
+[ -n "$waddr" ] || fail "no worker address in its log"
+curl -s "$base/metrics" >"$tmp/m1.txt"
+ask "$base" "$p2 again" "$tmp/b3"
+[ "$(cat "$tmp/b3.code")" = 200 ] || fail "third request: $(cat "$tmp/b3")"
+curl -s "$base/metrics" >"$tmp/m2.txt"
+python3 - "$tmp/m1.txt" "$tmp/m2.txt" "$waddr" <<'PY' || fail "per-hop metrics: $(grep ds4_pipeline "$tmp/m2.txt" | head -30)"
+import re, sys
+def series(path):
+    out = {}
+    for l in open(path):
+        m = re.match(r'(ds4_pipeline_hop_\w+)\{hop="(\d)",address="([^"]*)",layers="([^"]*)"(?:,le="([^"]*)")?\} (\S+)$', l.strip())
+        if m:
+            out[(m[1], m[2], m[3], m[4], m[5])] = float(m[6])
+    return out
+a, b, waddr = series(sys.argv[1]), series(sys.argv[2]), sys.argv[3]
+def get(s, name, hop, le=None):
+    v = [x for k, x in s.items() if k[0] == name and k[1] == hop and k[4] == le]
+    assert len(v) == 1, (name, hop, v)
+    return v[0]
+workers = {k[2:4] for k in b if k[1] == "1"}
+assert len(workers) == 1, workers
+w = next(iter(workers))
+assert w[0] == waddr and re.fullmatch(r"blocks? 2(\.\.\d+)? \+ head", w[1]), w
+assert any(k[1] == "0" and k[2] == "coordinator" and k[3].startswith("block") for k in b), "no hop 0"
+for name in ("ds4_pipeline_hop_steps_total", "ds4_pipeline_hop_tokens_total", "ds4_pipeline_hop_bytes_in_total",
+             "ds4_pipeline_hop_bytes_out_total", "ds4_pipeline_hop_eval_seconds_count",
+             "ds4_pipeline_hop_downstream_wait_seconds_count", "ds4_pipeline_hop_send_seconds_count"):
+    for hop in ("0", "1"):
+        assert get(b, name, hop) > get(a, name, hop) > 0, (name, hop, get(a, name, hop), get(b, name, hop))
+for hop in ("0", "1"):
+    assert get(b, "ds4_pipeline_hop_eval_seconds_bucket", hop, "+Inf") == get(b, "ds4_pipeline_hop_eval_seconds_count", hop)
+    assert get(b, "ds4_pipeline_hop_eval_seconds_sum", hop) > 0
+assert get(b, "ds4_pipeline_hop_downstream_wait_seconds_sum", "0") > 0  # the coordinator waits for the worker
+print("per-hop metrics move:", {h: get(b, "ds4_pipeline_hop_steps_total", h) for h in ("0", "1")})
+PY
 
 # The worker dies: 503 with the sentence; the server stays up.
 kill -9 "$w"; wait "$w" 2>/dev/null || true

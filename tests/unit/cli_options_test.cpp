@@ -98,13 +98,14 @@ TEST_F(Ds4OptionsTest, EveryFlagAccepted) {
                           "--nothink", "-sys", "be brief", "--backend", "cuda", "--layers", "0:11", "--role",
                           "coordinator", "--listen", "127.0.0.1", "9000", "--ssd-streaming",
                           "--ssd-streaming-cache-experts", "64", "--check-tensors", "--dist-activation-bits", "8",
-                          "--dist-prefill-chunk", "128", "--debug"});
+                          "--dist-prefill-chunk", "128", "--dist-prefill-window", "7", "--debug"});
     EXPECT_TRUE(o.has_prompt);
     EXPECT_EQ(o.prompt, "hi there");
     EXPECT_EQ(o.n_predict, 17);
     EXPECT_EQ(o.ctx, 2048);
     EXPECT_EQ(o.threads, 3);
     EXPECT_EQ(o.prefill_chunk, 256);
+    EXPECT_EQ(o.dist_prefill_window, 7);
     EXPECT_EQ(o.temp, 0.0f);
     EXPECT_EQ(o.top_p, 1.0f);
     EXPECT_EQ(o.top_k, 0);
@@ -261,6 +262,10 @@ TEST_F(Ds4OptionsTest, OutOfRange) {
                  {"--dist-activation-bits"});
     expect_usage({"--role", "coordinator", "--layers", "0:3", "--listen", "127.0.0.1", "9", "--dist-prefill-chunk", "0"},
                  {"--dist-prefill-chunk"});
+    for (const char* bad : {"0", "-1", "65", "two", ""})
+        expect_usage({"--role", "coordinator", "--layers", "0:3", "--listen", "127.0.0.1", "9", "--dist-prefill-window", bad},
+                     {"--dist-prefill-window"});
+    EXPECT_EQ(Ds4Options{}.dist_prefill_window, 4);
 }
 
 // Which role needs what: one sentence naming the flag, before any load.
@@ -284,11 +289,12 @@ TEST_F(Ds4OptionsTest, PipelineRoles) {
     expect_usage({"--role", "worker", "--layers", "4:7", "--coordinator", "10.0.0.1", "9"}, {"needs --listen"});
     expect_usage(with(W, {"-p", "hi"}), {"--prompt", "coordinator's"});
     expect_usage(with(W, {"--dist-activation-bits", "16"}), {"--dist-activation-bits", "coordinator's"});
-    for (const char* f : {"--layers", "--debug", "--dist-activation-bits", "--dist-prefill-chunk"}) {
+    expect_usage(with(W, {"--dist-prefill-window", "2"}), {"--dist-prefill-window", "coordinator's"});
+    for (const char* f : {"--layers", "--debug", "--dist-activation-bits", "--dist-prefill-chunk", "--dist-prefill-window"}) {
         std::vector<std::string> a = {f};
         if (std::string(f) == "--layers") a.push_back("0:3");
         if (std::string(f) == "--dist-activation-bits") a.push_back("16");
-        if (std::string(f) == "--dist-prefill-chunk") a.push_back("16");
+        if (std::string(f) == "--dist-prefill-chunk" || std::string(f) == "--dist-prefill-window") a.push_back("16");
         expect_usage(a, {f, "needs --role"});
     }
     // Off loopback only with a cluster key.

@@ -1,6 +1,7 @@
 // A pipeline route in one process over real gRPC on loopback: a coordinator
 // engine (blocks 0..k) and worker engines serving the rest, each its own
-// model map. The route's logits equal the whole model's bit for bit; a
+// model map. The route's logits equal the whole model's bit for bit (with
+// a random window of prefill chunks in flight); a
 // worker that restarts between two evaluations of a session (its state
 // gone) is caught by the position/prefix-hash check and the sequence is
 // replayed, so the next logits are still exact; a worker that stops fails
@@ -97,6 +98,7 @@ TEST_P(RouteReplay, ExactThroughRestartsAndFailsCleanlyWhenAWorkerStops) {
     SessionOptions so;
     so.n_ctx = 1024;
     so.prefill_chunk = 1 + rng() % 40;
+    so.prefill_window = 1 + static_cast<int>(rng() % 8);  // chunks in flight along the route (the whole model: unused)
     auto ref_session = whole->new_session(so);
     const std::vector<float> ref1 = ref_session->eval(first, true);
     const std::vector<float> ref2 = ref_session->eval(second, true);
@@ -121,7 +123,8 @@ TEST_P(RouteReplay, ExactThroughRestartsAndFailsCleanlyWhenAWorkerStops) {
     coord_engine->set_route(coordinator.route());
     auto session = coord_engine->new_session(so);
     SCOPED_TRACE("blocks 0.." + std::to_string(k - 1) + " | " + std::to_string(k) + ".." + std::to_string(m - 1) +
-                 " | " + std::to_string(m) + "..output, chunk " + std::to_string(so.prefill_chunk));
+                 " | " + std::to_string(m) + "..output, chunk " + std::to_string(so.prefill_chunk) + ", window " +
+                 std::to_string(so.prefill_window));
     EXPECT_EQ(session->eval(first, true), ref1);
 
     // The last worker restarts: a new process state, a new port.

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "pipeline/coordinator.h"
+#include "pipeline/hop_stats.h"
 #include "pipeline/pipeline_setup.h"
 #include "server/server.h"
 
@@ -68,6 +69,13 @@ int main(int argc, char** argv) {
         so.kv_disk_bytes = o.kv_disk_space_mb << 20;
         so.kv_disk_compression = o.kv_disk_compression;
         so.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
+        // A coordinator's per-hop telemetry in /metrics (made before the
+        // server, so it outlives every scrape).
+        std::shared_ptr<ds4::HopStats> hop_stats;
+        if (o.role == "coordinator") {
+            hop_stats = std::make_shared<ds4::HopStats>();
+            so.extra_metrics = [hop_stats] { return hop_stats->prometheus(); };
+        }
 
         // The engine outlives the server (its scheduler holds the model),
         // and the coordinator the engine's route.
@@ -99,8 +107,9 @@ int main(int argc, char** argv) {
         engine->tokenizer();  // a file without a vocabulary fails here, before serving
         if (o.role == "coordinator") {
             // Still loading for /health until every later block has a worker.
-            coordinator = std::make_unique<ds4::Coordinator>(
-                *engine, ds4::coordinator_config(o, std::move(secrets), o.parallel, o.ctx));
+            ds4::CoordinatorConfig cc = ds4::coordinator_config(o, std::move(secrets), o.parallel, o.ctx);
+            cc.hop_stats = hop_stats;
+            coordinator = std::make_unique<ds4::Coordinator>(*engine, std::move(cc));
             coordinator->wait_for_route();
             engine->set_route(coordinator->route());
         }

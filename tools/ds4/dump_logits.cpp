@@ -42,6 +42,7 @@ int run_dump_logits(Engine& engine, const Ds4Options& opts) {
     SessionOptions so;
     so.n_ctx = std::max<int64_t>(opts.ctx, static_cast<int64_t>(ids.size()));
     so.prefill_chunk = opts.prefill_chunk;
+    so.prefill_window = opts.dist_prefill_window;  // used only along a pipeline route
     const std::unique_ptr<Session> session = engine.new_session(so);
     const std::vector<float> logits = session->eval(ids, /*all_logits=*/true);
 

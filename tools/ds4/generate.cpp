@@ -57,6 +57,7 @@ struct Chat {
         SessionOptions s;
         s.n_ctx = o.ctx;
         s.prefill_chunk = o.prefill_chunk;
+        s.prefill_window = o.dist_prefill_window;  // used only along a pipeline route
         return s;
     }
 
