@@ -27,13 +27,6 @@ RowSets glm_indexer_select(Backend& be, const GlmDsaHparams& hp, const GlmDsaLay
     return dsv4_ops(be).indexer_topk(q, w, st.indexer_keys, visible, hp.indexer_top_k);
 }
 
-namespace {
-void project(Backend& be, const GlmScaled& p, const Tensor& in, Tensor& out) {
-    be.matmul(p.w, in, out);
-    if (p.scale) be.mul_row(out, p.scale);
-}
-}  // namespace
-
 Tensor glm_attention(Backend& be, const GlmDsaHparams& hp, const GlmDsaLayerWeights& L, GlmDsaLayerState& st,
                      const CacheRows& where, const RowSets& selected, const Tensor& qr, const Tensor& x) {
     GlmDsaOps& ops = glm_dsa_ops(be);
@@ -66,7 +59,7 @@ Tensor glm_attention(Backend& be, const GlmDsaHparams& hp, const GlmDsaLayerWeig
     Tensor v = be.alloc(n, H * hp.head_dim_v);
     dsv4_ops(be).matmul_grouped(L.wv_b, att, v);
     Tensor out = be.alloc(n, hp.n_embd);
-    project(be, L.wo, v, out);
+    glm_project(be, L.wo, v, out);
     return out;
 }
 

@@ -6,20 +6,15 @@ namespace ds4 {
 
 namespace {
 
-void project(Backend& be, const GlmScaled& p, const Tensor& in, Tensor& out) {
-    be.matmul(p.w, in, out);
-    if (p.scale) be.mul_row(out, p.scale);
-}
-
 // down(silu(gate x) * up x), as llama.cpp's build_ffn with LLM_FFN_SILU, LLM_FFN_PAR.
 Tensor swiglu_ffn(Backend& be, const GlmScaled& gate, const GlmScaled& up, const GlmScaled& down, const Tensor& x,
                   int64_t n_embd) {
     const int64_t n = x.rows, F = gate.w.ne[1];
     Tensor g = be.alloc(n, F), u = be.alloc(n, F), out = be.alloc(n, n_embd);
-    project(be, gate, x, g);
-    project(be, up, x, u);
+    glm_project(be, gate, x, g);
+    glm_project(be, up, x, u);
     be.swiglu(g, u, g);
-    project(be, down, g, out);
+    glm_project(be, down, g, out);
     return out;
 }
 

@@ -21,6 +21,12 @@ struct GlmScaled {
     WeightRef w, scale;
 };
 
+// out = in x w, times the per-row scale where the file carries one.
+inline void glm_project(Backend& be, const GlmScaled& p, const Tensor& in, Tensor& out) {
+    be.matmul(p.w, in, out);
+    if (p.scale) be.mul_row(out, p.scale);
+}
+
 struct GlmDsaLayerWeights {
     WeightRef attn_norm;
     WeightRef wq_a, q_a_norm, wq_b;  // q: E -> q_lora (RMS-normed) -> heads x (nope | rope)
