@@ -2,7 +2,7 @@
 # --ssd-streaming end to end through ds4: routed experts read from the file
 # into a bounded expert cache give the resident run's logits bit for bit (the
 # CPU), for both families, at budgets from one token's experts to all of them,
-# by count and by bytes and automatic, at several prefill chunks; the startup
+# by count and by bytes and automatic, at prefill chunks drawn each run; the startup
 # plan and the end-of-run cache line are printed; a failed read and a budget
 # below one token's experts are one sentence and exit 1.
 set -euo pipefail
@@ -36,27 +36,31 @@ for arch in qwen3moe deepseek4; do
   grep -q "^model map: " "$tmp/err" || fail "$arch: no model map line"
 
   half=$(( working / 2 > per_token ? working / 2 : per_token ))
-  for budget in "$per_token" "$half" "$working" "$total" "1GB" auto; do
-    for chunk in 1 32 600; do
-      # The cache serves chunk x per_token experts per block at once: the
-      # engine shrinks the chunk to fit, so the resident run uses the same.
-      slots=$budget
-      [[ $budget == 1GB || $budget == auto ]] && slots=$total
-      eff=$(( chunk < slots / per_token ? chunk : slots / per_token ))
-      res=$tmp/res-$eff.bin
-      [[ -f $res ]] || "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$res" --prefill-chunk "$eff" -t 2 \
-        2>/dev/null || fail "$arch: resident run failed"
-      flags=(--ssd-streaming)
-      [[ $budget != auto ]] && flags+=(--ssd-streaming-cache-experts "$budget")
-      "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" --prefill-chunk "$chunk" -t 2 \
-          "${flags[@]}" 2>"$tmp/err" || fail "$arch: budget $budget chunk $chunk failed (seed $seed): $(cat "$tmp/err")"
-      cmp -s "$res" "$tmp/ssd.bin" \
-        || fail "$arch: budget $budget, chunk $chunk: logits differ from the resident run (seed $seed)"
-      if [[ $budget == "$per_token" ]]; then
-        grep -q "less than twice the working set" "$tmp/err" || fail "$arch: no warning for a budget of $budget"
-        grep -q " misses, " "$tmp/err" || fail "$arch: no cache statistics"
-      fi
-    done
+  # Every budget at a prefill chunk drawn from 1, 32 and 600 (fresh each run),
+  # and the smallest budget, where the cache evicts hardest, at 1 and 600 both.
+  chunks=(1 32 600)
+  runs=("$per_token 1" "$per_token 600")
+  for budget in "$half" "$working" "$total" "1GB" auto; do runs+=("$budget ${chunks[RANDOM % 3]}"); done
+  for run in "${runs[@]}"; do
+    read -r budget chunk <<<"$run"
+    # The cache serves chunk x per_token experts per block at once: the
+    # engine shrinks the chunk to fit, so the resident run uses the same.
+    slots=$budget
+    [[ $budget == 1GB || $budget == auto ]] && slots=$total
+    eff=$(( chunk < slots / per_token ? chunk : slots / per_token ))
+    res=$tmp/res-$eff.bin
+    [[ -f $res ]] || "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$res" --prefill-chunk "$eff" -t 2 \
+      2>/dev/null || fail "$arch: resident run failed"
+    flags=(--ssd-streaming)
+    [[ $budget != auto ]] && flags+=(--ssd-streaming-cache-experts "$budget")
+    "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" --prefill-chunk "$chunk" -t 2 \
+        "${flags[@]}" 2>"$tmp/err" || fail "$arch: budget $budget chunk $chunk failed (seed $seed): $(cat "$tmp/err")"
+    cmp -s "$res" "$tmp/ssd.bin" \
+      || fail "$arch: budget $budget, chunk $chunk: logits differ from the resident run (seed $seed)"
+    if [[ $budget == "$per_token" ]]; then
+      grep -q "less than twice the working set" "$tmp/err" || fail "$arch: no warning for a budget of $budget"
+      grep -q " misses, " "$tmp/err" || fail "$arch: no cache statistics"
+    fi
   done
 
   # A failed read (the test hook fails the 5th) ends the run with one sentence

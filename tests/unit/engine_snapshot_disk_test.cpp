@@ -43,10 +43,15 @@ SessionSnapshot random_snapshot(std::mt19937_64& rng, std::vector<int32_t> token
     s.tokens = tokens;
     s.state.n_past = static_cast<int64_t>(tokens.size());
     s.state.tokens = std::move(tokens);
-    std::normal_distribution<float> g(0.0f, 1.0f);
     for (size_t n : sizes) {
         s.state.tensors.emplace_back(n);
-        for (float& v : s.state.tensors.back()) v = g(rng);
+        // Floats in [-1, 1) from a cheap generator seeded by the test's: a
+        // tensor of 64 MiB fills fast even under ASan.
+        uint64_t x = rng() | 1;
+        for (float& v : s.state.tensors.back()) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            v = static_cast<float>(static_cast<int64_t>(x >> 39) - (int64_t{1} << 24)) * 0x1p-24f;
+        }
     }
     return s;
 }
