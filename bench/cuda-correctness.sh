@@ -21,8 +21,11 @@ if [ "${1:-}" = "--pack" ]; then
     cp "$build/tests/$t" "$st/" || exit 1
   done
   cp "$build/ds4-gguf" "$build/ds4-bench" "$st/" && strip "$st"/*
-  # Debian libraries the GPU machine's image lacks travel beside the binaries (LD_LIBRARY_PATH there).
-  cp -L /usr/lib/x86_64-linux-gnu/libutf8proc.so.2 "$st/"
+  # Debian libraries the GPU machine's image may lack (httplib, utf8proc, xxhash, zstd, lz4, gRPC, ...)
+  # travel beside the binaries (LD_LIBRARY_PATH there); glibc, libstdc++ and CUDA's own stay.
+  for b in "$st"/*; do ldd "$b"; done | awk '$3 ~ /^\/(usr\/)?lib\/x86_64-linux-gnu\// {print $3}' | sort -u |
+    grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux-x86-64)\.so' |
+    while read -r lib; do cp -L "$lib" "$st/"; done
   git -C "$repo" rev-parse HEAD > "$st/commit"; git -C "$repo" status --short >> "$st/commit"
   tar cJf "$out/pk.tar.xz" -C "$st" . && rm -rf "$st"
   # The Q4_K_M case needs llama.cpp's generator and quantizer, which do not travel: make the file here.

@@ -22,13 +22,14 @@ class PrefixCache;
 struct SessionOptions {
     int64_t n_ctx = 4096;
     int64_t prefill_chunk = 4096;
-    // Prefill chunks in flight along a pipeline route (--dist-prefill-window):
-    // this stage computes the next chunk while later stages work on earlier
-    // ones. 1, or no route: one chunk at a time.
-    int prefill_window = 1;
     // Record the one-token forward pass once and replay it for every decode
     // step where the backend and the model allow it (CUDA graphs).
     bool replay_decode = true;
+    // Prefill chunks in flight along a pipeline route (--dist-prefill-window):
+    // this stage computes the next chunk while later stages work on earlier
+    // ones. 1, or no route: one chunk at a time. (After replay_decode, so
+    // SessionOptions{ctx, chunk, replay} keeps its meaning.)
+    int prefill_window = 1;
     // The pipeline stages after this process's layer slice (none: the model
     // is whole here). Set by the engine.
     std::shared_ptr<Downstream> route;

@@ -30,6 +30,10 @@ void expect_batched_equals_alone(const Model& model, int B, int lo, int hi, int 
     auto cpu = make_cpu_backend(2);
     const auto V = static_cast<int32_t>(model.info().n_vocab);
     auto seqs = ds4::test::draw_sequences(rng, B + B / 2 + 1, V, lo, hi, 8);
+    // Continuations of 8, 7 and 6 tokens: sequences that started together
+    // cannot all end together, so a freed slot's next prompt is prefilled
+    // beside another's decode whatever the drawn lengths and chunks.
+    for (size_t i = 0; i < seqs.size(); ++i) seqs[i].continuation.resize(8 - i % 3);
     ds4::test::run_alone(model, *cpu, seqs, n_ctx);
     const auto batched = ds4::test::run_batched(model, *cpu, seqs, B, n_ctx, max_chunk, rng);
     EXPECT_GT(batched.mixed_steps, 0) << "no step mixed a prefill chunk with decodes";
