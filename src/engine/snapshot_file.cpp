@@ -109,6 +109,23 @@ private:
     uint64_t offset_ = 0;
 };
 
+// XXH3 over the payload's bytes as they stream past, freed on any exit.
+class PayloadHash {
+public:
+    PayloadHash() : st_(XXH3_createState()) {
+        if (!st_) throw Error("out of memory for a KV snapshot's hash state.");
+        XXH3_64bits_reset(st_);
+    }
+    ~PayloadHash() { XXH3_freeState(st_); }
+    PayloadHash(const PayloadHash&) = delete;
+    PayloadHash& operator=(const PayloadHash&) = delete;
+    void update(const std::string& bytes) { XXH3_64bits_update(st_, bytes.data(), bytes.size()); }
+    uint64_t digest() const { return XXH3_64bits_digest(st_); }
+
+private:
+    XXH3_state_t* st_;
+};
+
 [[noreturn]] void corrupt(const std::string& path, const std::string& what) {
     throw Error("the KV cache file " + path + " is not a usable snapshot: " + what + ".");
 }
@@ -232,8 +249,7 @@ void write_snapshot_file(const std::string& path, const std::string& tmp_path, c
         out.write(h.data(), h.size());
         // Frames run across tensor boundaries: the payload is the tensors'
         // floats end to end, cut every kFrameBytes.
-        XXH3_state_t* st = XXH3_createState();
-        XXH3_64bits_reset(st);
+        PayloadHash hash;
         uint64_t payload = 0;
         std::string raw;
         raw.reserve(kFrameBytes);
@@ -245,32 +261,26 @@ void write_snapshot_file(const std::string& path, const std::string& tmp_path, c
             put(fh, static_cast<uint32_t>(packed.size()));
             out.write(fh.data(), fh.size());
             out.write(packed.data(), packed.size());
-            XXH3_64bits_update(st, fh.data(), fh.size());
-            XXH3_64bits_update(st, packed.data(), packed.size());
+            hash.update(fh);
+            hash.update(packed);
             payload += fh.size() + packed.size();
             raw.clear();
         };
-        try {
-            for (const auto& t : snap.state.tensors) {
-                const char* p = reinterpret_cast<const char*>(t.data());
-                size_t left = t.size() * sizeof(float);
-                while (left > 0) {
-                    const size_t n = std::min<size_t>(left, kFrameBytes - raw.size());
-                    raw.append(p, n);
-                    p += n;
-                    left -= n;
-                    if (raw.size() == kFrameBytes) flush();
-                }
+        for (const auto& t : snap.state.tensors) {
+            const char* p = reinterpret_cast<const char*>(t.data());
+            size_t left = t.size() * sizeof(float);
+            while (left > 0) {
+                const size_t n = std::min<size_t>(left, kFrameBytes - raw.size());
+                raw.append(p, n);
+                p += n;
+                left -= n;
+                if (raw.size() == kFrameBytes) flush();
             }
-            flush();
-        } catch (...) {
-            XXH3_freeState(st);
-            throw;
         }
+        flush();
         std::string tail;
         put(tail, payload);
-        put(tail, static_cast<uint64_t>(XXH3_64bits_digest(st)));
-        XXH3_freeState(st);
+        put(tail, hash.digest());
         tail.append(kTrailerMagic, sizeof kTrailerMagic);
         out.write(tail.data(), tail.size());
         if (::fsync(fd) != 0) throw Error("syncing the KV cache file " + tmp_path + " failed: " + errno_text());
@@ -306,10 +316,9 @@ SessionSnapshot read_snapshot_file(const std::string& path, const std::string& m
     snap.state.tensors.reserve(hd.tensor_floats.size());
     for (uint64_t f : hd.tensor_floats) snap.state.tensors.emplace_back(static_cast<size_t>(f));
 
-    XXH3_state_t* st = XXH3_createState();
-    XXH3_64bits_reset(st);
+    PayloadHash hash;
     uint64_t payload = 0;
-    try {
+    {
         std::string raw, packed;
         size_t t = 0, at = 0;  // the tensor and float the next raw byte lands in
         auto place = [&](const std::string& bytes) {
@@ -336,8 +345,8 @@ SessionSnapshot read_snapshot_file(const std::string& path, const std::string& m
                 corrupt(path, "a frame of " + std::to_string(raw_n) + " bytes packed in " + std::to_string(packed_n));
             packed.resize(packed_n);
             in.read(packed.data(), packed_n);
-            XXH3_64bits_update(st, fh.data(), fh.size());
-            XXH3_64bits_update(st, packed.data(), packed.size());
+            hash.update(fh);
+            hash.update(packed);
             payload += fh.size() + packed_n;
             raw.resize(raw_n);
             if (!unpack(hd.codec, packed, raw.data(), raw_n)) corrupt(path, "a frame does not decompress");
@@ -347,15 +356,11 @@ SessionSnapshot read_snapshot_file(const std::string& path, const std::string& m
         const auto stored_hash = in.get<uint64_t>();
         char magic[8];
         in.read(magic, sizeof magic);
-        if (stored_payload != payload || stored_hash != XXH3_64bits_digest(st) ||
+        if (stored_payload != payload || stored_hash != hash.digest() ||
             std::memcmp(magic, kTrailerMagic, sizeof magic) != 0)
             corrupt(path, "its payload hash does not match");
         if (!in.at_end()) corrupt(path, "bytes follow its end");
-    } catch (...) {
-        XXH3_freeState(st);
-        throw;
     }
-    XXH3_freeState(st);
     return snap;
 }
 
