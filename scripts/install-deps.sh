@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates
       libcli11-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libreadline-dev libcpp-httplib-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libxxhash-dev libssl-dev libzstd-dev liblz4-dev
+      libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libxxhash-dev libssl-dev libzstd-dev liblz4-dev liburing-dev
       clang libclang-rt-14-dev python3 python3-jinja2 python3-prometheus-client
       iproute2)  # ip netns, veth and tc: the pipeline test between network namespaces
 missing=()

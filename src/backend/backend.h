@@ -128,6 +128,15 @@ public:
     // and before any op issued later reads them. `src` may be released when
     // this returns.
     virtual void write_weights(uint8_t* dst, const uint8_t* src, uint64_t bytes) { std::memcpy(dst, src, bytes); }
+    // True when the ops read attached buffers where they lie in host memory
+    // and have finished when they return (the CPU): a source may then read
+    // the file straight into its buffers instead of through write_weights.
+    virtual bool reads_attached_buffers_in_place() const { return false; }
+    // Host memory write_weights copies from fastest (page-locked on CUDA),
+    // for a weight source's staging and host tier; null where plain memory
+    // is as good (the CPU) or none can be had. Freed with free_host_staging.
+    virtual uint8_t* alloc_host_staging(uint64_t /*bytes*/) { return nullptr; }
+    virtual void free_host_staging(uint8_t* /*p*/) {}
 
     virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
     // Copies between host memory and a tensor (no-ops in spirit on the CPU).

@@ -26,9 +26,10 @@ namespace {
 struct RawArgs {
     std::string model, prompt, prompt_file, n_predict, ctx, threads, prefill_chunk;
     std::string temp, top_p, top_k, min_p, seed, system, token_ids, dump_logits;
-    std::string backend, ssd_cache_experts, chat_template;
+    std::string backend, chat_template;
     PipelineRawFlags pipeline;
-    int think = 0, think_max = 0, nothink = 0, ssd_streaming = 0, cuda_host_weights = 0, check_tensors = 0;
+    SsdRawFlags ssd;
+    int think = 0, think_max = 0, nothink = 0, cuda_host_weights = 0, check_tensors = 0;
 };
 
 // How to describe a missing value of each option, by CLI11's option name.
@@ -80,7 +81,8 @@ constexpr ValueOption kValueOptions[] = {
     {"-c,--ctx", 1}, {"-t,--threads", 1}, {"--prefill-chunk", 1}, {"--temp", 1}, {"--top-p", 1},
     {"--top-k", 1}, {"--min-p", 1}, {"--seed", 1}, {"--system", 1}, {"--token-ids", 1},
     {"--dump-logits", 1}, {"--backend", 1}, {"--layers", 1}, {"--role", 1}, {"--listen", 2},
-    {"--coordinator", 2}, {"--ssd-streaming-cache-experts", 1}, {"--chat-template", 1},
+    {"--coordinator", 2}, {"--ssd-streaming-cache-experts", 1}, {"--ssd-streaming-host-cache", 1}, {"--ssd-streaming-prefill", 1},
+    {"--ssd-streaming-io", 1}, {"--ssd-streaming-profile", 1}, {"--ssd-streaming-preload-experts", 1}, {"--chat-template", 1},
     {"--cluster-key-file", 1}, {"--dist-activation-bits", 1}, {"--dist-prefill-chunk", 1},
 };
 constexpr const char* kFlagOptions[] = {"--think",           "--think-max", "--nothink", "--ssd-streaming",
@@ -193,8 +195,6 @@ void check_combinations(const Ds4Options& o, const RawArgs& raw, const CLI::App&
         for (const char* f : {"--prompt", "--prompt-file", "--token-ids"})
             if (given(f)) throw UsageError(std::string(f) + " is the coordinator's; a worker gets its work from it");
     if (o.cuda_host_weights && o.backend != "cuda") throw UsageError("--cuda-host-weights needs --backend cuda");
-    if (given("--ssd-streaming-cache-experts") && !o.ssd_streaming)
-        throw UsageError("--ssd-streaming-cache-experts needs --ssd-streaming");
 }
 
 }  // namespace
@@ -239,11 +239,10 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     app.add_option("--token-ids", raw.token_ids);
     app.add_option("--dump-logits", raw.dump_logits);
     app.add_option("--backend", raw.backend);
-    app.add_flag("--ssd-streaming", raw.ssd_streaming);
     app.add_flag("--cuda-host-weights", raw.cuda_host_weights);
     app.add_flag("--check-tensors", raw.check_tensors);
     add_pipeline_flags(app, raw.pipeline);
-    app.add_option("--ssd-streaming-cache-experts", raw.ssd_cache_experts);
+    add_ssd_flags(app, raw.ssd);
 
     // CLI11 wants argv order reversed in a vector.
     std::vector<std::string> rev(args.rbegin(), args.rend());
@@ -293,13 +292,9 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     if (given("--top-k")) o.top_k = static_cast<int>(parse_int_value("--top-k", raw.top_k, 0, INT32_MAX));
     if (given("--seed")) o.seed = parse_u64_value("--seed", raw.seed);
     parse_pipeline_values(raw.pipeline, given, o);
-    o.ssd_streaming = raw.ssd_streaming > 0;
+    parse_ssd_values(raw.ssd, given, o.ssd);
     o.cuda_host_weights = raw.cuda_host_weights > 0;
     o.check_tensors = raw.check_tensors > 0;
-    if (given("--ssd-streaming-cache-experts")) {
-        o.ssd_cache_experts = raw.ssd_cache_experts;
-        o.expert_cache = parse_expert_cache_budget("--ssd-streaming-cache-experts", raw.ssd_cache_experts);
-    }
 
     check_combinations(o, raw, app);
 
@@ -360,14 +355,7 @@ Generation and sampling:
 Pipeline across machines (layer slices):
 )" + pipeline_help_text(/*with_worker=*/true) + R"(
 SSD streaming of routed experts:
-      --ssd-streaming       keep only the non-routed weights resident; read routed
-                            experts from the file into a bounded cache
-      --ssd-streaming-cache-experts N|NGB
-                            expert cache size: N expert slots, or NGB GiB of
-                            memory (needs --ssd-streaming; default: half of the
-                            available device or host memory less 2 GiB; at
-                            least one token's experts)
-
+)" + ssd_help_text() + R"(
   -h, --help                print this help and exit
       --version             print the version and exit
 

@@ -14,6 +14,7 @@
 
 #include "cli/cli_values.h"
 #include "cli/pipeline_flags.h"
+#include "cli/ssd_flags.h"
 #include "common/layer_range.h"
 
 namespace ds4 {
@@ -53,11 +54,9 @@ struct Ds4Options : PipelineFlags {
     int top_k = 40;         // --top-k; 0 = off
     std::optional<uint64_t> seed;  // --seed; absent = random
 
-    // Routed experts streamed from SSD.
-    bool ssd_streaming = false;                       // --ssd-streaming
+    // Routed experts streamed from SSD (--ssd-streaming and its flags).
+    SsdStreaming ssd;
     bool cuda_host_weights = false;                   // --cuda-host-weights
-    std::string ssd_cache_experts;                    // --ssd-streaming-cache-experts as typed
-    std::optional<ExpertCacheBudget> expert_cache;    // parsed form of it
 
     // Information requests: when set, nothing else was validated.
     bool help = false;     // -h/--help: print ds4_help_text() and exit 0

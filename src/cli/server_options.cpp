@@ -47,7 +47,7 @@ std::string server_help_text() {
   --max-body-mb N          largest request body (default 8); larger: 413
   --alias NAME             the model id clients see (default: the file name)
   -h, --help | --version
-)" + pipeline_help_text(/*with_worker=*/false) + R"(
+)" + ssd_help_text() + pipeline_help_text(/*with_worker=*/false) + R"(
 endpoints: GET /health (503 while the model loads), GET /metrics (Prometheus),
 GET /v1/models, POST /v1/chat/completions, POST /v1/completions (OpenAI
 shapes), POST /v1/messages, POST /v1/messages/count_tokens (Anthropic
@@ -64,6 +64,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
         std::vector<std::string> api_keys;
         int check_tensors = 0, help = 0, version = 0;
         PipelineRawFlags pipeline;
+        SsdRawFlags ssd;
     } raw;
     CLI::App app{"ds4-server"};
     app.set_help_flag();
@@ -90,6 +91,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     app.add_option("--max-body-mb", raw.max_body_mb);
     app.add_option("--alias", raw.alias);
     add_pipeline_flags(app, raw.pipeline);
+    add_ssd_flags(app, raw.ssd);
     std::vector<std::string> args;
     for (int i = argc - 1; i > 0; --i) args.emplace_back(argv[i]);
     try {
@@ -156,6 +158,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     }
     if (given("--max-body-mb")) o.max_body_mb = uint64_t(parse_int_value("--max-body-mb", raw.max_body_mb, 1, 4096));
     if (given("--alias")) o.alias = raw.alias;
+    parse_ssd_values(raw.ssd, given, o.ssd);
     parse_pipeline_values(raw.pipeline, given, o);
     check_pipeline_flags(o, given, {"coordinator"});
     if (given("--cluster-key-file") && !std::filesystem::is_regular_file(o.cluster_key_file, ec))

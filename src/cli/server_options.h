@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/pipeline_flags.h"
+#include "cli/ssd_flags.h"
 
 namespace ds4 {
 
@@ -31,6 +32,7 @@ struct ServerCliOptions : PipelineFlags {
     std::vector<std::string> api_keys;      // --api-key (repeatable) and --api-key-file lines
     uint64_t max_body_mb = 8;               // --max-body-mb
     std::string alias;                      // --alias: the model id clients see ("" = the file name)
+    SsdStreaming ssd;                       // --ssd-streaming and its flags
     bool help = false, version = false;
 };
 

@@ -6,10 +6,13 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/host_memory.h"
 #include "common/log.h"
 #include "engine/chat_prompt.h"
 #include "experts/expert_cache.h"
+#include "experts/routing_profile.h"
 #include "gguf/gguf_file.h"
+#include "mapping/model_identity.h"
 #include "mapping/model_map.h"
 #include "models/check_tensors.h"
 #include "models/family.h"
@@ -72,10 +75,13 @@ int64_t streaming_slots(const Backend& backend, const ModelMap& map, const SsdSt
         std::snprintf(b, sizeof b, "automatic: half of %.2f GiB available less 2 GiB", double(avail) / kGiB);
         how = b;
     }
-    if (slots < std::max<int64_t>(1, used))
-        throw Error("--ssd-streaming: the expert cache needs at least " + std::to_string(std::max<int64_t>(1, used)) +
-                    " experts (one token's choice in one block, " + std::to_string(slot >> 10) + " KiB each); the budget gives " +
-                    std::to_string(slots) + ".");
+    if (slots < 1) {
+        // Any budget works (misses go to scratch slots); less than one
+        // expert is read as one.
+        log_warning("ssd-streaming: the budget holds no whole expert (" + size_text(double(slot)) +
+                    " each); caching one.");
+        slots = 1;
+    }
     char line[400];
     std::snprintf(line, sizeof line,
                   "ssd-streaming: %s resident without routed experts; %lld routed experts of %s in the file; cache "
@@ -89,6 +95,34 @@ int64_t streaming_slots(const Backend& backend, const ModelMap& map, const SsdSt
         log_warning("ssd-streaming: the cache holds less than twice the working set per token; most tokens will "
                     "read experts from the disk.");
     return slots;
+}
+
+// The host tier's slots: none where the backend computes from host memory
+// (the CPU: its cache is in RAM already); else as asked, or automatic: half
+// of the available RAM less 4 GiB, at most the experts the device cache
+// leaves out.
+int64_t host_tier_slots(const Backend& backend, const SsdStreaming& s, const std::vector<RoutedExperts>& blocks,
+                        int64_t device_slots) {
+    const uint64_t slot = ExpertCache::slot_bytes_for(blocks);
+    const int64_t left = total_experts(blocks) - device_slots;
+    if (backend.reads_attached_buffers_in_place() || s.host_off || slot == 0 || left <= 0) return 0;
+    int64_t n = 0;
+    std::string how;
+    if (s.host_experts > 0) {
+        n = int64_t(std::min<uint64_t>(s.host_experts, uint64_t(left)));
+        how = "as asked";
+    } else if (s.host_bytes > 0) {
+        n = int64_t(std::min<uint64_t>(s.host_bytes / slot, uint64_t(left)));
+        how = "from the " + std::to_string(s.host_bytes >> 20) + " MiB asked";
+    } else {
+        const uint64_t avail = available_host_memory();
+        const uint64_t reserve = uint64_t(4) << 30;
+        n = int64_t(std::min<uint64_t>((avail > reserve ? (avail - reserve) / 2 : 0) / slot, uint64_t(left)));
+        how = "automatic: half of " + size_text(double(avail)) + " of RAM available less 4 GiB";
+    }
+    log_info("ssd-streaming: host tier " + std::to_string(n) + " experts (" + size_text(double(n) * double(slot)) + ", " +
+             how + ")");
+    return n;
 }
 
 }  // namespace
@@ -141,16 +175,53 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         const int64_t used = experts_per_token(*e->file_);
         int64_t slots = o.expert_cache_slots.value_or(0);
         if (o.ssd_streaming.enabled) slots = streaming_slots(*e->backend_, *e->map_, o.ssd_streaming, blocks, used);
-        auto cache = std::make_shared<ExpertCache>(*e->backend_, *e->map_, blocks, slots);
+        ExpertCacheOptions co;
+        if (o.ssd_streaming.enabled) co.host_slots = host_tier_slots(*e->backend_, o.ssd_streaming, blocks, slots);
+        co.slots = slots;
+        co.experts_per_token = used;
+        co.prefill = o.ssd_streaming.prefill;
+        co.reader.method = o.ssd_streaming.io;
+        auto cache = std::make_shared<ExpertCache>(*e->backend_, *e->map_, blocks, co);
         e->model_->set_expert_source(cache);
         log_info(cache->describe());
-        // A chunk of k tokens asks a block for up to k x used experts at once.
-        if (used > 0 && cache->slots() > 0) e->max_prefill_chunk_ = std::max<int64_t>(1, cache->slots() / used);
+        // Per expert only: a chunk of k tokens asks a block for up to k x used
+        // experts at once, which must fit the slots and scratch. Otherwise a
+        // chunk that does not fit reads whole blocks.
+        const int64_t capacity = cache->slots() + cache->scratch_slots();
+        if (o.ssd_streaming.prefill == PrefillStrategy::per_expert && used > 0 && capacity > 0)
+            e->max_prefill_chunk_ = std::max<int64_t>(1, capacity / used);
+        if (!o.ssd_streaming.profile.empty()) {
+            e->expert_cache_ = cache;
+            e->profile_ = o.ssd_streaming.profile;
+            e->identity_ = model_identity(*e->file_);
+            std::string warning;
+            const ExpertCounts counts = read_routing_profile(e->profile_, e->identity_, warning);
+            if (!warning.empty()) log_warning("ssd-streaming: " + warning);
+            std::vector<std::pair<int, int64_t>> hot = hottest_first(counts);
+            if (o.ssd_streaming.preload && uint64_t(*o.ssd_streaming.preload) < hot.size())
+                hot.resize(size_t(*o.ssd_streaming.preload));
+            if (!hot.empty()) {
+                cache->preload(*e->backend_, hot);
+                log_info("ssd-streaming: preloaded the hottest experts of " + e->profile_ + " (" +
+                         std::to_string(std::min<size_t>(hot.size(), size_t(cache->slots()))) + " at most)");
+            }
+        }
     }
     return e;
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+    // The routing counts of this run, added to the profile for the next.
+    if (expert_cache_) {
+        try {
+            write_routing_profile(profile_, identity_, expert_cache_->routing_counts());
+        } catch (const Error& err) {
+            log_warning(std::string("ssd-streaming: ") + err.what());
+        }
+    }
+}
+
+ExpertSourceStats Engine::expert_stats() const { return model_->expert_source().stats(); }
 
 const ModelInfo& Engine::info() const { return model_->info(); }
 const GgufFile& Engine::file() const { return *file_; }

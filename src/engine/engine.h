@@ -15,9 +15,11 @@
 
 #include "chat/chat.h"
 #include "common/layer_range.h"
+#include "common/ssd_streaming.h"
 #include "engine/backend_factory.h"
 #include "engine/scheduler.h"
 #include "engine/session.h"
+#include "experts/expert_source.h"
 
 namespace ds4 {
 
@@ -26,16 +28,7 @@ class ModelMap;
 class Model;
 struct ModelInfo;
 class Tokenizer;
-
-// --ssd-streaming: the non-routed weights resident, the routed experts read
-// from the file into a bounded expert cache. The budget is a number of
-// experts or of bytes; neither: automatic (a share of the backend's
-// available memory after the resident weights).
-struct SsdStreaming {
-    bool enabled = false;
-    uint64_t experts = 0;
-    uint64_t bytes = 0;
-};
+class ExpertCache;
 
 struct EngineOptions {
     std::string model;         // GGUF path
@@ -73,6 +66,7 @@ public:
     // what it did so far ("" for resident experts).
     std::string expert_source_description() const;
     std::string expert_source_stats() const;
+    ExpertSourceStats expert_stats() const;
 
     // The vocabulary; throws ds4::Error when the file carries none.
     const Tokenizer& tokenizer() const;
@@ -117,6 +111,10 @@ private:
     int64_t max_prefill_chunk_ = 0;  // 0: no limit
     std::shared_ptr<Downstream> route_;
     mutable std::unique_ptr<Tokenizer> tokenizer_;
+    // --ssd-streaming-profile: the cache whose routing counts are written
+    // to profile_ at exit.
+    std::shared_ptr<ExpertCache> expert_cache_;
+    std::string profile_, identity_;
 };
 
 }  // namespace ds4

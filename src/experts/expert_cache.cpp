@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -31,10 +32,10 @@ uint64_t checked_product(uint64_t a, uint64_t b) {
 
 // Zero pages, committed only where written (on CUDA the host side of a
 // device-resident cache is never written).
-uint8_t* map_anonymous(uint64_t bytes) {
+uint8_t* map_anonymous(uint64_t bytes, const char* what) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
-        throw Error("cannot reserve " + std::to_string(bytes >> 20) + " MiB for the expert cache's slots.");
+        throw Error("cannot reserve " + std::to_string(bytes >> 20) + " MiB for the expert cache's " + what + ".");
     return static_cast<uint8_t*>(p);
 }
 
@@ -47,6 +48,38 @@ WeightRef slot_view(const WeightRef& w, uint8_t* base, uint64_t slot_bytes, int6
     return v;
 }
 
+uint64_t key(int layer, int64_t expert) { return (uint64_t(uint32_t(layer)) << 32) | uint32_t(expert); }
+
+const char* strategy_name(PrefillStrategy s) {
+    switch (s) {
+        case PrefillStrategy::per_expert: return "per-expert";
+        case PrefillStrategy::full_layer: return "full-layer";
+        default: return "automatic";
+    }
+}
+
+// Offsets of a block's gate, up, down tensors and three scale arrays in
+// the layer buffer.
+struct LayerParts {
+    uint64_t at[6] = {};
+    uint64_t end = 0;
+};
+
+LayerParts layer_parts(const RoutedExperts& b) {
+    LayerParts p;
+    const WeightRef* w[3] = {&b.gate, &b.up, &b.down};
+    for (int k = 0; k < 3; ++k) {
+        p.at[k] = p.end;
+        p.end = align_up(p.end + w[k]->matrix_bytes * uint64_t(b.n_expert()), kSlotAlign);
+    }
+    const WeightRef* s[3] = {&b.gate_scale, &b.up_scale, &b.down_scale};
+    for (int k = 0; k < 3; ++k) {
+        p.at[3 + k] = p.end;
+        if (bound(*s[k])) p.end = align_up(p.end + uint64_t(s[k]->ne[0]) * sizeof(float), kSlotAlign);
+    }
+    return p;
+}
+
 }  // namespace
 
 uint64_t ExpertCache::slot_bytes_for(const std::vector<RoutedExperts>& blocks) {
@@ -57,33 +90,60 @@ uint64_t ExpertCache::slot_bytes_for(const std::vector<RoutedExperts>& blocks) {
     return bytes;
 }
 
-ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<RoutedExperts>& blocks, int64_t slots)
-    : reader_(map.file().path()), slot_bytes_(slot_bytes_for(blocks)) {
-    if (slots < 0) throw Error("the expert cache needs a slot count of 0 (every expert) or more, not " +
-                               std::to_string(slots) + ".");
-    int64_t total = 0;
+ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<RoutedExperts>& blocks,
+                         const ExpertCacheOptions& options)
+    : blocks_(blocks),
+      reader_(map.file().path(), options.reader),
+      options_(options),
+      staging_(backend),
+      slot_bytes_(slot_bytes_for(blocks)) {
+    if (options.slots < 0) throw Error("the expert cache needs a slot count of 0 (every expert) or more, not " +
+                                       std::to_string(options.slots) + ".");
+    int64_t total = 0, widest = 0;
     size_t n_scaled = 0;
-    for (const RoutedExperts& b : blocks) {
-        BlockLayout L;
+    for (const RoutedExperts& b : blocks_) {
+        BlockLayout& L = layout_[b.layer];
+        L.block = &b;
         L.up_offset = align_up(b.gate.matrix_bytes, kSlotAlign);
         L.down_offset = L.up_offset + align_up(b.up.matrix_bytes, kSlotAlign);
-        const bool scaled = bound(b.gate_scale) || bound(b.up_scale) || bound(b.down_scale);
+        const WeightRef* scale[3] = {&b.gate_scale, &b.up_scale, &b.down_scale};
+        bool scaled = false;
+        for (int k = 0; k < 3; ++k) {
+            if (!bound(*scale[k])) continue;
+            // A few floats per block: kept on the host, copied to a slot's
+            // scale when its expert is loaded.
+            L.scale_values[k].resize(size_t(scale[k]->ne[0]));
+            reader_.read(scale[k]->offset, L.scale_values[k].size() * sizeof(float),
+                         reinterpret_cast<uint8_t*>(L.scale_values[k].data()), "'" + scale[k]->name + "'");
+            scaled = true;
+        }
         L.scales = scaled ? n_scaled++ : std::numeric_limits<size_t>::max();
-        layout_[b.layer] = L;
+        L.first = size_t(total);
         total += b.n_expert();
+        widest = std::max(widest, b.n_expert());
     }
-    // More slots than experts would never be filled.
-    n_slots_ = slots == 0 ? total : std::min<int64_t>(slots, total);
-    if (n_slots_ == 0) return;  // a slice without MoE blocks
-    slot_.resize(static_cast<size_t>(n_slots_));
+    heat_.resize(size_t(total));
+    half_life_ticks_ = std::max(1.0, options.half_life_steps * double(blocks_.size()));
+    // More slots than experts would never be filled; a cache that holds
+    // every expert needs no scratch.
+    n_slots_ = options.slots == 0 ? total : std::min<int64_t>(options.slots, total);
+    n_scratch_ = n_slots_ < total ? std::min(std::max<int64_t>(0, options.experts_per_token), widest) : 0;
+    const int64_t capacity = n_slots_ + n_scratch_;
+    if (capacity == 0) return;  // a slice without MoE blocks
+    slot_.resize(size_t(n_slots_));
+    reads_in_place_ = backend.reads_attached_buffers_in_place();
+    // A host tier only where the device slots are not host memory already,
+    // and no larger than the experts the device slots leave out.
+    if (!reads_in_place_ && options.host_slots > 0)
+        host_ = std::make_unique<HostTier>(backend, std::min(options.host_slots, total - n_slots_), slot_bytes_);
     // One slot of slack: a block's up and down views start inside slot 0 and
-    // span n_slots strides, so their last matrix ends past the table.
-    bytes_size_ = checked_product(uint64_t(n_slots_) + 1, slot_bytes_);
-    bytes_ = map_anonymous(bytes_size_);
+    // span `capacity` strides, so their last matrix ends past the table.
+    bytes_size_ = checked_product(uint64_t(capacity) + 1, slot_bytes_);
+    bytes_ = map_anonymous(bytes_size_, "slots");
     backend.attach_buffer(bytes_, bytes_size_);
     if (n_scaled > 0) {
-        scales_size_ = checked_product(checked_product(n_scaled, 3), uint64_t(n_slots_) * sizeof(float));
-        scales_ = reinterpret_cast<float*>(map_anonymous(scales_size_));
+        scales_size_ = checked_product(checked_product(n_scaled, 3), uint64_t(capacity) * sizeof(float));
+        scales_ = reinterpret_cast<float*>(map_anonymous(scales_size_, "scales"));
         backend.attach_buffer(reinterpret_cast<uint8_t*>(scales_), scales_size_);
     }
 }
@@ -91,123 +151,311 @@ ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<Rout
 ExpertCache::~ExpertCache() {
     if (bytes_) munmap(bytes_, bytes_size_);
     if (scales_) munmap(scales_, scales_size_);
+    if (layer_) munmap(layer_, layer_size_);
+}
+
+std::string ExpertCache::host_text() const {
+    if (!host_) return "";
+    char b[128];
+    std::snprintf(b, sizeof b, "; host tier of %lld slots (%.2f GiB, %s)", static_cast<long long>(host_->slots()),
+                  double(host_->bytes()) / double(uint64_t{1} << 30), host_->page_locked() ? "page-locked" : "pageable");
+    return b;
 }
 
 std::string ExpertCache::describe() const {
-    char line[200];
-    std::snprintf(line, sizeof line, "experts: cache of %lld slots x %.2f MiB (%.2f GiB), read from the file on a miss",
-                  static_cast<long long>(n_slots_), double(slot_bytes_) / double(1 << 20),
-                  double(n_slots_) * double(slot_bytes_) / double(uint64_t{1} << 30));
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "experts: cache of %lld slots (+%lld scratch) x %.2f MiB (%.2f GiB)%s, read from the file on a miss "
+                  "(%s); prefill %s",
+                  static_cast<long long>(n_slots_), static_cast<long long>(n_scratch_), double(slot_bytes_) / double(1 << 20),
+                  double(n_slots_ + n_scratch_) * double(slot_bytes_) / double(uint64_t{1} << 30), host_text().c_str(),
+                  reader_.describe().c_str(), strategy_name(options_.prefill));
     return line;
+}
+
+ExpertSourceStats ExpertCache::stats() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ExpertSourceStats s = stats_;
+    s.bytes_read = reader_.bytes_read();
+    s.read_seconds = reader_.wait_seconds();
+    return s;
 }
 
 std::string ExpertCache::stats_line() const {
-    char line[200];
-    std::snprintf(line, sizeof line, "experts: %llu lookups, %llu hits (%.1f%%), %llu misses, %.2f GiB read from the file",
-                  static_cast<unsigned long long>(stats_.lookups), static_cast<unsigned long long>(stats_.hits),
-                  stats_.lookups ? 100.0 * double(stats_.hits) / double(stats_.lookups) : 0.0,
-                  static_cast<unsigned long long>(stats_.misses),
-                  double(stats_.bytes_read) / double(uint64_t{1} << 30));
+    const ExpertSourceStats s = stats();
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "experts: %llu lookups, %llu hits (%.1f%%), %llu misses (%llu from the host tier, %llu to scratch, "
+                  "%llu evictions), %llu full-layer reads; %.2f GiB read in %.2f s (%.2f GB/s)",
+                  static_cast<unsigned long long>(s.lookups), static_cast<unsigned long long>(s.hits),
+                  s.lookups ? 100.0 * double(s.hits) / double(s.lookups) : 0.0,
+                  static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.host_hits),
+                  static_cast<unsigned long long>(s.scratch_loads),
+                  static_cast<unsigned long long>(s.evictions), static_cast<unsigned long long>(s.full_layer_reads),
+                  double(s.bytes_read) / double(uint64_t{1} << 30), s.read_seconds,
+                  s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0);
     return line;
 }
 
+double ExpertCache::heat_now(const Heat& h) const {
+    return h.score * std::exp2(-double(tick_ - h.at) / half_life_ticks_);
+}
+
+void ExpertCache::warm(const BlockLayout& L, int64_t expert) {
+    Heat& h = heat_[L.first + size_t(expert)];
+    h.score = heat_now(h) + 1;
+    h.at = tick_;
+    ++h.count;
+}
+
+int64_t ExpertCache::victim_for(const BlockLayout& L, int64_t expert, bool must) const {
+    int64_t best = -1;
+    double best_heat = 0;
+    for (int64_t s = 0; s < n_slots_; ++s) {
+        const Slot& c = slot_[size_t(s)];
+        if (c.layer < 0) return s;
+        if (c.last_use == tick_) continue;  // this step computes with it
+        const double h = heat_now(heat_[c.heat]);
+        if (best < 0 || h < best_heat || (h == best_heat && c.last_use < slot_[size_t(best)].last_use)) {
+            best = s;
+            best_heat = h;
+        }
+    }
+    if (!must && best >= 0 && heat_now(heat_[L.first + size_t(expert)]) < best_heat) return -1;
+    return best;
+}
+
 ExpertMatrices ExpertCache::resolve(Backend& backend, const RoutedExperts& block, Routing& routing) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
     const auto lay = layout_.find(block.layer);
     if (lay == layout_.end())
         throw Error("the expert cache was not built for block " + std::to_string(block.layer) + ".");
+    const BlockLayout& L = lay->second;
     const int64_t n = routing.rows * routing.n_used;
     std::vector<int32_t> ids(static_cast<size_t>(n));
     backend.download_ints(routing.experts, ids.data());
     std::vector<int32_t> wanted(ids);
     std::sort(wanted.begin(), wanted.end());
     wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
-    if (int64_t(wanted.size()) > n_slots_)
-        throw Error("block " + std::to_string(block.layer) + " needs " + std::to_string(wanted.size()) +
-                    " experts at once in this step, but the expert cache holds only " + std::to_string(n_slots_) +
-                    "; give it at least that many slots.");
-    // Every expert of this step is touched before any miss is loaded, so a
-    // miss never evicts an expert the same step needs.
     ++tick_;
-    std::unordered_map<int32_t, int32_t> slot_of;
     for (int32_t e : wanted) {
         if (e < 0 || e >= block.n_expert())
             throw Error("routing chose expert " + std::to_string(e) + " of " + std::to_string(block.n_expert()) +
                         " in block " + std::to_string(block.layer) + ".");
-        ++stats_.lookups;
-        const auto it = where_.find((uint64_t(block.layer) << 32) | uint32_t(e));
-        if (it != where_.end()) {
-            ++stats_.hits;
-            slot_[size_t(it->second)].last_use = tick_;
-            slot_of[e] = int32_t(it->second);
-        }
+        warm(L, e);
     }
-    for (int32_t e : wanted)
-        if (!slot_of.count(e)) slot_of[e] = int32_t(slot_for(block, e, backend));
+    std::unordered_map<int32_t, int32_t> slot_of;
+    std::vector<int32_t> misses;
+    for (int32_t e : wanted) {
+        const auto it = where_.find(key(block.layer, e));
+        if (it != where_.end()) slot_of[e] = int32_t(it->second);
+        else misses.push_back(e);
+    }
+    // The whole block when the slots cannot hold this step, or when a
+    // multi-row step would read most of the block anyway: three long reads
+    // beat many short ones, and the slots keep what decode wants.
+    const bool multi_row = routing.rows > 1;
+    bool whole = int64_t(wanted.size()) > n_slots_ + n_scratch_;
+    if (!whole && multi_row && options_.prefill == PrefillStrategy::full_layer) whole = true;
+    if (!whole && multi_row && options_.prefill == PrefillStrategy::automatic)
+        whole = int64_t(misses.size()) * 4 >= block.n_expert() * 3;
+    if (whole) return full_layer(backend, L);
+
+    stats_.lookups += wanted.size();
+    stats_.hits += wanted.size() - misses.size();
+    for (const auto& [e, s] : slot_of) slot_[size_t(s)].last_use = tick_;
+    // The hottest misses take remembered slots first; a miss colder than
+    // every evictable expert goes to scratch while scratch lasts.
+    std::sort(misses.begin(), misses.end(), [&](int32_t a, int32_t b) {
+        return heat_[L.first + size_t(a)].score > heat_[L.first + size_t(b)].score;
+    });
+    int64_t next_scratch = n_slots_;
+    std::vector<std::pair<int64_t, int64_t>> loads;  // (slot, expert)
+    for (int32_t e : misses) {
+        ++stats_.misses;
+        int64_t s = victim_for(L, e, false);
+        if (s < 0 && next_scratch < n_slots_ + n_scratch_) {
+            s = next_scratch++;
+            ++stats_.scratch_loads;
+        } else {
+            if (s < 0) s = victim_for(L, e, true);  // counted above: a slot not in use exists
+            Slot& v = slot_[size_t(s)];
+            if (v.layer >= 0) {
+                where_.erase(key(v.layer, v.expert));
+                ++stats_.evictions;
+            }
+            v = Slot{block.layer, e, tick_, L.first + size_t(e)};
+            where_[key(block.layer, e)] = s;
+        }
+        loads.emplace_back(s, e);
+        slot_of[e] = int32_t(s);
+    }
+    load(backend, L, loads);
     for (int32_t& id : ids) id = slot_of[id];
     backend.upload_ints(routing.experts, ids.data());
+    return slot_matrices(L);
+}
 
-    const BlockLayout& L = lay->second;
+void ExpertCache::load(Backend& backend, const BlockLayout& L, const std::vector<std::pair<int64_t, int64_t>>& loads) {
+    if (loads.empty()) return;
+    const RoutedExperts& b = *L.block;
+    // Where each miss's bytes come from on their way to its slot: the host
+    // tier (a hit there, or a slot it gives for the read), the staging
+    // buffer, or (the CPU) the slot itself.
+    std::vector<const uint8_t*> source(loads.size(), nullptr);
+    std::vector<uint8_t*> read_into(loads.size(), nullptr);
+    std::vector<int64_t> claimed;  // experts the host tier holds once the reads succeed
+    size_t staged = 0;
+    for (size_t i = 0; i < loads.size(); ++i) {
+        const auto [slot, expert] = loads[i];
+        if (reads_in_place_) {
+            read_into[i] = bytes_ + uint64_t(slot) * slot_bytes_;
+            continue;
+        }
+        if (host_) {
+            if (const uint8_t* h = host_->find(b.layer, expert, tick_)) {
+                source[i] = h;
+                ++stats_.host_hits;
+                continue;
+            }
+            if (uint8_t* h = host_->claim(b.layer, expert, tick_)) {
+                source[i] = read_into[i] = h;
+                claimed.push_back(expert);
+                continue;
+            }
+        }
+        ++staged;
+    }
+    uint8_t* stage = staged ? staging_.get(staged * slot_bytes_) : nullptr;
+    std::vector<ExpertReader::Request> reads;
+    for (size_t i = 0, k = 0; i < loads.size(); ++i) {
+        if (!read_into[i] && !source[i]) source[i] = read_into[i] = stage + (k++) * slot_bytes_;
+        if (!read_into[i]) continue;
+        const int64_t expert = loads[i].second;
+        const std::pair<const WeightRef*, uint64_t> parts[3] = {{&b.gate, 0}, {&b.up, L.up_offset}, {&b.down, L.down_offset}};
+        for (const auto& [w, at] : parts)
+            reads.push_back({w->offset + uint64_t(expert) * w->matrix_bytes, w->matrix_bytes, read_into[i] + at,
+                             "expert " + std::to_string(expert) + " of '" + w->name + "'"});
+    }
+    try {
+        reader_.read_all(reads);
+    } catch (...) {
+        // Those slots hold partial bytes now: forget them, so a later step
+        // reads the experts again instead of computing with garbage.
+        for (const auto& [slot, expert] : loads) {
+            if (slot >= n_slots_) continue;
+            where_.erase(key(b.layer, expert));
+            slot_[size_t(slot)] = Slot{};
+        }
+        for (int64_t expert : claimed) host_->forget(b.layer, expert);
+        throw;
+    }
+    const int64_t capacity = n_slots_ + n_scratch_;
+    for (size_t i = 0; i < loads.size(); ++i) {
+        const auto [slot, expert] = loads[i];
+        if (source[i]) backend.write_weights(bytes_ + uint64_t(slot) * slot_bytes_, source[i], slot_bytes_);
+        for (int k = 0; k < 3; ++k) {
+            const std::vector<float>& v = L.scale_values[k];
+            if (v.empty()) continue;
+            const bool per_expert = v.size() > 1;
+            float* dst = scales_ + (L.scales * 3 + size_t(k)) * size_t(capacity) + (per_expert ? size_t(slot) : 0);
+            backend.write_weights(reinterpret_cast<uint8_t*>(dst),
+                                  reinterpret_cast<const uint8_t*>(&v[per_expert ? size_t(expert) : 0]), sizeof(float));
+        }
+    }
+}
+
+ExpertMatrices ExpertCache::slot_matrices(const BlockLayout& L) const {
+    const RoutedExperts& block = *L.block;
+    const int64_t capacity = n_slots_ + n_scratch_;
     ExpertMatrices m;
-    m.gate = slot_view(block.gate, bytes_, slot_bytes_, n_slots_);
-    m.up = slot_view(block.up, bytes_ + L.up_offset, slot_bytes_, n_slots_);
-    m.down = slot_view(block.down, bytes_ + L.down_offset, slot_bytes_, n_slots_);
+    m.gate = slot_view(block.gate, bytes_, slot_bytes_, capacity);
+    m.up = slot_view(block.up, bytes_ + L.up_offset, slot_bytes_, capacity);
+    m.down = slot_view(block.down, bytes_ + L.down_offset, slot_bytes_, capacity);
     const WeightRef* scale[3] = {&block.gate_scale, &block.up_scale, &block.down_scale};
     WeightRef* out[3] = {&m.gate_scale, &m.up_scale, &m.down_scale};
     for (int k = 0; k < 3; ++k) {
         if (!bound(*scale[k])) continue;
         WeightRef s = *scale[k];
-        s.data = reinterpret_cast<const uint8_t*>(scales_ + (L.scales * 3 + size_t(k)) * size_t(n_slots_));
-        if (s.ne[0] > 1) s.ne[0] = n_slots_;  // one value per slot; a single value applies to all
+        s.data = reinterpret_cast<const uint8_t*>(scales_ + (L.scales * 3 + size_t(k)) * size_t(capacity));
+        if (s.ne[0] > 1) s.ne[0] = capacity;  // one value per slot; a single value applies to all
         s.offset = 0;
         *out[k] = s;
     }
     return m;
 }
 
-int64_t ExpertCache::slot_for(const RoutedExperts& block, int64_t expert, Backend& backend) {
-    // A free slot, else the least recently used one this step does not need.
-    int64_t victim = -1;
-    for (int64_t s = 0; s < n_slots_; ++s) {
-        const Slot& c = slot_[size_t(s)];
-        if (c.layer < 0) {
-            victim = s;
-            break;
-        }
-        if (c.last_use < tick_ && (victim < 0 || c.last_use < slot_[size_t(victim)].last_use)) victim = s;
+ExpertMatrices ExpertCache::full_layer(Backend& backend, const BlockLayout& L) {
+    const RoutedExperts& b = *L.block;
+    const LayerParts parts = layer_parts(b);
+    if (!layer_) {
+        // Sized for the largest block, mapped on the first step that needs
+        // it (a decode-only run with a fitting cache never does).
+        for (const RoutedExperts& o : blocks_) layer_size_ = std::max(layer_size_, layer_parts(o).end);
+        layer_ = map_anonymous(layer_size_, "layer buffer");
+        backend.attach_buffer(layer_, layer_size_);
     }
-    Slot& v = slot_[size_t(victim)];  // resolve() checked that the step fits
-    if (v.layer >= 0) where_.erase((uint64_t(v.layer) << 32) | uint32_t(v.expert));
-    load(victim, block, expert, backend);
-    v = Slot{block.layer, expert, tick_};
-    where_[(uint64_t(block.layer) << 32) | uint32_t(expert)] = victim;
-    return victim;
+    if (layer_holds_ != b.layer) {
+        layer_holds_ = -1;
+        const WeightRef* w[3] = {&b.gate, &b.up, &b.down};
+        uint8_t* base = reads_in_place_ ? layer_ : staging_.get(parts.at[3]);
+        std::vector<ExpertReader::Request> reads;
+        for (int k = 0; k < 3; ++k)
+            reads.push_back({w[k]->offset, w[k]->matrix_bytes * uint64_t(b.n_expert()), base + parts.at[k],
+                             "'" + w[k]->name + "'"});
+        reader_.read_all(reads);
+        if (!reads_in_place_) backend.write_weights(layer_, base, parts.at[3]);
+        for (int k = 0; k < 3; ++k) {
+            const std::vector<float>& v = L.scale_values[k];
+            if (!v.empty())
+                backend.write_weights(layer_ + parts.at[3 + k], reinterpret_cast<const uint8_t*>(v.data()),
+                                      v.size() * sizeof(float));
+        }
+        layer_holds_ = b.layer;
+        ++stats_.full_layer_reads;
+    }
+    ExpertMatrices m;
+    WeightRef* out[6] = {&m.gate, &m.up, &m.down, &m.gate_scale, &m.up_scale, &m.down_scale};
+    const WeightRef* in[6] = {&b.gate, &b.up, &b.down, &b.gate_scale, &b.up_scale, &b.down_scale};
+    for (int k = 0; k < 6; ++k) {
+        if (!bound(*in[k])) continue;
+        WeightRef v = *in[k];
+        v.data = layer_ + parts.at[k];
+        v.offset = 0;
+        *out[k] = v;
+    }
+    return m;
 }
 
-void ExpertCache::load(int64_t slot, const RoutedExperts& block, int64_t expert, Backend& backend) {
-    ++stats_.misses;
-    const BlockLayout& L = layout_.at(block.layer);
-    uint8_t* base = bytes_ + uint64_t(slot) * slot_bytes_;
-    const std::pair<const WeightRef*, uint64_t> parts[3] = {
-        {&block.gate, 0}, {&block.up, L.up_offset}, {&block.down, L.down_offset}};
-    for (const auto& [w, at] : parts) {
-        // The file is the only copy of the expert's matrix.
-        staging_.resize(w->matrix_bytes);
-        reader_.read(w->offset + uint64_t(expert) * w->matrix_bytes, w->matrix_bytes, staging_.data(),
-                     "expert " + std::to_string(expert) + " of '" + w->name + "'");
-        backend.write_weights(base + at, staging_.data(), w->matrix_bytes);
-        stats_.bytes_read += w->matrix_bytes;
+void ExpertCache::preload(Backend& backend, const std::vector<std::pair<int, int64_t>>& experts) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    std::unordered_map<int, std::vector<std::pair<int64_t, int64_t>>> by_layer;
+    int64_t free = 0;
+    for (const Slot& s : slot_) free += s.layer < 0;
+    for (const auto& [layer, expert] : experts) {
+        if (free == 0) break;
+        const auto lay = layout_.find(layer);
+        if (lay == layout_.end() || expert < 0 || expert >= lay->second.block->n_expert()) continue;
+        if (where_.count(key(layer, expert))) continue;
+        int64_t s = 0;
+        while (slot_[size_t(s)].layer >= 0) ++s;
+        slot_[size_t(s)] = Slot{layer, expert, 0, lay->second.first + size_t(expert)};
+        where_[key(layer, expert)] = s;
+        heat_[lay->second.first + size_t(expert)].score = 1;
+        by_layer[layer].emplace_back(s, expert);
+        --free;
     }
-    const WeightRef* scale[3] = {&block.gate_scale, &block.up_scale, &block.down_scale};
-    for (int k = 0; k < 3; ++k) {
-        const WeightRef& s = *scale[k];
-        if (!bound(s)) continue;
-        const int64_t i = s.ne[0] > 1 ? expert : 0;
-        uint8_t value[sizeof(float)];
-        reader_.read(s.offset + uint64_t(i) * sizeof(float), sizeof(float), value, "the scale of expert " +
-                     std::to_string(expert) + " in '" + s.name + "'");
-        float* dst = scales_ + (L.scales * 3 + size_t(k)) * size_t(n_slots_) + (s.ne[0] > 1 ? slot : 0);
-        backend.write_weights(reinterpret_cast<uint8_t*>(dst), value, sizeof(float));
+    for (const auto& [layer, loads] : by_layer) load(backend, layout_.at(layer), loads);
+}
+
+ExpertCounts ExpertCache::routing_counts() const {
+    ExpertCounts out;
+    for (const RoutedExperts& b : blocks_) {
+        const BlockLayout& L = layout_.at(b.layer);
+        for (int64_t e = 0; e < b.n_expert(); ++e)
+            if (const uint64_t c = heat_[L.first + size_t(e)].count) out.push_back({{b.layer, e}, c});
     }
+    return out;
 }
 
 }  // namespace ds4

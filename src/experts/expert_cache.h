@@ -1,89 +1,155 @@
 // An expert cache: a bounded set of slots, each holding one (layer, expert)'s
-// gate, up and down matrices (and output scales), filled from the GGUF file
-// when the router asks for an expert no slot holds. The model map then need
-// not hold any routed expert (the bytes are read from the file, ExpertReader),
-// which is what lets a model larger than memory run.
+// gate, up and down matrices, filled from the GGUF file when the router asks
+// for an expert no slot holds. The model map then need not hold any routed
+// expert (the bytes are read from the file, ExpertReader), which is what
+// lets a model larger than memory run.
 //
-// This is the synchronous core: misses are read in the step that needs
-// them, the least recently used slot not needed by the current block is
-// evicted. Streaming (issue 11) grows it: a pinned host tier, io_uring
-// reads, eviction by routing frequency, prefetch.
+// Works at any budget, one slot included, and gives the same logits as the
+// resident experts whatever it holds:
+// - a step whose experts fit the slots (plus a few scratch slots, one
+//   token's worth, that are refilled each step and never remembered) is
+//   served per expert: hits from their slots, misses read in one batch;
+// - a step that needs more (a long prefill chunk, many sequences at once),
+//   or whose misses are most of the block anyway, reads the block's whole
+//   routed tensors into a layer buffer (three long sequential reads) and
+//   runs against it, leaving the slots as they were ("full-layer").
+// Eviction keeps the experts the router picks most often: a routing
+// frequency that decays with a half-life of a few dozen steps, the least
+// recently used first among equals; an expert colder than every cached one
+// goes to a scratch slot instead of evicting a warmer one. Experts of the
+// current step are never evicted.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "common/ssd_streaming.h"
 #include "experts/expert_reader.h"
 #include "experts/expert_source.h"
+#include "experts/host_tier.h"
+#include "experts/routing_profile.h"
 
 namespace ds4 {
 
 class ModelMap;
 
-struct ExpertCacheStats {
-    uint64_t lookups = 0;     // (block, expert) requests, one per distinct expert per resolve
-    uint64_t hits = 0;
-    uint64_t misses = 0;      // each one a read of the expert's bytes from the file
-    uint64_t bytes_read = 0;
+struct ExpertCacheOptions {
+    int64_t slots = 0;              // remembered slots; 0: one per expert of every block
+    int64_t experts_per_token = 0;  // the family's expert_used_count: that many scratch slots
+    PrefillStrategy prefill = PrefillStrategy::automatic;
+    ReaderOptions reader;
+    // Page-locked host slots between the file and the device slots, for
+    // backends that compute from their own memory (CUDA); 0: none.
+    int64_t host_slots = 0;
+    // Steps (all blocks once) over which a routing count halves.
+    double half_life_steps = 32;
 };
 
 class ExpertCache final : public ExpertSource {
 public:
-    // Slots for `slots` experts of `blocks` (0: one per expert of every
-    // block, a complete second copy), attached to `backend` and read from
-    // `map`'s file. Throws ds4::Error for a negative count or a slot table
-    // larger than the address space.
-    ExpertCache(Backend& backend, ModelMap& map, const std::vector<RoutedExperts>& blocks, int64_t slots);
+    // Slots for `options.slots` experts of `blocks`, attached to `backend`
+    // and read from `map`'s file. Throws ds4::Error for a negative count or
+    // a slot table larger than the address space.
+    ExpertCache(Backend& backend, ModelMap& map, const std::vector<RoutedExperts>& blocks,
+                const ExpertCacheOptions& options);
+    ExpertCache(Backend& backend, ModelMap& map, const std::vector<RoutedExperts>& blocks, int64_t slots)
+        : ExpertCache(backend, map, blocks, options_for(slots)) {}
     ~ExpertCache() override;
     ExpertCache(const ExpertCache&) = delete;
     ExpertCache& operator=(const ExpertCache&) = delete;
 
+    static ExpertCacheOptions options_for(int64_t slots) {
+        ExpertCacheOptions o;
+        o.slots = slots;
+        return o;
+    }
     // Bytes of one slot for these blocks (the largest block's gate, up and
     // down, each part aligned), to size a cache by bytes.
     static uint64_t slot_bytes_for(const std::vector<RoutedExperts>& blocks);
 
     std::string describe() const override;
     std::string stats_line() const override;
+    ExpertSourceStats stats() const override;
     bool needs_mapped_experts() const override { return false; }
     bool replayable() const override { return false; }  // reads the routing back to fill slots
-    // Throws ds4::Error when the block needs more distinct experts at once
-    // than the cache has slots.
     ExpertMatrices resolve(Backend& backend, const RoutedExperts& block, Routing& routing) override;
 
+    // Loads these (layer, expert) pairs, hottest first, into free or cold
+    // slots until the remembered slots are full: a warm start from a
+    // routing profile. Pairs the cache has no block for are skipped.
+    void preload(Backend& backend, const std::vector<std::pair<int, int64_t>>& experts);
+    // Routing counts so far, by (layer, expert), undecayed: what a profile
+    // records for the next run's preload.
+    ExpertCounts routing_counts() const;
+
     int64_t slots() const { return n_slots_; }
+    int64_t host_slots() const { return host_ ? host_->slots() : 0; }
+    int64_t scratch_slots() const { return n_scratch_; }
     uint64_t slot_bytes() const { return slot_bytes_; }
-    const ExpertCacheStats& stats() const { return stats_; }
 
 private:
-    // Where block b's matrices sit inside a slot, and its scales.
+    // Where block b's matrices sit inside a slot, its scales, and where its
+    // experts' routing statistics start.
     struct BlockLayout {
+        const RoutedExperts* block = nullptr;
         uint64_t up_offset = 0, down_offset = 0;
-        size_t scales = 0;  // index of the block's first scale array in scales_
+        size_t scales = 0;     // index of the block's first scale array in scales_
+        size_t first = 0;      // index of its expert 0 in heat_
+        std::vector<float> scale_values[3];  // the file's gate/up/down scales (empty if none)
     };
     struct Slot {
         int layer = -1;
         int64_t expert = -1;
         uint64_t last_use = 0;
+        size_t heat = 0;  // its index in heat_
     };
-    int64_t slot_for(const RoutedExperts& block, int64_t expert, Backend& backend);
-    void load(int64_t slot, const RoutedExperts& block, int64_t expert, Backend& backend);
+    // Decayed routing frequency of one (layer, expert).
+    struct Heat {
+        double score = 0;
+        uint64_t at = 0;  // tick of the last update
+        uint64_t count = 0;
+    };
 
-    ExpertReader reader_;             // the file, read with pread (errors, not SIGBUS)
-    std::vector<uint8_t> staging_;    // one matrix on its way to a slot
-    int64_t n_slots_ = 0;
+    double heat_now(const Heat& h) const;
+    void warm(const BlockLayout& L, int64_t expert);
+    // A remembered slot to refill for `expert`, or -1 when every one is in
+    // use this step or warmer than it.
+    int64_t victim_for(const BlockLayout& L, int64_t expert, bool must) const;
+    // Reads the misses of one step into their slots, all in flight at once.
+    void load(Backend& backend, const BlockLayout& L, const std::vector<std::pair<int64_t, int64_t>>& slot_expert);
+    ExpertMatrices slot_matrices(const BlockLayout& L) const;
+    std::string host_text() const;
+    ExpertMatrices full_layer(Backend& backend, const BlockLayout& L);
+    bool reads_in_place_ = false;   // the backend computes on the host slots themselves
+
+    std::vector<RoutedExperts> blocks_;
+    ExpertReader reader_;
+    ExpertCacheOptions options_;
+    std::unique_ptr<HostTier> host_;  // null: none (the CPU, or no budget)
+    StagingBuffer staging_;           // misses on their way to backend memory
+    int64_t n_slots_ = 0, n_scratch_ = 0;
     uint64_t slot_bytes_ = 0;
     std::unordered_map<int, BlockLayout> layout_;   // by layer
     std::vector<Slot> slot_;
     std::unordered_map<uint64_t, int64_t> where_;   // (layer << 32 | expert) -> slot
-    uint8_t* bytes_ = nullptr;                       // n_slots_ * slot_bytes_ (+ one slot of slack)
+    std::vector<Heat> heat_;
+    double half_life_ticks_ = 1;
+    uint8_t* bytes_ = nullptr;                       // (n_slots_ + n_scratch_ + 1) * slot_bytes_
     uint64_t bytes_size_ = 0;
-    float* scales_ = nullptr;                        // per block, per matrix kind: n_slots_ floats
+    float* scales_ = nullptr;                        // per block, per matrix kind: one float per slot
     uint64_t scales_size_ = 0;
+    uint8_t* layer_ = nullptr;                       // one block's routed tensors, mapped on first use
+    uint64_t layer_size_ = 0;
+    int layer_holds_ = -1;                           // the block in layer_, if any
     uint64_t tick_ = 0;
-    ExpertCacheStats stats_;
+    // Counters, read by other threads (/metrics) while steps run: every
+    // resolve holds the lock, so a reader sees whole steps.
+    mutable std::mutex stats_mu_;
+    ExpertSourceStats stats_;
 };
 
 }  // namespace ds4

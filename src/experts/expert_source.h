@@ -33,6 +33,19 @@ struct ExpertMatrices {
     const WeightRef* scale_of(const WeightRef& s) const { return s.data ? &s : nullptr; }
 };
 
+// What a source did so far (all zero for resident experts).
+struct ExpertSourceStats {
+    uint64_t lookups = 0;           // (block, expert) requests, one per distinct expert per step
+    uint64_t hits = 0;
+    uint64_t misses = 0;            // not in the device (or, on the CPU, RAM) slots
+    uint64_t host_hits = 0;         // misses copied from the host tier instead of read from the file
+    uint64_t evictions = 0;         // misses that replaced a remembered expert
+    uint64_t scratch_loads = 0;     // misses served from a scratch slot, remembering nothing
+    uint64_t full_layer_reads = 0;  // steps that read a block's whole routed tensors
+    uint64_t bytes_read = 0;
+    double read_seconds = 0;        // wall time the steps waited on reads
+};
+
 class ExpertSource {
 public:
     virtual ~ExpertSource() = default;
@@ -41,6 +54,7 @@ public:
     // One line of what it did so far (hits, misses, bytes read), for the end
     // of a run; "" when there is nothing to say.
     virtual std::string stats_line() const { return {}; }
+    virtual ExpertSourceStats stats() const { return {}; }
     // Whether the model map must hold the routed experts' bytes.
     virtual bool needs_mapped_experts() const = 0;
     // Whether resolve() reads nothing back from the backend and issues the

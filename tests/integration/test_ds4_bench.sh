@@ -117,8 +117,8 @@ set -e
 "$bin/ds4-bench" -m "$m" --ctx-start 16 --ctx-max 16 --step-incr 1 --gen-tokens 4 --ssd-streaming \
     --ssd-streaming-cache-experts 4 --json "$tmp/ssd.json" >"$tmp/ssd.csv" 2>"$tmp/err" \
   || fail "--ssd-streaming walk failed: $(cat "$tmp/err")"
-grep -q "^ds4-bench: experts: [0-9]* lookups, [0-9]* hits .* misses, " "$tmp/err" || fail "no cache line: $(cat "$tmp/err")"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ssd_streaming"] and "misses" in d["expert_stats"], d' \
+grep -q "^ds4-bench: experts: [0-9]* lookups, [0-9]* hits .* misses (.* GiB read in " "$tmp/err" || fail "no cache line: $(cat "$tmp/err")"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d["expert_cache"]; assert d["ssd_streaming"] and "misses" in d["expert_stats"] and c["lookups"] == c["hits"] + c["misses"] and c["bytes_read"] > 0, d' \
   "$tmp/ssd.json" || fail "no cache statistics in --json"
 expect_usage -m "$m" --step-incr 1 --ssd-streaming-cache-experts 4
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # --ssd-streaming end to end through ds4: routed experts read from the file
 # into a bounded expert cache give the resident run's logits bit for bit (the
-# CPU), for both families, at budgets from one token's experts to all of them,
-# by count and by bytes and automatic, at prefill chunks drawn each run; the startup
-# plan and the end-of-run cache line are printed; a failed read and a budget
-# below one token's experts are one sentence and exit 1.
+# CPU), for both families, at budgets from one expert to all of them,
+# by count and by bytes and automatic, at prefill chunks, prefill strategies
+# and read engines drawn each run; the startup plan and the end-of-run cache
+# line are printed; a routing profile round trip; a failed read is one
+# sentence and exit 1.
 set -euo pipefail
 bin=${DS4_BIN:?}
 tmp=$(mktemp -d)
@@ -35,33 +36,70 @@ for arch in qwen3moe deepseek4; do
   grep -q "^ds4: experts: [0-9]* lookups, [0-9]* hits" "$tmp/err" || fail "$arch: no cache line at the end: $(cat "$tmp/err")"
   grep -q "^model map: " "$tmp/err" || fail "$arch: no model map line"
 
-  half=$(( working / 2 > per_token ? working / 2 : per_token ))
-  # Every budget at a prefill chunk drawn from 1, 32 and 600 (fresh each run),
-  # and the smallest budget, where the cache evicts hardest, at 1 and 600 both.
+  half=$(( working / 2 > 1 ? working / 2 : 1 ))
+  # Every budget (one expert up to all of them) at a prefill chunk drawn from
+  # 1, 32 and 600, a prefill strategy and a read engine drawn too (fresh
+  # each run); the smallest budget, where the cache evicts hardest, at 1 and
+  # 600 both.
   chunks=(1 32 600)
-  runs=("$per_token 1" "$per_token 600")
+  strategies=(auto per-expert full-layer)
+  engines=(auto io_uring pread)
+  runs=("1 1" "1 600")
   for budget in "$half" "$working" "$total" "1GB" auto; do runs+=("$budget ${chunks[RANDOM % 3]}"); done
   for run in "${runs[@]}"; do
     read -r budget chunk <<<"$run"
-    # The cache serves chunk x per_token experts per block at once: the
-    # engine shrinks the chunk to fit, so the resident run uses the same.
-    slots=$budget
-    [[ $budget == 1GB || $budget == auto ]] && slots=$total
-    eff=$(( chunk < slots / per_token ? chunk : slots / per_token ))
+    strategy=${strategies[RANDOM % 3]}
+    io=${engines[RANDOM % 3]}
+    [[ $budget == 1 && $chunk == 600 ]] && strategy=per-expert  # the shrinking chunk, at least once
+    # Per expert, the cache serves chunk x per_token experts per block at
+    # once: the engine shrinks the chunk to what the slots and the scratch
+    # (one token's experts, when the cache does not hold every expert) can
+    # take, so the resident run uses the same chunk.
+    eff=$chunk
+    if [[ $strategy == per-expert ]]; then
+      slots=$budget
+      [[ $budget == 1GB || $budget == auto ]] && slots=$total
+      capacity=$(( slots < total ? slots + per_token : total ))
+      eff=$(( chunk < capacity / per_token ? chunk : capacity / per_token ))
+    fi
     res=$tmp/res-$eff.bin
     [[ -f $res ]] || "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$res" --prefill-chunk "$eff" -t 2 \
       2>/dev/null || fail "$arch: resident run failed"
-    flags=(--ssd-streaming)
+    flags=(--ssd-streaming --ssd-streaming-prefill "$strategy" --ssd-streaming-io "$io")
     [[ $budget != auto ]] && flags+=(--ssd-streaming-cache-experts "$budget")
+    what="budget $budget, chunk $chunk, $strategy, io $io (seed $seed)"
     "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" --prefill-chunk "$chunk" -t 2 \
-        "${flags[@]}" 2>"$tmp/err" || fail "$arch: budget $budget chunk $chunk failed (seed $seed): $(cat "$tmp/err")"
-    cmp -s "$res" "$tmp/ssd.bin" \
-      || fail "$arch: budget $budget, chunk $chunk: logits differ from the resident run (seed $seed)"
-    if [[ $budget == "$per_token" ]]; then
+        "${flags[@]}" 2>"$tmp/err" || fail "$arch: $what failed: $(cat "$tmp/err")"
+    cmp -s "$res" "$tmp/ssd.bin" || fail "$arch: $what: logits differ from the resident run"
+    if [[ $budget == 1 ]]; then
       grep -q "less than twice the working set" "$tmp/err" || fail "$arch: no warning for a budget of $budget"
-      grep -q " misses, " "$tmp/err" || fail "$arch: no cache statistics"
+      grep -q " misses (" "$tmp/err" || fail "$arch: no cache statistics: $(cat "$tmp/err")"
     fi
+    if [[ $strategy == full-layer && $chunk -gt 1 ]]; then
+      grep -q " [1-9][0-9]* full-layer reads" "$tmp/err" || fail "$arch: $what: no full-layer read: $(cat "$tmp/err")"
+    fi
+    [[ $io == pread ]] && { grep -q "(pread, " "$tmp/err" || fail "$arch: $what: the plan does not name pread"; }
   done
+
+  # A routing profile: written at exit, read back by the next run, which
+  # preloads the hottest experts and still gives the same logits; a profile
+  # of another model is ignored with a warning.
+  prof=$tmp/$arch.profile
+  flags=(--ssd-streaming --ssd-streaming-cache-experts "$working" --ssd-streaming-profile "$prof")
+  "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" -t 2 "${flags[@]}" 2>"$tmp/err" \
+    || fail "$arch: profiled run failed: $(cat "$tmp/err")"
+  [[ $(head -1 "$prof") == "ds4-routing-profile 1" ]] || fail "$arch: no profile written"
+  [[ $(wc -l <"$prof") -gt 3 ]] || fail "$arch: an empty profile"
+  res=$(ls "$tmp"/res-*.bin | head -1)
+  "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" -t 2 --prefill-chunk "$(basename "$res" .bin | cut -d- -f2)" \
+      "${flags[@]}" --ssd-streaming-preload-experts 5 2>"$tmp/err" || fail "$arch: preloaded run failed: $(cat "$tmp/err")"
+  grep -q "preloaded the hottest experts" "$tmp/err" || fail "$arch: no preload: $(cat "$tmp/err")"
+  cmp -s "$res" "$tmp/ssd.bin" || fail "$arch: logits differ after a preload (seed $seed)"
+  if [[ -f $tmp/qwen3moe.profile && $arch == deepseek4 ]]; then
+    "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" -t 2 --ssd-streaming \
+        --ssd-streaming-profile "$tmp/qwen3moe.profile" 2>"$tmp/err" || fail "$arch: a foreign profile failed the run"
+    grep -q "recorded with another model file; ignoring it" "$tmp/err" || fail "$arch: foreign profile not refused"
+  fi
 
   # A failed read (the test hook fails the 5th) ends the run with one sentence
   # naming the file, exit 1, and no logits written.
@@ -70,16 +108,8 @@ for arch in qwen3moe deepseek4; do
        --ssd-streaming-cache-experts "$per_token" 2>"$tmp/err"; then
     fail "$arch: a failed expert read did not fail the run"
   fi
-  grep -q "^ds4: reading expert [0-9]* of 'blk\.[0-9]*\.ffn_.*_exps\.weight' from $m failed: Input/output error" "$tmp/err" \
+  grep -q "^ds4: reading \(expert [0-9]* of \)\?'blk\.[0-9]*\.ffn_.*_exps\.weight' from $m failed: Input/output error" "$tmp/err" \
     || fail "$arch: unclear read failure: $(cat "$tmp/err")"
   [[ ! -e "$tmp/x.bin" ]] || fail "$arch: logits written after a failed read"
-
-  # Below one token's experts: refused with one sentence before any token runs.
-  if "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/x.bin" --ssd-streaming \
-       --ssd-streaming-cache-experts $((per_token - 1 > 0 ? per_token - 1 : 0)) 2>"$tmp/err"; then
-    fail "$arch: a budget under $per_token experts ran"
-  fi
-  [[ $(grep -c '^ds4: ' "$tmp/err") -ge 1 ]] && grep -q "needs at least $per_token experts" "$tmp/err" \
-    || grep -q "ssd-streaming-cache-experts" "$tmp/err" || fail "$arch: unclear refusal: $(cat "$tmp/err")"
 done
 echo "ok: --ssd-streaming logits equal the resident run (seed $seed)"

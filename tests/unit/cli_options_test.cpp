@@ -85,7 +85,7 @@ TEST_F(Ds4OptionsTest, Defaults) {
     EXPECT_FALSE(o.seed.has_value());
     EXPECT_FALSE(o.has_prompt);
     EXPECT_FALSE(o.layers.has_value());
-    EXPECT_FALSE(o.ssd_streaming);
+    EXPECT_FALSE(o.ssd.enabled);
     EXPECT_FALSE(o.check_tensors);
     EXPECT_FALSE(o.help);
     EXPECT_FALSE(o.version);
@@ -124,11 +124,10 @@ TEST_F(Ds4OptionsTest, EveryFlagAccepted) {
     EXPECT_EQ(o.activation_bits, 8);
     EXPECT_EQ(o.dist_prefill_chunk, 128);
     EXPECT_TRUE(o.debug);
-    EXPECT_TRUE(o.ssd_streaming);
+    EXPECT_TRUE(o.ssd.enabled);
     EXPECT_TRUE(o.check_tensors);
-    ASSERT_TRUE(o.expert_cache.has_value());
-    EXPECT_EQ(o.expert_cache->experts, 64u);
-    EXPECT_FALSE(o.expert_cache->by_bytes());
+    EXPECT_EQ(o.ssd.experts, 64u);
+    EXPECT_EQ(o.ssd.bytes, 0u);
 }
 
 TEST_F(Ds4OptionsTest, LongFormsAndAliases) {
@@ -164,10 +163,36 @@ TEST_F(Ds4OptionsTest, WorkerAndLogitsDump) {
 
 TEST_F(Ds4OptionsTest, ExpertCacheInGiB) {
     Ds4Options o = parse({"--ssd-streaming", "--ssd-streaming-cache-experts", "12GB"});
-    ASSERT_TRUE(o.expert_cache->by_bytes());
-    EXPECT_EQ(o.expert_cache->bytes, 12ull << 30);
-    EXPECT_EQ(parse({"--ssd-streaming", "--ssd-streaming-cache-experts", "1.5gib"}).expert_cache->bytes, 3ull << 29);
-    EXPECT_EQ(parse({"--ssd-streaming", "--ssd-streaming-cache-experts", "2G"}).expert_cache->bytes, 2ull << 30);
+    EXPECT_EQ(o.ssd.experts, 0u);
+    EXPECT_EQ(o.ssd.bytes, 12ull << 30);
+    EXPECT_EQ(parse({"--ssd-streaming", "--ssd-streaming-cache-experts", "1.5gib"}).ssd.bytes, 3ull << 29);
+    EXPECT_EQ(parse({"--ssd-streaming", "--ssd-streaming-cache-experts", "2G"}).ssd.bytes, 2ull << 30);
+}
+
+TEST_F(Ds4OptionsTest, SsdStreamingStrategyReadsAndProfile) {
+    const Ds4Options d = parse({"--ssd-streaming"});
+    EXPECT_EQ(d.ssd.prefill, PrefillStrategy::automatic);
+    EXPECT_EQ(d.ssd.io, ReadMethod::automatic);
+    EXPECT_TRUE(d.ssd.profile.empty());
+    EXPECT_FALSE(d.ssd.preload.has_value());
+    const Ds4Options o = parse({"--ssd-streaming", "--ssd-streaming-prefill", "full-layer", "--ssd-streaming-io", "pread",
+                                "--ssd-streaming-profile", "/tmp/ds4-profile.txt", "--ssd-streaming-preload-experts", "40"});
+    EXPECT_EQ(o.ssd.prefill, PrefillStrategy::full_layer);
+    EXPECT_EQ(o.ssd.io, ReadMethod::pread);
+    EXPECT_EQ(o.ssd.profile, "/tmp/ds4-profile.txt");
+    EXPECT_EQ(o.ssd.preload.value_or(-1), 40);
+    EXPECT_EQ(parse({"--ssd-streaming", "--ssd-streaming-prefill", "per-expert"}).ssd.prefill, PrefillStrategy::per_expert);
+    EXPECT_EQ(parse({"--ssd-streaming", "--ssd-streaming-io", "io_uring"}).ssd.io, ReadMethod::uring);
+    expect_usage({"--ssd-streaming", "--ssd-streaming-prefill", "layer"}, {"--ssd-streaming-prefill", "'layer'"});
+    expect_usage({"--ssd-streaming", "--ssd-streaming-io", "aio"}, {"--ssd-streaming-io", "'aio'"});
+    expect_usage({"--ssd-streaming-io", "pread"}, {"--ssd-streaming-io", "needs --ssd-streaming"});
+    expect_usage({"--ssd-streaming", "--ssd-streaming-preload-experts", "4"},
+                 {"--ssd-streaming-preload-experts", "--ssd-streaming-profile"});
+    expect_usage({"--ssd-streaming", "--ssd-streaming-profile", "/nonexistent/ds4/p.txt"},
+                 {"--ssd-streaming-profile", "does not exist"});
+    expect_usage({"--ssd-streaming", "--ssd-streaming-profile", "/tmp"}, {"--ssd-streaming-profile", "directory"});
+    expect_usage({"--ssd-streaming", "--ssd-streaming-profile", "/tmp/p", "--ssd-streaming-preload-experts", "-1"},
+                 {"--ssd-streaming-preload-experts"});
 }
 
 TEST_F(Ds4OptionsTest, HelpAndVersionNeedNothingElse) {

@@ -19,6 +19,7 @@
 
 #include "bench_walk.h"
 #include "cli/cli_values.h"
+#include "cli/ssd_flags.h"
 #include "common/error.h"
 #include "common/layer_range.h"
 #include "engine/engine.h"
@@ -52,8 +53,10 @@ const char* const kHelp =
     "  --cuda-host-weights    CUDA reads weights from registered host memory\n"
     "  --ssd-streaming        routed experts read from the file into a bounded cache\n"
     "                         (as ds4's; its hits, misses and bytes read are printed)\n"
-    "  --ssd-streaming-cache-experts N|NGB\n"
-    "                         the cache's size (default automatic)\n"
+    "  --ssd-streaming-cache-experts N|NGB, --ssd-streaming-prefill auto|per-expert|full-layer,\n"
+    "  --ssd-streaming-io auto|io_uring|pread, --ssd-streaming-profile FILE,\n"
+    "  --ssd-streaming-preload-experts N\n"
+    "                         as ds4's (see ds4 --help)\n"
     "  -t, --threads N        CPU threads (default: all cores)\n"
     "  --check-tensors        read every weight of the layers run before the walk and\n"
     "                         stop at the first NaN or infinity\n"
@@ -99,8 +102,7 @@ struct BenchArgs {
     int threads = 0;
     ds4::BenchWalkOptions walk;
     bool help = false, version = false, cuda_host_weights = false, check_tensors = false;
-    bool ssd_streaming = false;
-    std::optional<ds4::ExpertCacheBudget> expert_cache;  // --ssd-streaming-cache-experts
+    ds4::SsdStreaming ssd;  // --ssd-streaming and its flags
 };
 
 BenchArgs parse_args(int argc, char** argv) {
@@ -113,9 +115,8 @@ BenchArgs parse_args(int argc, char** argv) {
     app.add_flag("--version", a.version);
     app.add_flag("--cuda-host-weights", a.cuda_host_weights);
     app.add_flag("--check-tensors", a.check_tensors);
-    app.add_flag("--ssd-streaming", a.ssd_streaming);
-    std::string cache;
-    auto* cache_opt = app.add_option("--ssd-streaming-cache-experts", cache);
+    ds4::SsdRawFlags ssd;
+    ds4::add_ssd_flags(app, ssd);
     app.add_option("-m,--model", a.model)->check(CLI::ExistingFile);
     app.add_option("--backend", a.backend)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     app.add_option("-t,--threads", a.threads)->check(CLI::Range(1, 4096));
@@ -156,14 +157,7 @@ BenchArgs parse_args(int argc, char** argv) {
         throw UsageError(one_line(e.what()));
     }
     if (a.help || a.version) return a;
-    if (cache_opt->count() > 0) {
-        if (!a.ssd_streaming) throw UsageError("--ssd-streaming-cache-experts needs --ssd-streaming.");
-        try {
-            a.expert_cache = ds4::parse_expert_cache_budget("--ssd-streaming-cache-experts", cache);
-        } catch (const ds4::Error& e) {
-            throw UsageError(e.what());
-        }
-    }
+    ds4::parse_ssd_values(ssd, [&](const char* f) { return app.count(f) > 0; }, a.ssd);
     if (!a.model.empty() && !a.synthetic.empty())
         throw UsageError("-m/--model and --synthetic exclude each other: give a file or a preset.");
     if (a.cuda_host_weights && a.backend != "cuda") throw UsageError("--cuda-host-weights needs --backend cuda.");
@@ -246,11 +240,7 @@ int run_bench(const BenchArgs& a) {
     eo.layers = a.layers_spec.value_or(ds4::LayerRange::all());
     eo.check_tensors = a.check_tensors;
     eo.chat = false;
-    eo.ssd_streaming.enabled = a.ssd_streaming;
-    if (a.expert_cache) {
-        eo.ssd_streaming.experts = a.expert_cache->experts;
-        eo.ssd_streaming.bytes = a.expert_cache->bytes;
-    }
+    eo.ssd_streaming = a.ssd;
     const std::unique_ptr<ds4::Engine> engine = ds4::Engine::open(eo);
     const int n_layer = engine->info().n_layer;
     const ds4::LayerRange run = engine->info().layers;
@@ -298,9 +288,22 @@ int run_bench(const BenchArgs& a) {
         j["weights_bytes_per_token"] = traffic.total;
         j["parallel"] = a.walk.parallel;
         j["op_by_op"] = a.walk.op_by_op;
-        j["ssd_streaming"] = a.ssd_streaming;
+        j["ssd_streaming"] = a.ssd.enabled;
         j["experts"] = engine->expert_source_description();
-        if (!expert_stats.empty()) j["expert_stats"] = expert_stats;
+        if (!expert_stats.empty()) {
+            j["expert_stats"] = expert_stats;
+            const ds4::ExpertSourceStats es = engine->expert_stats();
+            j["expert_cache"] = {{"lookups", es.lookups},
+                                 {"hits", es.hits},
+                                 {"misses", es.misses},
+                                 {"host_hits", es.host_hits},
+                                 {"evictions", es.evictions},
+                                 {"scratch_loads", es.scratch_loads},
+                                 {"full_layer_reads", es.full_layer_reads},
+                                 {"bytes_read", es.bytes_read},
+                                 {"read_seconds", es.read_seconds},
+                                 {"read_gb_per_s", es.read_seconds > 0 ? double(es.bytes_read) / es.read_seconds / 1e9 : 0.0}};
+        }
         j["rows"] = nlohmann::json::array();
         for (const auto& r : rows)
             j["rows"].push_back({{"ctx", r.ctx},

@@ -1,4 +1,5 @@
 // ds4-server: the OpenAI- and Anthropic-compatible server (src/server) over one engine.
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -12,6 +13,7 @@
 #include "engine/engine.h"
 #include "pipeline/coordinator.h"
 #include "pipeline/hop_stats.h"
+#include "server/expert_metrics.h"
 #include "pipeline/pipeline_setup.h"
 #include "server/server.h"
 
@@ -72,10 +74,16 @@ int main(int argc, char** argv) {
         // A coordinator's per-hop telemetry in /metrics (made before the
         // server, so it outlives every scrape).
         std::shared_ptr<ds4::HopStats> hop_stats;
-        if (o.role == "coordinator") {
-            hop_stats = std::make_shared<ds4::HopStats>();
-            so.extra_metrics = [hop_stats] { return hop_stats->prometheus(); };
-        }
+        if (o.role == "coordinator") hop_stats = std::make_shared<ds4::HopStats>();
+        // The expert cache's counters (--ssd-streaming), once the engine is open.
+        auto live_engine = std::make_shared<std::atomic<const ds4::Engine*>>(nullptr);
+        if (hop_stats || o.ssd.enabled)
+            so.extra_metrics = [hop_stats, live_engine, ssd = o.ssd.enabled] {
+                std::string text = hop_stats ? hop_stats->prometheus() : std::string();
+                if (const ds4::Engine* e = live_engine->load(); ssd && e)
+                    text += ds4::expert_cache_prometheus(e->expert_stats());
+                return text;
+            };
 
         // The engine outlives the server (its scheduler holds the model),
         // and the coordinator the engine's route.
@@ -102,9 +110,11 @@ int main(int argc, char** argv) {
         e.backend.threads = o.threads;
         e.check_tensors = o.check_tensors;
         e.chat_template = o.chat_template;
+        e.ssd_streaming = o.ssd;
         if (o.layers) e.layers = *o.layers;
         engine = ds4::Engine::open(e);
         engine->tokenizer();  // a file without a vocabulary fails here, before serving
+        live_engine->store(engine.get());
         if (o.role == "coordinator") {
             // Still loading for /health until every later block has a worker.
             ds4::CoordinatorConfig cc = ds4::coordinator_config(o, std::move(secrets), o.parallel, o.ctx);

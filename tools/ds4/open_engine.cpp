@@ -12,11 +12,7 @@ std::unique_ptr<Engine> open_engine(const Ds4Options& opts) {
     e.backend.threads = opts.threads;
     e.backend.host_weights = opts.cuda_host_weights;
     e.check_tensors = opts.check_tensors;
-    e.ssd_streaming.enabled = opts.ssd_streaming;
-    if (opts.expert_cache) {
-        e.ssd_streaming.experts = opts.expert_cache->experts;
-        e.ssd_streaming.bytes = opts.expert_cache->bytes;
-    }
+    e.ssd_streaming = opts.ssd;
     // A worker never renders a conversation: the coordinator sends token ids.
     e.chat = opts.dump_logits_file.empty() && opts.role != "worker";
     e.chat_template = opts.chat_template;

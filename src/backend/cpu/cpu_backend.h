@@ -16,6 +16,7 @@ public:
     explicit CpuBackend(int n_threads) : pool_(n_threads) {}
     std::string name() const override { return "cpu"; }
     uint64_t available_memory() const override;
+    bool reads_attached_buffers_in_place() const override { return true; }
 
     Tensor alloc(int64_t rows, int64_t cols) override;
     void upload(Tensor& t, const float* host) override;

@@ -187,6 +187,19 @@ void CudaBackend::write_weights(uint8_t* dst, const uint8_t* src, uint64_t bytes
     check(cudaMemcpyAsync(dev, src, bytes, cudaMemcpyHostToDevice, stream_), "copying weights into a cache slot");
 }
 
+uint8_t* CudaBackend::alloc_host_staging(uint64_t bytes) {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();  // plain memory then: slower copies, same bytes
+        return nullptr;
+    }
+    return static_cast<uint8_t*>(p);
+}
+
+void CudaBackend::free_host_staging(uint8_t* p) {
+    if (p) cudaFreeHost(p);
+}
+
 uint64_t CudaBackend::resident_bytes() const {
     uint64_t n = 0;
     for (const auto& r : regions_) n += r.bytes;

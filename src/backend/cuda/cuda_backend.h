@@ -51,6 +51,8 @@ public:
     // registered pages with host_weights), rewritten by write_weights.
     void attach_buffer(const uint8_t* host, uint64_t bytes) override { attach_host_region(host, bytes); }
     void write_weights(uint8_t* dst, const uint8_t* src, uint64_t bytes) override;
+    uint8_t* alloc_host_staging(uint64_t bytes) override;
+    void free_host_staging(uint8_t* p) override;
     uint64_t resident_bytes() const;
     // The device copy of `bytes` bytes at host address p; throws naming the
     // weight when they are not inside one resident region.

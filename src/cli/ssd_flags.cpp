@@ -1,0 +1,96 @@
+#include "cli/ssd_flags.h"
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+
+#include "cli/cli_values.h"
+#include "common/error.h"
+
+namespace ds4 {
+
+void add_ssd_flags(CLI::App& app, SsdRawFlags& raw) {
+    app.add_flag("--ssd-streaming", raw.enabled);
+    app.add_option("--ssd-streaming-cache-experts", raw.cache);
+    app.add_option("--ssd-streaming-host-cache", raw.host_cache);
+    app.add_option("--ssd-streaming-prefill", raw.prefill);
+    app.add_option("--ssd-streaming-io", raw.io);
+    app.add_option("--ssd-streaming-profile", raw.profile);
+    app.add_option("--ssd-streaming-preload-experts", raw.preload);
+}
+
+void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreaming& o) {
+    o.enabled = raw.enabled > 0;
+    for (const char* f : kSsdValueFlags)
+        if (given(f) && !o.enabled) throw UsageError(std::string(f) + " needs --ssd-streaming");
+    if (given("--ssd-streaming-cache-experts")) {
+        const ExpertCacheBudget b = parse_expert_cache_budget("--ssd-streaming-cache-experts", raw.cache);
+        o.experts = b.experts;
+        o.bytes = b.bytes;
+    }
+    if (given("--ssd-streaming-host-cache")) {
+        if (raw.host_cache == "0") {
+            o.host_off = true;
+        } else {
+            const ExpertCacheBudget b = parse_expert_cache_budget("--ssd-streaming-host-cache", raw.host_cache);
+            o.host_experts = b.experts;
+            o.host_bytes = b.bytes;
+        }
+    }
+    if (given("--ssd-streaming-prefill")) {
+        if (raw.prefill == "auto") o.prefill = PrefillStrategy::automatic;
+        else if (raw.prefill == "per-expert") o.prefill = PrefillStrategy::per_expert;
+        else if (raw.prefill == "full-layer") o.prefill = PrefillStrategy::full_layer;
+        else throw UsageError("--ssd-streaming-prefill must be auto, per-expert or full-layer, got " + quote_value(raw.prefill));
+    }
+    if (given("--ssd-streaming-io")) {
+        if (raw.io == "auto") o.io = ReadMethod::automatic;
+        else if (raw.io == "io_uring") o.io = ReadMethod::uring;
+        else if (raw.io == "pread") o.io = ReadMethod::pread;
+        else throw UsageError("--ssd-streaming-io must be auto, io_uring or pread, got " + quote_value(raw.io));
+    }
+    if (given("--ssd-streaming-profile")) {
+        if (raw.profile.empty()) throw UsageError("--ssd-streaming-profile needs a file name");
+        namespace fs = std::filesystem;
+        const fs::path dir = fs::path(raw.profile).parent_path();
+        std::error_code ec;
+        if (!dir.empty() && !fs::is_directory(dir, ec))
+            throw UsageError("--ssd-streaming-profile: directory " + quote_value(dir.string()) + " does not exist");
+        if (fs::is_directory(raw.profile, ec))
+            throw UsageError("--ssd-streaming-profile " + quote_value(raw.profile) + " is a directory, not a file");
+        o.profile = raw.profile;
+    }
+    if (given("--ssd-streaming-preload-experts")) {
+        if (o.profile.empty()) throw UsageError("--ssd-streaming-preload-experts needs --ssd-streaming-profile FILE");
+        o.preload = parse_int_value("--ssd-streaming-preload-experts", raw.preload, 0, int64_t(1) << 40);
+    }
+}
+
+std::string ssd_help_text() {
+    return R"(      --ssd-streaming       keep only the non-routed weights resident; read routed
+                            experts from the file into a bounded cache
+      --ssd-streaming-cache-experts N|NGB
+                            expert cache size: N expert slots, or NGB GiB of
+                            memory (default: half of the available device or
+                            host memory less 2 GiB); any size works, 1 included
+      --ssd-streaming-host-cache N|NGB|0
+                            CUDA: page-locked host RAM for experts between the
+                            file and the device cache (default: half of the
+                            available RAM less 4 GiB; 0: none)
+      --ssd-streaming-prefill auto|per-expert|full-layer
+                            a prompt chunk reads only the experts it picks
+                            (per-expert), or each block's routed tensors whole
+                            (full-layer); auto picks per chunk (default: auto)
+      --ssd-streaming-io auto|io_uring|pread
+                            how experts are read: io_uring with O_DIRECT where the
+                            file system allows it, or a pool of pread threads
+                            (default: auto, io_uring when the kernel has it)
+      --ssd-streaming-profile FILE
+                            routing counts: read at start to preload the experts
+                            used most, written back (added to) at exit
+      --ssd-streaming-preload-experts N
+                            preload the N hottest experts of the profile
+                            (default: as many as the cache holds)
+)";
+}
+
+}  // namespace ds4

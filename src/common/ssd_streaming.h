@@ -1,0 +1,44 @@
+// --ssd-streaming's settings, as the command line gives them and the engine
+// takes them: the non-routed weights resident, the routed experts read from
+// the file into a bounded expert cache.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ds4 {
+
+// --ssd-streaming-prefill: how a step that needs many experts is served.
+enum class PrefillStrategy {
+    automatic,   // a whole block when the step overflows the cache or misses most of the block
+    per_expert,  // only the experts chosen (prefill chunks shrink to fit the cache)
+    full_layer,  // every multi-token step reads the block's whole routed tensors
+};
+
+// --ssd-streaming-io: which engine reads the file.
+enum class ReadMethod { automatic, uring, pread };
+
+struct SsdStreaming {
+    bool enabled = false;
+    // The cache budget: experts, or bytes; neither: automatic (a share of
+    // the backend's available memory).
+    uint64_t experts = 0;
+    uint64_t bytes = 0;
+    // The host-RAM tier's budget (CUDA: page-locked slots between the file
+    // and the device cache): experts or bytes; neither: automatic; off:
+    // none (--ssd-streaming-host-cache 0).
+    uint64_t host_experts = 0;
+    uint64_t host_bytes = 0;
+    bool host_off = false;
+    PrefillStrategy prefill = PrefillStrategy::automatic;
+    ReadMethod io = ReadMethod::automatic;
+    // --ssd-streaming-profile: routing counts read at start (to preload the
+    // hottest experts) and written back, added to, at exit.
+    std::string profile;
+    // --ssd-streaming-preload-experts: how many of the profile's hottest
+    // experts to load before the first token (default: as many as fit).
+    std::optional<int64_t> preload;
+};
+
+}  // namespace ds4
