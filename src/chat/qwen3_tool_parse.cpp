@@ -4,7 +4,9 @@
 // as the model wrote them (the template prints string arguments verbatim,
 // so a client that sends them back re-renders the same bytes); see
 // chat/tool_calls.h for the section and streaming rules.
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "chat/python_json.h"
 #include "chat/text_scan.h"
@@ -39,12 +41,30 @@ std::string raw_arguments(std::string_view body, const ordered_json& object) {
     return {};
 }
 
-// One complete element's JSON; false when it is not a call.
+// One complete element's JSON; false when it is not a call. A member
+// written twice ("arguments" or "name") makes it malformed: which one
+// counts is a guess (the parser keeps the last, a stream has already
+// announced the first), so the element stays text, like any broken call.
+// So does a NUL byte: nlohmann's parser takes it for the end of the input
+// and would read a call out of the text before it.
 bool parse_call(std::string_view body, ToolCallText& call) {
+    if (body.find('\0') != std::string_view::npos) return false;
     const size_t from = skip_chat_space(body, 0);
     body = body.substr(from, trim_chat_space_end(body, body.size()) - from);
-    const ordered_json object = ordered_json::parse(body, nullptr, false);
-    if (object.is_discarded() || !object.is_object()) return false;
+    std::vector<std::string> keys;  // the call object's own members
+    bool repeated = false;
+    const ordered_json object = ordered_json::parse(
+        body,
+        [&](int depth, ordered_json::parse_event_t event, ordered_json& parsed) {
+            if (depth == 1 && event == ordered_json::parse_event_t::key) {
+                const std::string key = parsed.get<std::string>();
+                repeated = repeated || std::find(keys.begin(), keys.end(), key) != keys.end();
+                keys.push_back(key);
+            }
+            return true;
+        },
+        false);
+    if (object.is_discarded() || !object.is_object() || repeated) return false;
     const auto name = object.find("name");
     const auto args = object.find("arguments");
     if (name == object.end() || !name->is_string() || name->get<std::string>().empty()) return false;

@@ -34,6 +34,9 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
                     std::to_string(session.n_ctx()) + "; raise --ctx.");
     std::optional<Sampler> own;
     if (!options.sampler) own.emplace(options.sampling);  // checks the parameters before any work
+    if (options.top_logprobs > kMaxTopLogprobs)
+        throw Error("top_logprobs is " + std::to_string(options.top_logprobs) + ", but at most " +
+                    std::to_string(kMaxTopLogprobs) + " alternatives can be reported.");
     Sampler& sampler = options.sampler ? *options.sampler : *own;
     GenerateResult r;
     r.prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -60,6 +63,7 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
         }
         const int32_t id = sampler.sample(logits);
         r.tokens.push_back(id);
+        if (options.top_logprobs >= 0) r.logprobs.push_back(sampled_logprobs(logits, id, options.top_logprobs));
         const bool end = tokenizer.is_eog(id);
         if (end) {
             if (options.eval_end_token && session.n_past() < session.n_ctx())

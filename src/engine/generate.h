@@ -14,6 +14,7 @@
 
 #include "engine/prefix_cache.h"
 #include "engine/session.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 
 namespace ds4 {
@@ -35,6 +36,9 @@ struct GenerateOptions {
     // sequence keeps less, and keep a snapshot of the prompt's state once it
     // is evaluated (prefix_cache.h). Null: the live sequence only.
     PrefixCache* prefix_cache = nullptr;
+    // Log probabilities (sampling/logprobs.h) of each sampled token and of
+    // this many alternatives, 0..kMaxTopLogprobs; < 0: none (no cost).
+    int top_logprobs = -1;
 };
 
 enum class StopReason { end_of_generation, stop_string, max_tokens, context_full, cancelled, failed };
@@ -44,6 +48,8 @@ const char* finish_reason(StopReason reason);
 struct GenerateResult {
     std::string text;                // what was streamed, stop string excluded
     std::vector<int32_t> tokens;     // sampled ids (the end token included when sampled)
+    // options.top_logprobs >= 0: one entry per entry of `tokens`, in order.
+    std::vector<SampledLogprobs> logprobs;
     StopReason reason = StopReason::end_of_generation;
     int64_t prompt_tokens = 0;
     int64_t cached_tokens = 0;       // prompt tokens reused from the session's cache

@@ -56,6 +56,9 @@ uint64_t Scheduler::submit(Request r) {
                         " tokens.");
     if (r.options.sampler) throw Error("a scheduled request samples with its own sampler.");
     Sampler check(r.options.sampling);  // a bad parameter fails here, not in the loop
+    if (r.options.top_logprobs > kMaxTopLogprobs)
+        throw Error("top_logprobs is " + std::to_string(r.options.top_logprobs) + ", but at most " +
+                    std::to_string(kMaxTopLogprobs) + " alternatives can be reported.");
     (void)check;
     std::lock_guard<std::mutex> lock(mu_);
     if (queue_.size() >= opts_.max_queue)
@@ -249,6 +252,10 @@ void Scheduler::after_logits(Active& a, std::span<const float> logits) {
     if (pool_.n_past(a.slot) >= opts_.n_ctx) return finish(a, StopReason::context_full);
     const int32_t id = a.sampler.sample(logits);
     a.result.tokens.push_back(id);
+    if (o.top_logprobs >= 0) {
+        a.result.logprobs.push_back(sampled_logprobs(logits, id, o.top_logprobs));
+        if (a.req.on_logprobs) a.req.on_logprobs(a.result.logprobs.back());
+    }
     if (tokenizer_.is_eog(id)) {
         if (o.eval_end_token && pool_.n_past(a.slot) < opts_.n_ctx) {
             a.next = id;

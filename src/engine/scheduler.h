@@ -58,6 +58,10 @@ struct Request {
     // reason (cancel() and a failed step included).
     std::function<bool(std::string_view)> on_text;
     std::function<void(const GenerateResult&)> on_done;
+    // options.top_logprobs >= 0: each sampled token's log probabilities,
+    // on the scheduler's thread, before the text that token completes
+    // reaches on_text (a stream can attach them to that piece).
+    std::function<void(const SampledLogprobs&)> on_logprobs;
     // Called on the scheduler's thread when the request takes a slot, with
     // the prompt tokens it reuses (a stream can then report them before the
     // first token). Not called for a request cancelled while queued.

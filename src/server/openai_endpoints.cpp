@@ -1,6 +1,7 @@
 // OpenAI's shapes: GET /v1/models, POST /v1/chat/completions and
 // /v1/completions, whole or streamed (chunks, the finish reason, usage when
-// asked for, then [DONE]).
+// asked for, then [DONE]), with log probabilities when asked for. The
+// Responses API is server/responses_endpoint.cpp.
 #include "engine/engine.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
@@ -22,8 +23,10 @@ void complete(ServerContext& ctx, const httplib::Request& req, httplib::Response
     std::optional<OpenAIReply::ToolReading> tools;
     std::shared_ptr<Generation> g;
     uint64_t sid = 0;
+    const Engine* engine_ptr = nullptr;
     try {
         const Engine& engine = ctx.ready();
+        engine_ptr = &engine;
         cr = parse_completion_request(req.body, chat);
         ctx.tool_memory.restore(cr.messages);
         p = chat ? chat_server_prompt(engine, cr.messages, cr.chat_options, {}, &cr.tools) : text_server_prompt(engine, cr.prompt);
@@ -39,6 +42,7 @@ void complete(ServerContext& ctx, const httplib::Request& req, httplib::Response
     const std::string rid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
     const std::string model = cr.model.empty() ? ctx.opts.model_id : cr.model;
     auto reply = std::make_shared<OpenAIReply>(chat, rid, model, cr.include_usage, tools);
+    if (cr.generate.top_logprobs >= 0) reply->report_logprobs(engine_ptr->tokenizer());
     if (cr.stream) {
         ctx.stream(res, g, sid, reply, id, req);
         return;

@@ -152,9 +152,29 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
     if (!chat)
         for (const char* k : {"tools", "tool_choice"})
             if (present(k)) bad_field(k, std::string("'") + k + "' is for /v1/chat/completions; completions take a bare prompt.");
-    for (const char* k : {"logprobs", "top_logprobs", "functions", "function_call", "response_format"})
-        if (present(k) && !(std::string(k) == "logprobs" && j[k].is_boolean() && !j[k].get<bool>()))
-            bad_field(k, std::string("'") + k + "' is not supported by this server yet.");
+    for (const char* k : {"functions", "function_call", "response_format"})
+        if (present(k)) bad_field(k, std::string("'") + k + "' is not supported by this server yet.");
+    // Log probabilities: chat's `logprobs` (true) and `top_logprobs`
+    // (0..20 alternatives), completions' `logprobs` (0..20 alternatives).
+    const std::string top_max = std::to_string(kMaxTopLogprobs);
+    if (chat) {
+        const bool wanted = present("logprobs") && boolean_field(j, "logprobs");
+        if (present("top_logprobs")) {
+            const int64_t n = integer_field(j, "top_logprobs", 0, kMaxTopLogprobs);
+            if (!wanted) bad_field("top_logprobs", "'top_logprobs' needs 'logprobs': true.");
+            r.generate.top_logprobs = int(n);
+        } else if (wanted) {
+            r.generate.top_logprobs = 0;
+        }
+    } else {
+        if (present("top_logprobs"))
+            bad_field("top_logprobs", "'top_logprobs' is for /v1/chat/completions; completions take 'logprobs': 0.." + top_max + ".");
+        if (present("logprobs")) {
+            if (j["logprobs"].is_boolean())
+                bad_field("logprobs", "'logprobs' on /v1/completions is the number of alternatives, 0.." + top_max + ".");
+            r.generate.top_logprobs = int(integer_field(j, "logprobs", 0, kMaxTopLogprobs));
+        }
+    }
     if (present("reasoning_effort")) {
         const std::string e = string_field(j, "reasoning_effort");
         if (e == "none") r.chat_options.enable_thinking = false;

@@ -1,8 +1,9 @@
 // The OpenAI request bodies the server accepts, parsed and checked: every
 // field's type and range, unknown roles and empty conversations; a problem
 // is an ApiError(400) naming the field. Fields ds4 does not implement yet
-// (n > 1, logprobs, the legacy `functions`) are refused by name rather than
-// ignored. Tools: server/tool_request.h; assistant messages may carry
+// (n > 1, response_format, the legacy `functions`) are refused by name
+// rather than ignored. Log probabilities (chat: `logprobs` + `top_logprobs`;
+// completions: `logprobs` as a count) set GenerateOptions::top_logprobs. Tools: server/tool_request.h; assistant messages may carry
 // tool_calls (their arguments must be a JSON object's text), "tool"
 // messages are tool results.
 #pragma once

@@ -29,10 +29,26 @@ std::string OpenAIReply::event(const json& choices, const json& usage) const {
     return "data: " + dump_json(body) + "\n\n";
 }
 
-std::string OpenAIReply::chunk(const json& delta_or_text, const json& finish) const {
+json OpenAIReply::logprobs_json(std::span<const SampledLogprobs> tokens) {
+    if (!chat_) return logprobs_->completion(tokens);
+    return {{"content", logprobs_->chat_content(tokens)}, {"refusal", nullptr}};
+}
+
+void OpenAIReply::logprobs(std::span<const SampledLogprobs> tokens) {
+    if (!logprobs_) return;
+    pending_.insert(pending_.end(), tokens.begin(), tokens.end());
+    received_ += tokens.size();
+}
+
+// A chunk carries the log probabilities received since the last one.
+std::string OpenAIReply::chunk(const json& delta_or_text, const json& finish) {
     json choice = {{"index", 0}, {"finish_reason", finish}};
     if (chat_) choice["delta"] = delta_or_text;
     else choice["text"] = delta_or_text;
+    if (logprobs_) {
+        choice["logprobs"] = pending_.empty() ? json(nullptr) : logprobs_json(pending_);
+        pending_.clear();
+    }
     return event(json::array({choice}), nullptr);
 }
 
@@ -101,6 +117,7 @@ json OpenAIReply::body(const GenerateResult& r) {
         choice["message"] = message;
         remember();
     }
+    if (logprobs_) choice["logprobs"] = logprobs_json(r.logprobs);
     choice["finish_reason"] = finish(r);
     return {{"id", id_},         {"object", chat_ ? "chat.completion" : "text_completion"},
             {"created", created_}, {"model", model_},
@@ -129,6 +146,9 @@ std::string OpenAIReply::end(const GenerateResult& r) {
         out += deltas(parser_->finish());
         remember();
     }
+    // The tokens no piece carried: text held back, the end token (left out).
+    if (logprobs_ && received_ < r.logprobs.size())
+        pending_.insert(pending_.end(), r.logprobs.begin() + std::ptrdiff_t(received_), r.logprobs.end());
     out += chunk(chat_ ? json::object() : json(""), finish(r));
     if (include_usage_) out += event(json::array(), openai_usage(r));
     return out + "data: [DONE]\n\n";

@@ -20,7 +20,8 @@ namespace {
 // or "other" (unknown paths must not grow the label set without bound).
 std::string endpoint_label(const std::string& path) {
     static const char* const kRoutes[] = {"/health", "/metrics", "/v1/models", "/v1/chat/completions",
-                                          "/v1/completions", "/v1/messages", "/v1/messages/count_tokens"};
+                                          "/v1/completions", "/v1/responses", "/v1/messages",
+                                          "/v1/messages/count_tokens"};
     for (const char* r : kRoutes)
         if (path == r) return path;
     return "other";
@@ -99,6 +100,7 @@ struct Server::Impl {
         });
         add_openai_routes(http, ctx);
         add_anthropic_routes(http, ctx);
+        add_responses_routes(http, ctx);
     }
 
     void start() {

@@ -42,10 +42,16 @@ std::shared_ptr<Generation> ServerContext::submit(std::vector<int32_t> prompt, c
             m->observe_inter_token_latency(std::chrono::duration<double>(now - g->last_piece).count());
         }
         g->last_piece = now;
-        g->pieces.emplace_back(p);
+        g->pieces.push_back(GeneratedPiece{std::string(p), std::move(g->logprobs)});
+        g->logprobs.clear();
         g->cv.notify_all();
         return true;
     };
+    if (options.top_logprobs >= 0)
+        r.on_logprobs = [g](const SampledLogprobs& l) {
+            std::lock_guard<std::mutex> lock(g->mu);
+            g->logprobs.push_back(l);
+        };
     r.on_done = [g, m = &metrics](const GenerateResult& result) {
         m->record_generation(result);  // before any response says it is done
         std::lock_guard<std::mutex> lock(g->mu);
@@ -91,7 +97,7 @@ void ServerContext::stream(httplib::Response& res, std::shared_ptr<Generation> g
                 }
                 return true;
             };
-            std::deque<std::string> got;
+            std::deque<GeneratedPiece> got;
             bool done = false, admitted = false, woke = false;
             int64_t cached = 0;
             {
@@ -109,8 +115,10 @@ void ServerContext::stream(httplib::Response& res, std::shared_ptr<Generation> g
                 *state = 1;
                 if (!write(format->begin(cached))) return false;
             }
-            for (const std::string& p : got)
-                if (!write(format->text(p))) return false;
+            for (const GeneratedPiece& p : got) {
+                if (!p.logprobs.empty()) format->logprobs(p.logprobs);
+                if (!write(format->text(p.text))) return false;
+            }
             if (!woke) return write(format->keep_alive());  // a long prefill: keep the connection
             if (!done) return true;
             write(format->end(g->result));

@@ -14,6 +14,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -30,12 +31,20 @@ namespace ds4 {
 class Engine;
 using ServerClock = std::chrono::steady_clock;
 
+// A piece of streamed text and the log probabilities of the tokens sampled
+// since the previous piece (empty unless the request asked for them).
+struct GeneratedPiece {
+    std::string text;
+    std::vector<SampledLogprobs> logprobs;
+};
+
 // One generation between the scheduler's thread (which pushes) and the
 // HTTP thread answering it (which waits).
 struct Generation {
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<std::string> pieces;
+    std::deque<GeneratedPiece> pieces;
+    std::vector<SampledLogprobs> logprobs;  // sampled since the last piece
     bool admitted = false;       // holds a slot (cached_tokens known)
     int64_t cached_tokens = 0;
     bool done = false;
@@ -44,12 +53,15 @@ struct Generation {
 };
 
 // The API-specific text of a stream; the shared loop calls begin() once
-// the request holds a slot (or ended), text() per piece, keep_alive()
-// when nothing came for a while, end() once.
+// the request holds a slot (or ended), text() per piece (after
+// logprobs() with the log probabilities of the tokens behind it, when
+// the request asked for them), keep_alive() when nothing came for a
+// while, end() once.
 class StreamFormat {
 public:
     virtual ~StreamFormat() = default;
     virtual std::string begin(int64_t cached_tokens) = 0;
+    virtual void logprobs(std::span<const SampledLogprobs>) {}
     virtual std::string text(std::string_view piece) = 0;
     virtual std::string keep_alive() = 0;
     virtual std::string end(const GenerateResult& result) = 0;
@@ -92,5 +104,6 @@ int64_t unix_time();
 
 void add_openai_routes(httplib::Server& http, ServerContext& ctx);
 void add_anthropic_routes(httplib::Server& http, ServerContext& ctx);
+void add_responses_routes(httplib::Server& http, ServerContext& ctx);
 
 }  // namespace ds4

@@ -121,6 +121,57 @@ RequestTools parse_anthropic_tools(const ojson& body) {
     return t;
 }
 
+RequestTools parse_responses_tools(const ojson& body) {
+    RequestTools t;
+    if (present(body, "tools")) {
+        const ojson& tools = body["tools"];
+        if (!tools.is_array()) bad_field("tools", "'tools' must be an array of {\"type\": \"function\", \"name\", ...} objects.");
+        ojson specs = ojson::array();
+        for (size_t i = 0; i < tools.size(); ++i) {
+            const std::string where = "tools[" + std::to_string(i) + "]";
+            const ojson& tool = tools[i];
+            if (!tool.is_object() || !tool.contains("type") || !tool["type"].is_string())
+                bad_field(where, "'" + where + "' must be an object with a 'type'.");
+            if (tool["type"] != "function")
+                bad_field(where + ".type", "'" + where + "' is a " + tool["type"].get<std::string>() +
+                                               " tool; ds4 runs function tools only.");
+            const std::string name = name_of(tool, where);
+            if (present(tool, "parameters") && !tool["parameters"].is_object())
+                bad_field(where + ".parameters", "'" + where + ".parameters' must be a JSON Schema object.");
+            if (present(tool, "description") && !tool["description"].is_string())
+                bad_field(where + ".description", "'" + where + ".description' must be a string.");
+            if (present(tool, "strict") && !tool["strict"].is_boolean())
+                bad_field(where + ".strict", "'" + where + ".strict' must be true or false.");
+            ojson fn = ojson::object();
+            for (const auto& [key, value] : tool.items())
+                if (key != "type" && !value.is_null()) fn[key] = value;
+            specs.push_back(ojson{{"type", "function"}, {"function", fn}});
+            t.names.push_back(name);
+        }
+        check_unique(t.names, "tools");
+        if (!specs.empty()) t.specs = specs.dump();
+    }
+    if (present(body, "tool_choice")) {
+        const ojson& c = body["tool_choice"];
+        const char* shape = "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"name\": ...}.";
+        if (c.is_string()) {
+            const std::string s = c.get<std::string>();
+            if (s == "none") t.choice.mode = ToolChoice::Mode::none;
+            else if (s == "required") t.choice.mode = ToolChoice::Mode::required;
+            else if (s != "auto") bad_field("tool_choice", shape);
+        } else if (c.is_object() && c.contains("type") && c["type"] == "function") {
+            t.choice.mode = ToolChoice::Mode::function;
+            t.choice.name = name_of(c, "tool_choice");
+        } else {
+            bad_field("tool_choice", shape);
+        }
+        if (t.choice.mode != ToolChoice::Mode::none && t.choice.mode != ToolChoice::Mode::automatic && t.names.empty())
+            bad_field("tool_choice", "'tool_choice' asks for a tool call, but 'tools' offers none.");
+        if (t.choice.mode == ToolChoice::Mode::function) check_choice_name(t, "tool_choice.name");
+    }
+    return t;
+}
+
 void check_tool_arguments(const std::string& arguments, const std::string& where) {
     const ojson parsed = ojson::parse(arguments, nullptr, false);
     if (parsed.is_discarded() || !parsed.is_object())

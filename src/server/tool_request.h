@@ -1,6 +1,7 @@
 // The tools a request offers and how it lets the model use them, from
-// OpenAI's `tools` / `tool_choice` (chat completions) or Anthropic's
-// (messages), checked: a problem is an ApiError(400) naming the field.
+// OpenAI's `tools` / `tool_choice` (chat completions), the Responses API's
+// (flat function tools) or Anthropic's (messages), checked: a problem is
+// an ApiError(400) naming the field.
 // Both become OpenAI-shaped specs ({"type": "function", "function":
 // {"name", "description", "parameters"}}), the shape the chat templates
 // print, in the key order the client sent (the templates print keys in
@@ -31,6 +32,12 @@ struct RequestTools {
 // `body` is the whole request body (an object).
 RequestTools parse_openai_tools(const nlohmann::ordered_json& body);
 RequestTools parse_anthropic_tools(const nlohmann::ordered_json& body);
+// Responses: {"type": "function", "name", "description", "parameters",
+// "strict"} (the function's fields beside its type, as chat nests them;
+// null fields left out; strict is printed, not enforced); tool_choice
+// none | auto | required | {"type": "function", "name"}. Hosted tools
+// (web search, file search, ...) are refused by name.
+RequestTools parse_responses_tools(const nlohmann::ordered_json& body);
 
 // Arguments of a tool call a client sends back in its history (OpenAI's
 // function.arguments text): must be a JSON object, else 400 naming `where`.

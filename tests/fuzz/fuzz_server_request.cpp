@@ -6,10 +6,12 @@
 // and its error bodies are valid JSON in both APIs' shapes; a parsed
 // conversation (tools and tool calls included) renders with both families'
 // templates or is refused with a ds4::Error, never anything else. The first
-// byte picks the parser: OpenAI chat or completions, Anthropic messages or
-// count_tokens; its other bits pick how the same bytes, read as a model's
-// reply, are cut into two streamed pieces: the reply parser's deltas must
-// add up to the whole reply's content and calls (chat/reply_parser.h).
+// byte picks the parser: OpenAI chat or completions (or, with bit 3 set,
+// the Responses API: the seeds older than it keep their meaning),
+// Anthropic messages or count_tokens; its other bits pick how the same
+// bytes, read as a model's reply, are cut into two streamed pieces: the
+// reply parser's deltas must add up to the whole reply's content and calls
+// (chat/reply_parser.h).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +25,7 @@
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
+#include "server/responses_request.h"
 
 namespace {
 
@@ -36,6 +39,7 @@ namespace {
 
 void check_sampling(const ds4::GenerateOptions& g) {
     FUZZ_REQUIRE(g.max_tokens >= -1);
+    FUZZ_REQUIRE(g.top_logprobs >= -1 && g.top_logprobs <= ds4::kMaxTopLogprobs);
     ds4::Sampler check(g.sampling);  // throws if the parser let a bad value through
     (void)check;
 }
@@ -97,6 +101,19 @@ void openai(const std::string& body, bool chat) {
     if (chat) render(r.messages, r.chat_options);
 }
 
+void responses(const std::string& body) {
+    const ds4::ResponsesRequest r = ds4::parse_responses_request(body);
+    FUZZ_REQUIRE(!r.messages.empty());
+    for (const ds4::ChatMessage& m : r.messages)
+        FUZZ_REQUIRE(m.role == "system" || m.role == "developer" || m.role == "user" || m.role == "assistant" ||
+                     m.role == "tool");
+    FUZZ_REQUIRE(r.tools.active() == !r.chat_options.tools.empty());
+    FUZZ_REQUIRE(r.generate.max_tokens == -1 || r.generate.max_tokens >= 1);
+    FUZZ_REQUIRE(r.echo.is_object());
+    check_sampling(r.generate);
+    render(r.messages, r.chat_options);
+}
+
 void anthropic(const std::string& body, bool count_only) {
     const ds4::AnthropicRequest r = ds4::parse_anthropic_request(body, count_only);
     FUZZ_REQUIRE(!r.messages.empty());
@@ -118,7 +135,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
     reply(body, body.size() * (data[0] >> 4) / 15, (data[0] & 4) != 0, (data[0] & 8) != 0);
     try {
-        if (which < 2) openai(body, which == 0);
+        if (which == 1 && (data[0] & 8)) responses(body);
+        else if (which < 2) openai(body, which == 0);
         else anthropic(body, which == 3);
     } catch (const ds4::ApiError& e) {
         FUZZ_REQUIRE(e.status() >= 400 && e.status() < 500);

@@ -37,6 +37,8 @@ struct Case {
     GenerateOptions options;
     GenerateResult alone, batched;
     std::string streamed;
+    std::vector<SampledLogprobs> streamed_logprobs;  // on_logprobs, in order
+    size_t logprobs_before_text = 0;  // on_logprobs calls seen when the last piece arrived
     int done = 0;
     int admitted = 0;
     int64_t admitted_cached = -1;  // what on_admit reported
@@ -59,6 +61,7 @@ TEST_P(Scheduling, EveryRequestGetsWhatItGetsAlone) {
         c.options.max_tokens = int64_t(rng() % 12);
         c.options.sampling.temperature = rng() % 2 ? 0.0f : 0.9f;
         c.options.sampling.seed = rng();
+        c.options.top_logprobs = rng() % 2 ? int(rng() % (kMaxTopLogprobs + 1)) : -1;
         SessionOptions so;
         so.n_ctx = n_ctx;
         so.prefill_chunk = 16;
@@ -88,8 +91,10 @@ TEST_P(Scheduling, EveryRequestGetsWhatItGetsAlone) {
         r.options = c.options;
         r.on_text = [&c](std::string_view t) {
             c.streamed += t;
+            c.logprobs_before_text = c.streamed_logprobs.size();
             return true;
         };
+        r.on_logprobs = [&c](const SampledLogprobs& l) { c.streamed_logprobs.push_back(l); };
         r.on_done = [&c, &finished](const GenerateResult& g) {
             c.batched = g;
             ++c.done;
@@ -116,6 +121,30 @@ TEST_P(Scheduling, EveryRequestGetsWhatItGetsAlone) {
         EXPECT_EQ(c.batched.prompt_tokens, int64_t(c.prompt.size()));
         EXPECT_EQ(c.admitted, 1);
         EXPECT_EQ(c.admitted_cached, c.batched.cached_tokens);
+        // Log probabilities when asked: one per sampled token, the same as
+        // alone, streamed before the text they complete; greedy picks the
+        // most likely token.
+        const size_t n_lp = c.options.top_logprobs >= 0 ? c.batched.tokens.size() : 0;
+        ASSERT_EQ(c.batched.logprobs.size(), n_lp);
+        ASSERT_EQ(c.alone.logprobs.size(), n_lp);
+        ASSERT_EQ(c.streamed_logprobs.size(), n_lp);
+        if (n_lp > 0 && !c.streamed.empty()) EXPECT_GE(c.logprobs_before_text, 1u);
+        for (size_t k = 0; k < n_lp; ++k) {
+            const SampledLogprobs &b = c.batched.logprobs[k], &a = c.alone.logprobs[k];
+            EXPECT_EQ(b.sampled.id, c.batched.tokens[k]);
+            EXPECT_NEAR(b.sampled.logprob, a.sampled.logprob, 1e-5);
+            EXPECT_EQ(c.streamed_logprobs[k].sampled.logprob, b.sampled.logprob);
+            ASSERT_EQ(b.top.size(), size_t(c.options.top_logprobs));
+            for (size_t t = 0; t < b.top.size(); ++t) {
+                EXPECT_EQ(b.top[t].id, a.top[t].id);
+                EXPECT_NEAR(b.top[t].logprob, a.top[t].logprob, 1e-5);
+            }
+            EXPECT_LE(b.sampled.logprob, 0.0f);
+            if (c.options.sampling.temperature == 0.0f && !b.top.empty()) {
+                EXPECT_EQ(b.top[0].id, b.sampled.id);
+                EXPECT_EQ(b.top[0].logprob, b.sampled.logprob);
+            }
+        }
     }
     const SchedulerStats st = sched.stats();
     // Every prompt token is either reused or evaluated; every decode row

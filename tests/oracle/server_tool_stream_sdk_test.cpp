@@ -1,12 +1,12 @@
 // The tool-call streams ds4-server writes, as the official SDKs read them:
-// OpenAIReply and AnthropicReply (the server's response classes, the same
-// objects its endpoints stream through) turn a reply holding tool calls,
-// fed in random pieces, into Server-Sent Events; the openai and
-// @anthropic-ai/sdk streaming helpers (tests/oracle/server_tool_stream_sdk.mjs)
-// accumulate them into final messages, which must equal the server's own
-// non-streamed bodies for the same reply: content, reasoning, each call's
-// name and arguments (OpenAI) or input (Anthropic), the finish / stop
-// reason. The replies are spelled as the real templates render calls
+// OpenAIReply, AnthropicReply and ResponsesReply (the server's response
+// classes, the same objects its endpoints stream through) turn a reply
+// holding tool calls, fed in random pieces, into Server-Sent Events; the
+// openai and @anthropic-ai/sdk streaming helpers
+// (tests/oracle/server_tool_stream_sdk.mjs) accumulate them into final
+// messages, which must equal the server's own non-streamed bodies for the
+// same reply: content, reasoning, each call's name and arguments (OpenAI,
+// Responses) or input (Anthropic), the finish / stop reason / status. The replies are spelled as the real templates render calls
 // (Qwen3 and DeepSeek V4; the renderings themselves are checked against
 // the templates in chat_qwen3_tool_roundtrip_test.cpp and
 // chat_dsml_roundtrip_test.cpp); no model writes them here, since a
@@ -22,6 +22,7 @@
 
 #include "server/anthropic_response.h"
 #include "server/openai_response.h"
+#include "server/responses_response.h"
 #include "support/test_seed.h"
 
 namespace fs = std::filesystem;
@@ -59,14 +60,15 @@ std::string slurp(const fs::path& p) {
     return ss.str();
 }
 
-json replay(const std::string& openai_sse, const std::string& anthropic_sse) {
+json replay(const std::string& openai_sse, const std::string& anthropic_sse, const std::string& responses_sse) {
     const fs::path dir = fs::temp_directory_path() / ("ds4_sdk_replay_" + std::to_string(std::random_device{}()));
     fs::create_directories(dir);
     std::ofstream(dir / "openai.sse", std::ios::binary) << openai_sse;
     std::ofstream(dir / "anthropic.sse", std::ios::binary) << anthropic_sse;
+    std::ofstream(dir / "responses.sse", std::ios::binary) << responses_sse;
     const std::string command = "node '" + std::string(DS4_SOURCE_DIR) + "/tests/oracle/server_tool_stream_sdk.mjs' '" +
                                 std::string(DS4_DEPS_DIR) + "/npm/node_modules' '" + (dir / "openai.sse").string() +
-                                "' '" + (dir / "anthropic.sse").string() + "' > '" + (dir / "out.json").string() + "'";
+                                "' '" + (dir / "anthropic.sse").string() + "' '" + (dir / "responses.sse").string() + "' > '" + (dir / "out.json").string() + "'";
     const int status = std::system(command.c_str());
     const std::string out = slurp(dir / "out.json");
     fs::remove_all(dir);
@@ -81,7 +83,18 @@ void check(const std::string& reply, ds4::ToolCallSyntax syntax, bool opens_thin
     const ds4::OpenAIReply::ToolReading reading{markers, opens_thinking, syntax, nullptr};
     ds4::OpenAIReply o_stream(true, "chatcmpl-1", "m", true, reading);
     ds4::AnthropicReply a_stream("msg_1", "m", 40, markers, opens_thinking, syntax);
-    const json got = replay(stream(o_stream, reply, rng), stream(a_stream, reply, rng));
+    ds4::ResponsesReplySetup setup;
+    setup.id = "resp_1";
+    setup.model = "m";
+    setup.echo = json::object();
+    setup.think = markers;
+    setup.opens_thinking = opens_thinking;
+    setup.syntax = syntax;
+    ds4::ResponsesReply r_stream(setup);
+    const std::string o_sse = stream(o_stream, reply, rng);
+    const std::string a_sse = stream(a_stream, reply, rng);
+    const json got = replay(o_sse, a_sse, stream(r_stream, reply, rng));
+    const json r_whole = ds4::ResponsesReply(setup).response(result(reply));
     const json o_whole = ds4::OpenAIReply(true, "chatcmpl-1", "m", false, reading).body(result(reply));
     const json a_whole = ds4::AnthropicReply("msg_1", "m", 40, markers, opens_thinking, syntax).message(result(reply));
 
@@ -122,6 +135,30 @@ void check(const std::string& reply, ds4::ToolCallSyntax syntax, bool opens_thin
         a.erase("signature");
         b.erase("signature");
         EXPECT_EQ(a, b);
+    }
+    // Responses: the final response's items and the SDK's own accumulation
+    // of each message's text and each call's arguments against the whole
+    // response, ids aside.
+    const json& rf = got["responses"]["final"];
+    EXPECT_EQ(rf["status"], r_whole["status"]);
+    ASSERT_EQ(rf["output"].size(), r_whole["output"].size()) << rf.dump();
+    for (size_t i = 0; i < rf["output"].size(); ++i) {
+        json a = rf["output"][i], b = r_whole["output"][i];
+        EXPECT_EQ(a["type"], b["type"]);
+        const std::string prefix = a["type"] == "reasoning" ? "rs_" : a["type"] == "message" ? "msg_" : "fc_";
+        EXPECT_EQ(a["id"].get<std::string>().rfind(prefix, 0), 0u);
+        for (json* x : {&a, &b}) {
+            x->erase("id");
+            x->erase("call_id");
+        }
+        // (the SDK's own parse helpers add these)
+        a.erase("parsed_arguments");
+        if (a.contains("content"))
+            for (json& part : a["content"]) part.erase("parsed");
+        EXPECT_EQ(a, b);
+        const std::string key = std::to_string(i);
+        if (b["type"] == "message") EXPECT_EQ(got["responses"]["accumulated"][key], b["content"][0]["text"]);
+        if (b["type"] == "function_call") EXPECT_EQ(got["responses"]["accumulated"][key], b["arguments"]);
     }
 }
 

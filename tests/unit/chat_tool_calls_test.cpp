@@ -136,9 +136,15 @@ TEST(ChatToolCalls, Qwen3SpellingsTheTemplateDoesNotUseStillParse) {
 }
 
 TEST(ChatToolCalls, MalformedCallsStayText) {
-    for (const std::string text : {"Hi <tool_call>\nnot json\n</tool_call>", "<tool_call>\n{\"name\": \"f\"",
+    const std::vector<std::string> malformed = {"Hi <tool_call>\nnot json\n</tool_call>", "<tool_call>\n{\"name\": \"f\"",
                                    "<tool_call>\n{\"arguments\": {}}\n</tool_call>",
-                                   "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>"}) {
+                                   "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>",
+                                   // A member written twice: which one counts is a guess (found by fuzz_server_request).
+                                   "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"Paris\"}, \"arguments\": {}}\n</tool_call>",
+                                   "<tool_call>\n{\"name\": \"f\", \"arguments\": {}, \"name\": \"g\"}\n</tool_call>",
+                                   // NUL ends nlohmann's input: the call before it is not the element.
+                                   std::string("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n") + '\0' + "{}}\n</tool_call>"};
+    for (const std::string& text : malformed) {
         const Reply r = whole(ToolCallSyntax::qwen3, text);
         EXPECT_TRUE(r.tool_calls.empty()) << text;
         EXPECT_EQ(r.content, text);  // streamed too: the held-back text follows at the end
