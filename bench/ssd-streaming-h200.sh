@@ -5,7 +5,8 @@
 # set, through io_uring + O_DIRECT and through the pread pool (page cache), page cache dropped before each.
 #
 # Here:   bash bench/ssd-streaming-h200.sh --pack build        # writes .gpurun-ssd/pk.tar.xz (git-ignored)
-# There (carry [".gpurun-ssd"]):  bash bench/ssd-streaming-h200.sh .gpurun-ssd [tests|bench]   (default both)
+# There (carry [".gpurun-ssd"]):  bash bench/ssd-streaming-h200.sh .gpurun-ssd [tests|bench|host]   (default: tests
+# and bench; host: a Qwen3-30B-A3B-shaped q4_k_m file with half its experts on the GPU and the host tier on or off)
 # Output under $OUT: logs and ds4-bench --json files; the summary on stdout.
 set -u
 if [ "${1:-}" = "--pack" ]; then
@@ -29,7 +30,7 @@ O=${OUT:-/tmp/out}; mkdir -p "$O"
 B=$(mktemp -d); xz -dc "$src/pk.tar.xz" | tar xf - -C "$B"
 export LD_LIBRARY_PATH=$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 { nvidia-smi -L; date -u; cat "$B/commit"; uname -r; df -T /tmp | tail -1; } > "$O/env.txt" 2>&1
-if [ "$what" != bench ]; then
+if [ "$what" = both ] || [ "$what" = tests ]; then
   (cd "$B" && ./experts_reader_test > "$O/reader.txt" 2>&1; echo "experts_reader_test rc=$?" >> "$O/reader.txt")
   grep -hE "^\[  (PASSED|FAILED) |rc=" "$O/reader.txt"
   (cd "$B" && DS4_BIN=$B ./cudabackend_model_test --gtest_filter='*ExpertCache*:-*q4_k_m*' > "$O/cuda-cache.txt" 2>&1; echo "cudabackend_model_test rc=$?" >> "$O/cuda-cache.txt")
@@ -38,12 +39,29 @@ if [ "$what" != bench ]; then
   tail -2 "$O/ssd-test.txt"
 fi
 [ "$what" = tests ] && exit 0
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null && echo "(page cache dropped)"; }
+if [ "$what" = host ]; then
+  # Experts that fit RAM but (by budget) not the GPU: a Qwen3-30B-A3B-shaped q4_k_m file, half its experts in the
+  # device cache, the rest in the host tier (automatic) or none; frontiers 16, 48, 80 (the later probes warm).
+  D=$(mktemp -d)
+  "$B/ds4-gguf" synth --arch qwen3moe --preset qwen3-30b-a3b --type q4_k_m --no-tokenizer --seed 1 --out "$D/q.gguf" | tail -1
+  W="--ctx-start 16 --ctx-max 80 --step-incr 32 --gen-tokens 64 --prefill-chunk 16"
+  timeout 120 "$B/ds4-bench" -m "$D/q.gguf" $W --json "$O/q-resident.json" > /dev/null 2> "$O/q-resident.txt"
+  echo "== resident"; grep -E "ctx " "$O/q-resident.txt"
+  for host in auto 0; do
+    drop
+    flags=(--ssd-streaming --ssd-streaming-cache-experts 3072)
+    [ "$host" = 0 ] && flags+=(--ssd-streaming-host-cache 0)
+    timeout 200 "$B/ds4-bench" -m "$D/q.gguf" $W "${flags[@]}" --json "$O/q-host-$host.json" > /dev/null 2> "$O/q-host-$host.txt"
+    echo "== device cache 3072 of 6144, host tier $host"; grep -E "ctx |experts:|ssd-streaming:" "$O/q-host-$host.txt"
+  done
+  rm -rf "$D"; exit 0
+fi
 D=$(mktemp -d)
 t0=$(date +%s)
 "$B/ds4-gguf" synth --arch deepseek4 --preset flash --quant q2 --n-layer 16 --no-tokenizer --seed 1 --out "$D/f16.gguf" | tail -1
 echo "synth $(( $(date +%s) - t0 )) s, $(du -h "$D/f16.gguf" | cut -f1)"
 W="--ctx-start 16 --ctx-max 16 --step-incr 1 --gen-tokens 16 --prefill-chunk 16"
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null && echo "(page cache dropped)"; }
 timeout 200 "$B/ds4-bench" -m "$D/f16.gguf" $W --json "$O/resident.json" > /dev/null 2> "$O/resident.txt"
 grep -E "ctx |backend" "$O/resident.txt"
 # The disk alone: one pass of O_DIRECT reads over 8 GiB of the file.

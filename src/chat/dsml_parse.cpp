@@ -111,6 +111,9 @@ struct BlockParser {
     Step invoke() {
         DsmlToolCall call;
         if (Step s = attribute(call.name, "name"); s != Step::ok) return s;
+        // A call needs a function to call (a stream never announces a
+        // nameless one, so the whole reply must not report one either).
+        if (call.name.empty()) return fail("a tool call has an empty name.");
         if (Step s = expect(">"); s != Step::ok) return s == Step::bad ? fail("an invoke tag is not closed by '>'.") : s;
         for (;;) {
             skip_space();

@@ -20,21 +20,44 @@ using nlohmann::ordered_json;
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 
-// The exact text of the "arguments" value in `body` (the trimmed JSON
-// object), when it is the object's last member: the spelling the model
-// chose. Empty when it cannot be located unambiguously.
+// Where the JSON object starting at s[pos] ('{') ends: the index after its
+// closing brace, or npos while it is still open. Braces inside strings do
+// not count.
+size_t object_end(std::string_view s, size_t pos) {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (size_t i = pos; i < s.size(); ++i) {
+        const char c = s[i];
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            ++depth;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return std::string_view::npos;
+}
+
+// The exact text of the "arguments" object in `body`, the spelling the
+// model chose, when the call follows the template's order ("name", then
+// "arguments": what a stream reports as it arrives), whatever members come
+// after it. Empty otherwise, or when it cannot be located unambiguously.
 std::string raw_arguments(std::string_view body, const ordered_json& object) {
-    if (object.empty() || object.items().begin() == object.items().end()) return {};
-    std::string last_key;
-    for (const auto& item : object.items()) last_key = item.key();
-    if (last_key != "arguments" || body.empty() || body.back() != '}') return {};
-    const std::string_view inner = body.substr(0, trim_chat_space_end(body, body.size() - 1));
-    for (size_t k = inner.find("\"arguments\""); k != std::string_view::npos;
-         k = inner.find("\"arguments\"", k + 1)) {
-        size_t pos = skip_chat_space(inner, k + 11);
-        if (pos >= inner.size() || inner[pos] != ':') continue;
-        pos = skip_chat_space(inner, pos + 1);
-        const std::string_view candidate = inner.substr(pos);
+    auto item = object.items().begin();
+    if (object.size() < 2 || item.key() != "name" || (++item).key() != "arguments") return {};
+    for (size_t k = body.find("\"arguments\""); k != std::string_view::npos; k = body.find("\"arguments\"", k + 1)) {
+        size_t pos = skip_chat_space(body, k + 11);
+        if (pos >= body.size() || body[pos] != ':') continue;
+        pos = skip_chat_space(body, pos + 1);
+        if (pos >= body.size() || body[pos] != '{') continue;
+        const size_t end = object_end(body, pos);
+        if (end == std::string_view::npos) continue;
+        const std::string_view candidate = body.substr(pos, end - pos);
         const ordered_json parsed = ordered_json::parse(candidate, nullptr, false);
         if (!parsed.is_discarded() && parsed == object["arguments"]) return std::string(candidate);
     }
@@ -89,9 +112,9 @@ bool parse_call(std::string_view body, ToolCallText& call) {
 
 // A call still arriving: its name once the text has passed it, and the
 // arguments so far when the template's own order ("name" first, then an
-// "arguments" object) is followed. The arguments are cut before the last
-// '}' seen (it may close the outer object) and before trailing
-// whitespace, so they stay a prefix of what parse_call reports at the end.
+// "arguments" object) is followed: the whole object once it is closed
+// (members after it do not belong to it), else what came so far without
+// trailing whitespace, so they stay a prefix of what parse_call reports.
 bool partial_call(std::string_view s, ToolCallText& call) {
     auto expect = [&](size_t& pos, std::string_view token) {
         pos = skip_chat_space(s, pos);
@@ -112,9 +135,10 @@ bool partial_call(std::string_view s, ToolCallText& call) {
     pos = skip_chat_space(s, pos);
     if (pos >= s.size() || s[pos] != '{') return true;
     std::string_view args = s.substr(pos);
-    const size_t brace = args.rfind('}');
-    if (brace != std::string_view::npos) args = args.substr(0, brace);
-    call.arguments = std::string(args.substr(0, trim_chat_space_end(args, args.size())));
+    const size_t closed = object_end(args, 0);
+    if (closed != std::string_view::npos) args = args.substr(0, closed);
+    else args = args.substr(0, trim_chat_space_end(args, args.size()));
+    call.arguments = std::string(args);
     return true;
 }
 

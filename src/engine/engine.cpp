@@ -44,6 +44,22 @@ int64_t experts_per_token(const GgufFile& file) {
     return static_cast<int64_t>(file.get_uint(file.architecture() + ".expert_used_count").value_or(0));
 }
 
+// Slots for a budget of `experts` or `bytes` (as asked), else automatic:
+// half of `avail` less `reserve`; at most `total`. `how` says which.
+int64_t budget_slots(uint64_t experts, uint64_t bytes, uint64_t avail, uint64_t reserve, uint64_t slot, int64_t total,
+                     const char* where, std::string& how) {
+    if (experts > 0) {
+        how = "as asked";
+        return int64_t(std::min<uint64_t>(experts, uint64_t(total)));
+    }
+    if (bytes > 0) {
+        how = "from the " + std::to_string(bytes >> 20) + " MiB asked";
+        return int64_t(std::min<uint64_t>(bytes / slot, uint64_t(total)));
+    }
+    how = "automatic: half of " + size_text(double(avail)) + " " + where + " less " + size_text(double(reserve));
+    return int64_t(std::min<uint64_t>((avail > reserve ? (avail - reserve) / 2 : 0) / slot, uint64_t(total)));
+}
+
 // The cache's slot count for --ssd-streaming, and the plan logged with it:
 // what stays resident (`map`), what one expert costs, the budget (automatic:
 // from what `backend` can still allocate), the working set.
@@ -56,25 +72,11 @@ int64_t streaming_slots(const Backend& backend, const ModelMap& map, const SsdSt
         return 0;
     }
     const int64_t working_set = int64_t(blocks.size()) * used;
-    int64_t slots = 0;
+    // The automatic budget keeps 2 GiB for the state and scratch the
+    // sessions allocate later.
     std::string how;
-    if (s.experts > 0) {
-        slots = int64_t(std::min<uint64_t>(s.experts, uint64_t(total)));
-        how = "as asked";
-    } else if (s.bytes > 0) {
-        slots = int64_t(std::min<uint64_t>(s.bytes / slot, uint64_t(total)));
-        how = "from the " + std::to_string(s.bytes >> 20) + " MiB asked";
-    } else {
-        // Half of what the backend can still allocate, after a 2 GiB reserve
-        // for the state and scratch the sessions allocate later.
-        const uint64_t avail = backend.available_memory();
-        const uint64_t reserve = uint64_t(2) << 30;
-        const uint64_t budget = avail > reserve ? (avail - reserve) / 2 : 0;
-        slots = int64_t(std::min<uint64_t>(budget / slot, uint64_t(total)));
-        char b[96];
-        std::snprintf(b, sizeof b, "automatic: half of %.2f GiB available less 2 GiB", double(avail) / kGiB);
-        how = b;
-    }
+    int64_t slots = budget_slots(s.experts, s.bytes, backend.available_memory(), uint64_t(2) << 30, slot, total,
+                                 "available", how);
     if (slots < 1) {
         // Any budget works (misses go to scratch slots); less than one
         // expert is read as one.
@@ -98,28 +100,19 @@ int64_t streaming_slots(const Backend& backend, const ModelMap& map, const SsdSt
 }
 
 // The host tier's slots: none where the backend computes from host memory
-// (the CPU: its cache is in RAM already); else as asked, or automatic: half
-// of the available RAM less 4 GiB, at most the experts the device cache
-// leaves out.
+// (the CPU: its cache is in RAM already) or the device cache holds every
+// expert; else as asked, or automatic: half of the available RAM less
+// 4 GiB, at most every expert (every read passes through the tier, so it
+// holds the device's experts too: only a tier of all of them keeps the
+// disk out of a warm run).
 int64_t host_tier_slots(const Backend& backend, const SsdStreaming& s, const std::vector<RoutedExperts>& blocks,
                         int64_t device_slots) {
     const uint64_t slot = ExpertCache::slot_bytes_for(blocks);
-    const int64_t left = total_experts(blocks) - device_slots;
-    if (backend.reads_attached_buffers_in_place() || s.host_off || slot == 0 || left <= 0) return 0;
-    int64_t n = 0;
+    const int64_t left = total_experts(blocks);
+    if (backend.reads_attached_buffers_in_place() || s.host_off || slot == 0 || device_slots >= left) return 0;
     std::string how;
-    if (s.host_experts > 0) {
-        n = int64_t(std::min<uint64_t>(s.host_experts, uint64_t(left)));
-        how = "as asked";
-    } else if (s.host_bytes > 0) {
-        n = int64_t(std::min<uint64_t>(s.host_bytes / slot, uint64_t(left)));
-        how = "from the " + std::to_string(s.host_bytes >> 20) + " MiB asked";
-    } else {
-        const uint64_t avail = available_host_memory();
-        const uint64_t reserve = uint64_t(4) << 30;
-        n = int64_t(std::min<uint64_t>((avail > reserve ? (avail - reserve) / 2 : 0) / slot, uint64_t(left)));
-        how = "automatic: half of " + size_text(double(avail)) + " of RAM available less 4 GiB";
-    }
+    const int64_t n = budget_slots(s.host_experts, s.host_bytes, available_host_memory(), uint64_t(4) << 30, slot, left,
+                                   "of RAM available", how);
     log_info("ssd-streaming: host tier " + std::to_string(n) + " experts (" + size_text(double(n) * double(slot)) + ", " +
              how + ")");
     return n;

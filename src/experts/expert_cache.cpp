@@ -132,10 +132,11 @@ ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<Rout
     if (capacity == 0) return;  // a slice without MoE blocks
     slot_.resize(size_t(n_slots_));
     reads_in_place_ = backend.reads_attached_buffers_in_place();
-    // A host tier only where the device slots are not host memory already,
-    // and no larger than the experts the device slots leave out.
-    if (!reads_in_place_ && options.host_slots > 0)
-        host_ = std::make_unique<HostTier>(backend, std::min(options.host_slots, total - n_slots_), slot_bytes_);
+    // A host tier only where the device slots are not host memory already
+    // and do not hold every expert; no larger than all experts.
+    if (!reads_in_place_ && options.host_slots > 0 && n_slots_ < total)
+        host_ = std::make_unique<HostTier>(backend, std::min(options.host_slots, total), slot_bytes_);
+    if (host_ && host_->slots() >= total) warm_host_tier();
     // One slot of slack: a block's up and down views start inside slot 0 and
     // span `capacity` strides, so their last matrix ends past the table.
     bytes_size_ = checked_product(uint64_t(capacity) + 1, slot_bytes_);
@@ -157,8 +158,9 @@ ExpertCache::~ExpertCache() {
 std::string ExpertCache::host_text() const {
     if (!host_) return "";
     char b[128];
-    std::snprintf(b, sizeof b, "; host tier of %lld slots (%.2f GiB, %s)", static_cast<long long>(host_->slots()),
-                  double(host_->bytes()) / double(uint64_t{1} << 30), host_->page_locked() ? "page-locked" : "pageable");
+    std::snprintf(b, sizeof b, "; host tier of %lld slots (%.2f GiB, %s%s)", static_cast<long long>(host_->slots()),
+                  double(host_->bytes()) / double(uint64_t{1} << 30), host_->page_locked() ? "page-locked" : "pageable",
+                  size_t(host_->slots()) >= heat_.size() ? ", every expert, read at start" : "");
     return b;
 }
 
@@ -425,6 +427,29 @@ ExpertMatrices ExpertCache::full_layer(Backend& backend, const BlockLayout& L) {
         *out[k] = v;
     }
     return m;
+}
+
+void ExpertCache::warm_host_tier() {
+    // Block by block, three long reads each (the disk's best pattern), then
+    // each expert's matrices into its host slot: a run whose experts all fit
+    // in RAM never reads the file again.
+    for (const RoutedExperts& b : blocks_) {
+        const BlockLayout& L = layout_.at(b.layer);
+        const LayerParts parts = layer_parts(b);
+        uint8_t* stage = staging_.get(parts.at[3]);
+        const WeightRef* w[3] = {&b.gate, &b.up, &b.down};
+        std::vector<ExpertReader::Request> reads;
+        for (int k = 0; k < 3; ++k)
+            reads.push_back({w[k]->offset, w[k]->matrix_bytes * uint64_t(b.n_expert()), stage + parts.at[k],
+                             "'" + w[k]->name + "'"});
+        reader_.read_all(reads);
+        const uint64_t at[3] = {0, L.up_offset, L.down_offset};
+        for (int64_t e = 0; e < b.n_expert(); ++e) {
+            uint8_t* slot = host_->claim(b.layer, e, 0);
+            for (int k = 0; k < 3; ++k)
+                std::memcpy(slot + at[k], stage + parts.at[k] + uint64_t(e) * w[k]->matrix_bytes, w[k]->matrix_bytes);
+        }
+    }
 }
 
 void ExpertCache::preload(Backend& backend, const std::vector<std::pair<int, int64_t>>& experts) {

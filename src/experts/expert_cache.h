@@ -122,6 +122,8 @@ private:
     // Reads the misses of one step into their slots, all in flight at once.
     void load(Backend& backend, const BlockLayout& L, const std::vector<std::pair<int64_t, int64_t>>& slot_expert);
     ExpertMatrices slot_matrices(const BlockLayout& L) const;
+    // Reads every expert into the host tier (one that holds them all).
+    void warm_host_tier();
     std::string host_text() const;
     ExpertMatrices full_layer(Backend& backend, const BlockLayout& L);
     bool reads_in_place_ = false;   // the backend computes on the host slots themselves

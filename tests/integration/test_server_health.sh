@@ -25,8 +25,10 @@ code() { curl -s -o "$tmp/body" -w '%{http_code}' "$@"; }
 start() {
   port=$(free_port)
   base=http://127.0.0.1:$port
-  "$bin/ds4-server" -m "$tmp/m.gguf" --backend cpu -t 2 --check-tensors --parallel 1 --ctx 256 --port "$port" \
-      --api-key "$key" >"$tmp/log" 2>&1 &
+  # The load also waits 2 s (a test hook): on a fast machine the check alone
+  # can end before the first requests below.
+  DS4_TEST_LOAD_DELAY_MS=2000 "$bin/ds4-server" -m "$tmp/m.gguf" --backend cpu -t 2 --check-tensors --parallel 1 \
+      --ctx 256 --port "$port" --api-key "$key" >"$tmp/log" 2>&1 &
   pid=$!
   # The first answer: the listener is up, the model still loading.
   for _ in $(seq 400); do

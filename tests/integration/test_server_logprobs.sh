@@ -19,28 +19,16 @@ set -euo pipefail
 bin=${DS4_BIN:?}
 src=${DS4_SOURCE_DIR:?}
 deps=${DS4_DEPS_DIR:-$src/.deps}
-tmp=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 seed=${DS4_TEST_SEED:-$RANDOM}
 echo "seed $seed (rerun with DS4_TEST_SEED=$seed)"
 fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
+source "$(dirname "$0")/server_helpers.sh"
 LL="$bin/tests/llama_logits"
 [ -x "$LL" ] || fail "$LL is not built (the oracle check cannot run; scripts/setup-tests.sh fetches llama.cpp)"
 
 "$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$tmp/m.gguf" >/dev/null
 key=k$RANDOM$RANDOM
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-base=http://127.0.0.1:$port
-"$bin/ds4-server" -m "$tmp/m.gguf" --backend cpu -t 2 --parallel 2 --ctx 512 --port "$port" --api-key "$key" \
-    >"$tmp/log" 2>&1 &
-pid=$!
-for _ in $(seq 600); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 200 ] && break
-  kill -0 "$pid" 2>/dev/null || fail "the server exited at start"
-  sleep 0.1
-done
+start_server -m "$tmp/m.gguf" --backend cpu -t 2 --parallel 2 --ctx 512 --api-key "$key"
 
 words=(sea river mountain sky city forest winter light stone music bread glass)
 prompt="${words[$((seed % 12))]} ${words[$(( (seed / 12) % 12 ))]} ${words[$(( (seed / 144) % 12 ))]} $seed"

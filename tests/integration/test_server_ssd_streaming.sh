@@ -7,27 +7,11 @@
 # as before (no wrong token after a failure).
 set -euo pipefail
 bin=${DS4_BIN:?}
-tmp=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
+source "$(dirname "$0")/server_helpers.sh"
 seed=$RANDOM
 "$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$tmp/m.gguf" >/dev/null
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-base=http://127.0.0.1:$port
-
-start() {  # extra flags...
-  "$bin/ds4-server" -m "$tmp/m.gguf" --backend cpu -t 2 --parallel 2 --ctx 256 --port "$port" "$@" >"$tmp/log" 2>&1 &
-  pid=$!
-  for _ in $(seq 600); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 200 ] && return
-    kill -0 "$pid" 2>/dev/null || fail "the server exited at start"
-    sleep 0.1
-  done
-  fail "the server did not become ready"
-}
-stop() { kill "$pid"; wait "$pid" || true; pid=; }
+start() { start_server -m "$tmp/m.gguf" --backend cpu -t 2 --parallel 2 --ctx 256 "$@"; }
 ask() {  # n -> prints the greedy text of prompt n
   curl -s "$base/v1/chat/completions" -H 'Content-Type: application/json' \
     -d "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about tide number $1.\"}],\"max_tokens\":12,\"temperature\":0}" |
@@ -37,7 +21,7 @@ both() { ask 1 >"$tmp/$1.1" & local first=$!; ask 2 >"$tmp/$1.2"; wait "$first";
 
 start
 both resident
-stop
+stop_server
 
 # The hook fails the 3rd expert read: the first request's prefill.
 DS4_TEST_FAIL_READ=3 start --ssd-streaming --ssd-streaming-cache-experts 1
@@ -59,5 +43,5 @@ v = {l.split()[0]: float(l.split()[1]) for l in open(sys.argv[1]) if l.startswit
 assert v["ds4_expert_cache_misses_total"] > 0 and v["ds4_expert_cache_read_bytes_total"] > 0, v
 assert v["ds4_expert_cache_hits_total"] <= v["ds4_expert_cache_lookups_total"], v
 PY
-stop
+stop_server
 echo "ok: ds4-server --ssd-streaming replies equal the resident server's, a failed read is HTTP 500 (seed $seed)"

@@ -201,6 +201,21 @@ TEST(ChatToolCalls, EveryCutOfAQwen3ReplyStreamsTheSameParts) {
     expect_every_cut_matches(ToolCallSyntax::qwen3, "Sure.\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"}}\"}}\n</tool_call>", false);
 }
 
+// Found by the request fuzzer: a member after "arguments" (the stream had
+// reported its text as arguments), and a DSML invoke without a name (the
+// whole reply reported a nameless call the stream never announced).
+TEST(ChatToolCalls, MembersAfterTheArgumentsAndNamelessCallsStreamAsTheWhole) {
+    const std::string after = "Hi\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"Paris\"}, \"argu}ents\": {}}\n</tool_call>";
+    const Reply r = whole(ToolCallSyntax::qwen3, after);
+    ASSERT_EQ(r.tool_calls.size(), 1u);
+    EXPECT_EQ(r.tool_calls[0].arguments, "{\"city\": \"Paris\"}");
+    expect_every_cut_matches(ToolCallSyntax::qwen3, after, false);
+    const std::string nameless = "Checking.\n\n<\uff5cDSML\uff5ctool_calls>\n<\uff5cDSML\uff5cinvoke name=\"\">\n"
+                                 "</\uff5cDSML\uff5cinvoke>\n</\uff5cDSML\uff5ctool_calls>";
+    EXPECT_TRUE(whole(ToolCallSyntax::dsml, nameless).tool_calls.empty());
+    expect_every_cut_matches(ToolCallSyntax::dsml, nameless, false);
+}
+
 TEST(ChatToolCalls, Qwen3ArgumentsStreamInPieces) {
     // The arguments arrive as deltas while the call is being written, not
     // all at its end.

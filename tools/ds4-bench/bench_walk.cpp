@@ -121,6 +121,7 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
         std::vector<SlotSnapshot> snaps;
         for (int s = 0; s < n; ++s) snaps.push_back(pool.snapshot(s));
         std::vector<int32_t> next(static_cast<size_t>(n));
+        const ExpertSourceStats before = engine.expert_stats();
         t0 = Clock::now();
         for (int64_t g = 0; g < opts.gen_tokens; ++g) {
             for (int s = 0; s < n; ++s) {
@@ -133,6 +134,12 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
             logits = pool.step(step, hidden_for(n));
         }
         const double gen_secs = seconds_since(t0);
+        const ExpertSourceStats after = engine.expert_stats();
+        row.gen_bytes_read = after.bytes_read - before.bytes_read;
+        row.gen_read_seconds = after.read_seconds - before.read_seconds;
+        row.gen_misses = after.misses - before.misses;
+        row.gen_host_hits = after.host_hits - before.host_hits;
+        row.gen_lookups = after.lookups - before.lookups;
         row.gen_tps = rate(n * opts.gen_tokens, gen_secs);
         row.gen_tps_per_seq = rate(opts.gen_tokens, gen_secs);
         for (int s = 0; s < n; ++s) pool.restore(s, snaps[static_cast<size_t>(s)]);

@@ -35,6 +35,11 @@ struct BenchRow {
     uint64_t kv_bytes = 0;   // model state of all sequences sized for exactly ctx positions
     int parallel = 1;
     int64_t steps_replayed = 0;  // decode steps so far that replayed a recording (not op by op)
+    // The expert cache during the probe (--ssd-streaming): bytes read from
+    // the file and seconds waited on them, misses and host-tier copies.
+    uint64_t gen_bytes_read = 0;
+    double gen_read_seconds = 0;
+    uint64_t gen_misses = 0, gen_host_hits = 0, gen_lookups = 0;
 };
 
 // ctx_start, then +step_incr or ×step_mul (rounded up, always at least +1),

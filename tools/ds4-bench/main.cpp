@@ -266,6 +266,20 @@ int run_bench(const BenchArgs& a) {
         if (parallel) std::fprintf(stderr, " (%d sequences, %.2f t/s each)", r.parallel, r.gen_tps_per_seq);
         std::fprintf(stderr, ", state %8.2f MiB, %lld decode steps replayed\n", static_cast<double>(r.kv_bytes) / (1 << 20),
                      static_cast<long long>(r.steps_replayed));
+        if (a.ssd.enabled && r.gen_tps > 0) {
+            // The probe's own I/O: what decode read per token, and the
+            // rate that alone allows at the read rate measured meanwhile.
+            const double tokens = double(r.gen_tps_per_seq > 0 ? a.walk.gen_tokens : 0);
+            const double per_token = tokens > 0 ? double(r.gen_bytes_read) / tokens : 0;
+            const double gbps = r.gen_read_seconds > 0 ? double(r.gen_bytes_read) / r.gen_read_seconds : 0;
+            std::fprintf(stderr,
+                         "  decode experts: %llu lookups, %llu misses (%llu from the host tier), %.1f MiB read per "
+                         "token at %.2f GB/s: I/O bound %.2f t/s, waiting on reads %.0f%% of decode\n",
+                         static_cast<unsigned long long>(r.gen_lookups), static_cast<unsigned long long>(r.gen_misses),
+                         static_cast<unsigned long long>(r.gen_host_hits), per_token / double(1 << 20), gbps / 1e9,
+                         per_token > 0 && gbps > 0 ? gbps / per_token : 0.0,
+                         100.0 * r.gen_read_seconds * r.gen_tps / std::max(1.0, double(a.walk.parallel * a.walk.gen_tokens)));
+        }
     });
     std::fprintf(stderr, "ds4-bench: %zu rows written to %s\n", rows.size(), a.csv.empty() ? "stdout" : a.csv.c_str());
     const std::string expert_stats = engine->expert_source_stats();
@@ -310,6 +324,11 @@ int run_bench(const BenchArgs& a) {
                                  {"prefill_tps", r.prefill_tps},
                                  {"gen_tps", r.gen_tps},
                                  {"gen_tps_per_seq", r.gen_tps_per_seq},
+                                 {"gen_expert_bytes_read", r.gen_bytes_read},
+                                 {"gen_expert_read_seconds", r.gen_read_seconds},
+                                 {"gen_expert_lookups", r.gen_lookups},
+                                 {"gen_expert_misses", r.gen_misses},
+                                 {"gen_expert_host_hits", r.gen_host_hits},
                                  {"kv_bytes", r.kv_bytes}});
         json_file << j.dump(2) << "\n";
         json_file.close();

@@ -1,7 +1,9 @@
 // ds4-server: the OpenAI- and Anthropic-compatible server (src/server) over one engine.
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -112,6 +114,10 @@ int main(int argc, char** argv) {
         e.chat_template = o.chat_template;
         e.ssd_streaming = o.ssd;
         if (o.layers) e.layers = *o.layers;
+        // Test hook: the load takes at least this long, so a test can watch
+        // /health answer 503 whatever the machine's speed.
+        if (const char* d = std::getenv("DS4_TEST_LOAD_DELAY_MS"))
+            std::this_thread::sleep_for(std::chrono::milliseconds(std::strtol(d, nullptr, 10)));
         engine = ds4::Engine::open(e);
         engine->tokenizer();  // a file without a vocabulary fails here, before serving
         live_engine->store(engine.get());

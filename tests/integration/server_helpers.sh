@@ -1,0 +1,30 @@
+# Sourced by the ds4-server test scripts (after `bin` and a `fail` function
+# are set): a temporary folder removed at exit with any server still
+# running, a free loopback port, and starting a server that is ready.
+#   start_server ARGS...  ds4-server -m ... ARGS on $port (log in $tmp/log),
+#                         returns once /health answers 200; sets pid, base
+#   stop_server           SIGTERM, then waits for the exit
+tmp=$(mktemp -d)
+pid=
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+base=http://127.0.0.1:$port
+
+start_server() {
+  "$bin/ds4-server" --port "$port" "$@" >"$tmp/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 200 ] && return 0
+    kill -0 "$pid" 2>/dev/null || fail "the server exited at start"
+    sleep 0.1
+  done
+  fail "the server was not ready within a minute"
+}
+
+stop_server() {
+  kill "$pid"
+  wait "$pid" || true
+  pid=
+}
