@@ -18,6 +18,11 @@
 // recently used first among equals; an expert colder than every cached one
 // goes to a scratch slot instead of evicting a warmer one. Experts of the
 // current step are never evicted.
+//
+// Where the slots are device memory (CUDA), a host tier in page-locked RAM
+// (HostTier) sits between the file and them: a device miss it holds is a
+// PCIe copy, not a disk read; a tier that holds every expert is filled at
+// start and the disk drops out of the run.
 #pragma once
 
 #include <cstdint>
