@@ -81,12 +81,15 @@ for arch in qwen3moe deepseek4; do
   grep -q "^model map: 1 region across" "$tmp/w.log" || fail "$arch: worker shard map: $(grep 'model map' "$tmp/w.log")"
   stop "$w"
 
-  # Three stages, activations at 32, 16 and 8 bits; the workers serve every run.
+  # Three stages, activations at 32, 16 and 8 bits; the workers serve every
+  # run. Both stream their slice's routed experts from the file (a one-expert
+  # cache, and an automatic one): a slice's experts come through the cache
+  # like a whole model's, and the logits stay the one process's.
   a=$((RANDOM % (nl - 2)))
   b=$((a + 1 + RANDOM % (nl - a - 2)))
   port=$(free_port)
-  start_worker "$m" "$((a + 1)):$b" "$port" "$tmp/w1.log"; w1=$wpid
-  start_worker "$m" "$((b + 1)):output" "$port" "$tmp/w2.log" --debug; w2=$wpid
+  start_worker "$m" "$((a + 1)):$b" "$port" "$tmp/w1.log" --ssd-streaming --ssd-streaming-cache-experts 1; w1=$wpid
+  start_worker "$m" "$((b + 1)):output" "$port" "$tmp/w2.log" --debug --ssd-streaming; w2=$wpid
   # Small chunks with a window of several in flight: each middle stage takes
   # a chunk while the one before it still travels the rest of the route.
   chunk3=$((1 + RANDOM % 60)); win3=$((2 + RANDOM % 7))
@@ -97,6 +100,8 @@ for arch in qwen3moe deepseek4; do
   done
   cmp -s "$tmp/ref.bin" "$tmp/three-32.bin" \
     || fail "$arch: 3 stages (0:$a | $((a + 1)):$b | $((b + 1)):output, chunk $chunk3, window $win3) differ"
+  grep -q "^experts: cache of 1 slots" "$tmp/w1.log" && grep -q "^experts: cache of " "$tmp/w2.log" \
+    || fail "$arch: the workers did not stream their experts: $(grep -h '^experts' "$tmp/w1.log" "$tmp/w2.log")"
   # Telemetry: one line per hop and step.
   grep -q "^pipeline: step [0-9]* hop 2 127.0.0.1:[0-9]* (.*): [0-9]* rows, eval .* ms, wait .* ms, send .* ms, in [0-9]* B, out [0-9]* B" \
     "$tmp/err" || fail "$arch: no per-hop telemetry with --debug: $(head -20 "$tmp/err")"
