@@ -210,21 +210,23 @@ void ExpertCache::warm(const BlockLayout& L, int64_t expert) {
     ++h.count;
 }
 
-int64_t ExpertCache::victim_for(const BlockLayout& L, int64_t expert, bool must) const {
-    int64_t best = -1;
-    double best_heat = 0;
+std::vector<ExpertCache::Refill> ExpertCache::refill_order(size_t wanted) const {
+    std::vector<Refill> order;
     for (int64_t s = 0; s < n_slots_; ++s) {
         const Slot& c = slot_[size_t(s)];
-        if (c.layer < 0) return s;
-        if (c.last_use == tick_) continue;  // this step computes with it
-        const double h = heat_now(heat_[c.heat]);
-        if (best < 0 || h < best_heat || (h == best_heat && c.last_use < slot_[size_t(best)].last_use)) {
-            best = s;
-            best_heat = h;
-        }
+        if (c.layer < 0) order.push_back(Refill{s, false, 0});
+        else if (c.last_use != tick_) order.push_back(Refill{s, true, heat_now(heat_[c.heat])});  // not this step's
     }
-    if (!must && best >= 0 && heat_now(heat_[L.first + size_t(expert)]) < best_heat) return -1;
-    return best;
+    const auto colder = [&](const Refill& x, const Refill& y) {
+        if (x.occupied != y.occupied) return !x.occupied;
+        if (x.heat != y.heat) return x.heat < y.heat;
+        const uint64_t ux = slot_[size_t(x.slot)].last_use, uy = slot_[size_t(y.slot)].last_use;
+        return ux != uy ? ux < uy : x.slot < y.slot;
+    };
+    const size_t k = std::min(wanted, order.size());
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(k), order.end(), colder);
+    order.resize(k);
+    return order;
 }
 
 ExpertMatrices ExpertCache::resolve(Backend& backend, const RoutedExperts& block, Routing& routing) {
@@ -271,16 +273,23 @@ ExpertMatrices ExpertCache::resolve(Backend& backend, const RoutedExperts& block
     std::sort(misses.begin(), misses.end(), [&](int32_t a, int32_t b) {
         return heat_[L.first + size_t(a)].score > heat_[L.first + size_t(b)].score;
     });
+    // The slots to refill, coldest first, ranked once per step (not once
+    // per miss: a cache of thousands of slots is scanned on every block).
+    const std::vector<Refill> order = misses.empty() ? std::vector<Refill>{} : refill_order(misses.size());
+    size_t next = 0;
     int64_t next_scratch = n_slots_;
     std::vector<std::pair<int64_t, int64_t>> loads;  // (slot, expert)
     for (int32_t e : misses) {
         ++stats_.misses;
-        int64_t s = victim_for(L, e, false);
-        if (s < 0 && next_scratch < n_slots_ + n_scratch_) {
+        const bool scratch_left = next_scratch < n_slots_ + n_scratch_;
+        const bool colder = next < order.size() && order[next].occupied &&
+                            heat_now(heat_[L.first + size_t(e)]) < order[next].heat;
+        int64_t s;
+        if (scratch_left && (next == order.size() || colder)) {
             s = next_scratch++;
             ++stats_.scratch_loads;
         } else {
-            if (s < 0) s = victim_for(L, e, true);  // counted above: a slot not in use exists
+            s = order[next++].slot;  // counted above: a slot not in use exists
             Slot& v = slot_[size_t(s)];
             if (v.layer >= 0) {
                 where_.erase(key(v.layer, v.expert));
@@ -387,6 +396,14 @@ ExpertMatrices ExpertCache::slot_matrices(const BlockLayout& L) const {
     return m;
 }
 
+void ExpertCache::read_block(const RoutedExperts& b, const uint64_t* at, uint8_t* base) {
+    const WeightRef* w[3] = {&b.gate, &b.up, &b.down};
+    std::vector<ExpertReader::Request> reads;
+    for (int k = 0; k < 3; ++k)
+        reads.push_back({w[k]->offset, w[k]->matrix_bytes * uint64_t(b.n_expert()), base + at[k], "'" + w[k]->name + "'"});
+    reader_.read_all(reads);
+}
+
 ExpertMatrices ExpertCache::full_layer(Backend& backend, const BlockLayout& L) {
     const RoutedExperts& b = *L.block;
     const LayerParts parts = layer_parts(b);
@@ -399,13 +416,8 @@ ExpertMatrices ExpertCache::full_layer(Backend& backend, const BlockLayout& L) {
     }
     if (layer_holds_ != b.layer) {
         layer_holds_ = -1;
-        const WeightRef* w[3] = {&b.gate, &b.up, &b.down};
         uint8_t* base = reads_in_place_ ? layer_ : staging_.get(parts.at[3]);
-        std::vector<ExpertReader::Request> reads;
-        for (int k = 0; k < 3; ++k)
-            reads.push_back({w[k]->offset, w[k]->matrix_bytes * uint64_t(b.n_expert()), base + parts.at[k],
-                             "'" + w[k]->name + "'"});
-        reader_.read_all(reads);
+        read_block(b, parts.at, base);
         if (!reads_in_place_) backend.write_weights(layer_, base, parts.at[3]);
         for (int k = 0; k < 3; ++k) {
             const std::vector<float>& v = L.scale_values[k];
@@ -437,12 +449,8 @@ void ExpertCache::warm_host_tier() {
         const BlockLayout& L = layout_.at(b.layer);
         const LayerParts parts = layer_parts(b);
         uint8_t* stage = staging_.get(parts.at[3]);
+        read_block(b, parts.at, stage);
         const WeightRef* w[3] = {&b.gate, &b.up, &b.down};
-        std::vector<ExpertReader::Request> reads;
-        for (int k = 0; k < 3; ++k)
-            reads.push_back({w[k]->offset, w[k]->matrix_bytes * uint64_t(b.n_expert()), stage + parts.at[k],
-                             "'" + w[k]->name + "'"});
-        reader_.read_all(reads);
         const uint64_t at[3] = {0, L.up_offset, L.down_offset};
         for (int64_t e = 0; e < b.n_expert(); ++e) {
             uint8_t* slot = host_->claim(b.layer, e, 0);

@@ -121,12 +121,22 @@ private:
 
     double heat_now(const Heat& h) const;
     void warm(const BlockLayout& L, int64_t expert);
-    // A remembered slot to refill for `expert`, or -1 when every one is in
-    // use this step or warmer than it.
-    int64_t victim_for(const BlockLayout& L, int64_t expert, bool must) const;
+    // A remembered slot this step may refill: free, or holding an expert
+    // the step does not use (with its decayed routing frequency).
+    struct Refill {
+        int64_t slot = 0;
+        bool occupied = false;
+        double heat = 0;
+    };
+    // The `wanted` coldest of them: free ones first, then by decayed
+    // routing frequency, least recently used among equals.
+    std::vector<Refill> refill_order(size_t wanted) const;
     // Reads the misses of one step into their slots, all in flight at once.
     void load(Backend& backend, const BlockLayout& L, const std::vector<std::pair<int64_t, int64_t>>& slot_expert);
     ExpertMatrices slot_matrices(const BlockLayout& L) const;
+    // Reads block b's gate, up and down tensors whole (three long reads)
+    // to base + at[0..2].
+    void read_block(const RoutedExperts& b, const uint64_t* at, uint8_t* base);
     // Reads every expert into the host tier (one that holds them all).
     void warm_host_tier();
     std::string host_text() const;
