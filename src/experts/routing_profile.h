@@ -1,8 +1,9 @@
 // A routing profile: how often each (layer, expert) was routed to, recorded
 // by one run (--ssd-streaming-profile FILE) so the next run of the same
 // model can preload its hottest experts before the first token instead of
-// missing on them. A text file: a header naming the model, then one line
-// per expert, "layer expert count".
+// missing on them. A text file: a header naming the model, one line per
+// expert, "layer expert count", and a trailer "end N" (N lines), so a file
+// cut short reads as damaged, not as smaller counts.
 #pragma once
 
 #include <cstdint>
