@@ -57,6 +57,7 @@ struct Ds4Options : PipelineFlags {
     // Routed experts streamed from SSD (--ssd-streaming and its flags).
     SsdStreaming ssd;
     bool cuda_host_weights = false;                   // --cuda-host-weights
+    bool int8_activations = false;                    // --int8-activations
 
     // Information requests: when set, nothing else was validated.
     bool help = false;     // -h/--help: print ds4_help_text() and exit 0

@@ -32,14 +32,16 @@ namespace {
 BackendChoice cpu_backend(const BackendOptions& o, const std::string& why) {
     const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return {make_cpu_backend(threads),
-            "backend: cpu, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + why};
+            "backend: cpu, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + why +
+                (o.int8_activations ? " (--int8-activations is a CUDA mode: the CPU stays exact)" : "")};
 }
 
 #ifdef DS4_HAVE_CUDA
 BackendChoice cuda_backend(const BackendOptions& o, const std::string& why) {
-    auto be = make_cuda_backend(CudaOptions{o.device, o.host_weights});
+    auto be = make_cuda_backend(CudaOptions{o.device, o.host_weights, o.int8_activations});
     return {std::move(be), "backend: cuda (device " + std::to_string(o.device) + ", " + cuda::device_name(o.device) +
-                               (o.host_weights ? ", weights in page-locked host memory" : "") + ")" + why};
+                               (o.host_weights ? ", weights in page-locked host memory" : "") +
+                               (o.int8_activations ? ", 8-bit decode activations" : "") + ")" + why};
 }
 #endif
 

@@ -17,6 +17,11 @@ struct BackendOptions {
     // CUDA reads the weights from the mapped file, page-locked, instead of
     // copying them to the device (--cuda-host-weights).
     bool host_weights = false;
+    // CUDA decode products on activations rounded to 8 bits per block of 32,
+    // as llama.cpp's CUDA backend (--int8-activations); the CPU is always
+    // exact. Off by default until its error is measured against llama.cpp's
+    // on the same files (issue 13).
+    bool int8_activations = false;
 };
 
 // The names make_backend() accepts: "auto", "cpu" and, in a CUDA build, "cuda".

@@ -7,6 +7,7 @@
 // llama-quantize Q4_K_M (K-quants with q5_0/q8_0 fallbacks).
 // DS4_CUDA_TEST_Q4KM names a ready Q4_K_M file instead, for GPU machines
 // without the llama.cpp tools.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,58 @@ TEST_F(CudaModel, RealShapeQwen3_30B_A3B_Q4KM) {
     gpu.attach_weights(*l.map);
     compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 200, 300), 16, "qwen3-30b-a3b q4_k_m",
                      Decode::replayed_and_op_by_op);
+}
+
+// The int8-activation decode path (--int8-activations) on the real shapes,
+// teacher-forced with the CPU's greedy tokens so both see the same context.
+// Its per-product rule is held at 1e-5 by cudabackend_ops_test
+// (CudaInt8Ops); here, what it adds up to. On a random MoE model one
+// rounding can flip a routing choice (a different expert, ~1/8 of a layer's
+// FFN output), so single steps jump: measured on the H200 (2026-12-02) the
+// worst step of 31 was 0.08, 0.14 and 0.27 on three seeds, with 0 to 3
+// greedy differences, all near-ties. So: the median step within 0.1 (a wrong
+// scale or block is ~1 on every step), every greedy difference a near-tie,
+// and the path really ran (the exact path measures ~1e-6). Issue 13 item 3
+// turns this into a comparison with llama.cpp's own CUDA error.
+TEST_F(CudaModel, Int8DecodeStaysCloseToCpuOnRealShapes) {
+    const auto l = load(synth("--arch qwen3moe --preset qwen3-30b-a3b --type q4_k_m --n-layer 2", "q30b.gguf"));
+    CudaBackend gpu(CudaOptions{0, false, true});
+    gpu.attach_weights(*l.map);
+    auto cpu = make_cpu_backend(2);
+    const Model& m = *l.model;
+    const int64_t V = m.info().n_vocab;
+    const auto prompt = random_prompt(V, 100, 200);
+    const int steps = 32;
+    const int64_t ctx = int64_t(prompt.size()) + steps + 8;
+    Session sc(m, *cpu, SessionOptions{ctx, 512});
+    SessionOptions go{ctx, 512};
+    go.replay_decode = true;
+    Session sg(m, gpu, go);
+    auto lc = sc.eval(prompt, false);
+    auto lg = sg.eval(prompt, false);  // prefill: cuBLAS on float activations either way
+    std::vector<double> errors;
+    int differ = 0, excused = 0;
+    for (int step = 0; step < steps; ++step) {
+        const int32_t nc = int32_t(std::max_element(lc.begin(), lc.end()) - lc.begin());
+        const int32_t ng = int32_t(std::max_element(lg.begin(), lg.end()) - lg.begin());
+        if (step > 0) {  // step 0's logits came from the prefill
+            errors.push_back(cudatest::rel_l2(lg.data(), lc.data(), size_t(V)));
+            if (ng != nc) {
+                ++differ;
+                if (ds4::test::near_tie(lg.data(), lc.data(), size_t(V), size_t(ng), size_t(nc))) ++excused;
+            }
+        }
+        lc = sc.eval(std::vector<int32_t>{nc}, false);
+        lg = sg.eval(std::vector<int32_t>{nc}, false);
+    }
+    std::sort(errors.begin(), errors.end());
+    const double median = errors[errors.size() / 2];
+    std::printf("  int8 decode over %zu steps: relative error median %.3g, worst %.3g; %d greedy differences (%d near-ties)\n",
+                errors.size(), median, errors.back(), differ, excused);
+    EXPECT_LE(median, 0.1);
+    EXPECT_GT(errors.back(), 1e-4) << "the decode steps were exact: the int8 path did not run";
+    EXPECT_EQ(differ, excused) << "greedy tokens differed beyond near-ties";
+    EXPECT_EQ(sg.decode_steps_replayed(), steps) << sg.decode_replay_refused();
 }
 
 INSTANTIATE_TEST_SUITE_P(SyntheticQwen3Moe, CudaModel, ::testing::Values("f32", "q8_0", "q4_k_m"),

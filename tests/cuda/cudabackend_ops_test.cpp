@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <memory>
 #include <optional>
@@ -117,6 +118,125 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, CudaTypedOps,
                                            GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
                                            GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ2_XXS, GgmlType::IQ4_XS),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
+
+// ---- int8 activations (CudaOptions::int8_activations, the engine's default) ------
+//
+// The rule the fast path promises (q8_dot.cuh): every 32-element block of an
+// activation row is rounded to d * rint(x * 127 / amax), d = amax / 127, and
+// the product is then exact. So the fast GPU result must equal the CPU's
+// float product on the rounded activations to float rounding, which catches
+// any wrong scale, nibble or sub-block; and it must differ from the product on
+// the unrounded ones, or the fast path did not run.
+
+std::vector<float> round_to_8_bits(const std::vector<float>& x) {
+    std::vector<float> out(x.size());
+    for (size_t b = 0; b < x.size(); b += 32) {
+        float amax = 0.0f;
+        for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+        const float id = amax > 0.0f ? 127.0f / amax : 0.0f, d = amax / 127.0f;
+        for (size_t i = b; i < b + 32; ++i) out[i] = std::nearbyintf(x[i] * id) * d;
+    }
+    return out;
+}
+
+class CudaInt8Ops : public CudaOps {
+protected:
+    void SetUp() override {
+        CudaOps::SetUp();
+        if (!IsSkipped()) gpu_ = std::make_unique<CudaBackend>(CudaOptions{0, false, true});
+    }
+    // Activations of every kind a real row has: random, a zero block, a block
+    // with one large outlier.
+    std::vector<float> activations(int64_t rows, int64_t cols) {
+        auto v = random_floats(rng_, size_t(rows * cols), -1.0f, 1.0f);
+        std::uniform_int_distribution<int64_t> block(0, rows * cols / 32 - 1);
+        std::fill_n(v.begin() + 32 * block(rng_), 32, 0.0f);
+        v[size_t(32 * block(rng_) + 7)] = 40.0f;
+        return v;
+    }
+    // Rows of `x` rounded to 8 bits per block on the CPU, and x itself on the GPU.
+    std::pair<Tensor, Tensor> rounded_and_raw(const std::vector<float>& x, int64_t rows, int64_t cols) {
+        Tensor c = cpu_->alloc(rows, cols), g = gpu_->alloc(rows, cols);
+        cpu_->upload(c, round_to_8_bits(x).data());
+        gpu_->upload(g, x.data());
+        return {c, g};
+    }
+};
+
+TEST_F(CudaInt8Ops, MatmulIsTheExactProductOnRoundedActivations) {
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+        for (int64_t k : {256, 768, 2048}) {
+            const int64_t rows = 67;  // not a multiple of the rows per block
+            const WeightRef w = weight(t, k, rows, 2);
+            for (int64_t T : {1, 2, 3, 5, 8}) {
+                const auto x = activations(T, k);
+                auto [xr, xg] = rounded_and_raw(x, T, k);
+                auto [yc, yg] = zeros(T, rows);
+                cpu_->matmul(w, xr, yc, 1);
+                gpu_->matmul(w, xg, yg, 1);
+                const std::string what = std::string(ggml_type_name(t)) + " k=" + std::to_string(k) +
+                                         " T=" + std::to_string(T);
+                EXPECT_TRUE(close(yc, yg, 1e-5, what + " against the product on rounded activations"));
+                // The product on the unrounded activations is ~1e-2 away: the fast path ran.
+                auto [xc, unused] = pair(T, k);
+                cpu_->upload(xc, x.data());
+                cpu_->matmul(w, xc, yc, 1);
+                EXPECT_FALSE(close(yc, yg, 1e-4, what)) << what << ": the int8 path did not run";
+            }
+        }
+    }
+}
+
+TEST_F(CudaInt8Ops, MoeRoundsTheInputAndTheHiddenActivations) {
+    const int64_t E = 512, F = 768, n_exp = 8, n_used = 3;
+    const std::pair<GgmlType, GgmlType> kinds[] = {
+        {GgmlType::Q4_K, GgmlType::Q6_K}, {GgmlType::Q8_0, GgmlType::Q8_0}, {GgmlType::Q6_K, GgmlType::Q4_K}};
+    for (const auto& [t, td] : kinds) {
+        const WeightRef gate = weight(t, E, F, n_exp), up = weight(t, E, F, n_exp), down = weight(td, F, E, n_exp);
+        const auto gs_v = random_floats(rng_, n_exp, 0.5f, 2.0f), ds_v = random_floats(rng_, n_exp, 0.5f, 2.0f);
+        const WeightRef gs = f32_vector(gs_v), ds = f32_vector(ds_v);
+        for (int64_t T : {1, 4}) {
+            const auto x = activations(T, E);
+            auto [lc, lg] = pair(T, n_exp, -3.0f, 3.0f);
+            const Routing r = cpu_->route_softmax_topk(lc, n_used, true, 0.0f);
+            auto [xg_unused, xg] = pair(T, E);
+            gpu_->upload(xg, x.data());
+            auto [unused, og] = zeros(T, E);
+            gpu_->moe_swiglu(xg, to_gpu(r), gate, up, down, &gs, nullptr, &ds, og);
+
+            // The reference, product by product on the CPU: x rounded, gate and
+            // up of each chosen expert, SwiGLU, h rounded, down, weighted sum.
+            const auto experts = host_ints(*cpu_, r.experts);
+            const std::vector<float> xr = round_to_8_bits(x);
+            Tensor ref = cpu_->alloc(T, E), xrow = cpu_->alloc(1, E), g = cpu_->alloc(1, F), u = cpu_->alloc(1, F),
+                   hrow = cpu_->alloc(1, F), d = cpu_->alloc(1, E);
+            for (int64_t tok = 0; tok < T; ++tok) {
+                std::copy_n(xr.data() + tok * E, E, xrow.data);
+                std::fill_n(ref.data + tok * E, E, 0.0f);
+                for (int64_t j = 0; j < n_used; ++j) {
+                    const int32_t e = experts[size_t(tok * n_used + j)];
+                    cpu_->matmul(gate, xrow, g, e);
+                    cpu_->matmul(up, xrow, u, e);
+                    std::vector<float> h(F);
+                    for (int64_t i = 0; i < F; ++i) {
+                        const float gv = g.data[i] * gs_v[size_t(e)];
+                        h[size_t(i)] = gv / (1.0f + std::exp(-gv)) * u.data[i];
+                    }
+                    const auto hr = round_to_8_bits(h);
+                    std::copy(hr.begin(), hr.end(), hrow.data);
+                    cpu_->matmul(down, hrow, d, e);
+                    const float wgt = r.weights.data[tok * n_used + j] * ds_v[size_t(e)];
+                    for (int64_t c = 0; c < E; ++c) ref.data[tok * E + c] += d.data[c] * wgt;
+                }
+            }
+            // Float rounding may move an element of h across a rounding
+            // boundary of its 8-bit grid (one step of amax / 127 in a few of
+            // 768): ~1e-4 on a row. A wrong scale or sub-block is ~1e-1.
+            EXPECT_TRUE(close(ref, og, 2e-3, std::string(ggml_type_name(t)) + "/" + std::string(ggml_type_name(td)) +
+                                                 " int8 moe T=" + std::to_string(T)));
+        }
+    }
+}
 
 // ---- the rest of the op set -------------------------------------------------------
 

@@ -102,6 +102,7 @@ usage "coordinator address without role" "--role" "${M[@]}" --coordinator 10.0.0
 usage "cache without streaming" "--ssd-streaming" "${M[@]}" --ssd-streaming-cache-experts 64
 usage "host weights on the cpu" "--cuda-host-weights" "${M[@]}" --cuda-host-weights
 usage "host weights on the cpu, explicit" "--cuda-host-weights" "${M[@]}" --backend cpu --cuda-host-weights
+usage "int8 activations on the cpu" "--int8-activations" "${M[@]}" --backend cpu --int8-activations
 usage "think and nothink" "--nothink" "${M[@]}" --think --nothink
 usage "unknown chat template" "--chat-template must be one of" "${M[@]}" --chat-template chatml
 usage "empty chat template" "--chat-template" "${M[@]}" --chat-template ""

@@ -51,6 +51,8 @@ const char* const kHelp =
     "  --backend NAME         auto, cpu or cuda (default auto: CUDA when the build has it\n"
     "                         and a GPU is present, else the CPU)\n"
     "  --cuda-host-weights    CUDA reads weights from registered host memory\n"
+    "  --int8-activations     CUDA decode on activations rounded to 8 bits per 32 (llama.cpp's\n"
+    "                         mmvq rule; default: float activations)\n"
     "  --ssd-streaming        routed experts read from the file into a bounded cache\n"
     "                         (as ds4's; its hits, misses and bytes read are printed)\n"
     "  --ssd-streaming-cache-experts N|NGB, --ssd-streaming-prefill auto|per-expert|full-layer,\n"
@@ -101,7 +103,7 @@ struct BenchArgs {
     std::optional<ds4::LayerRange> layers_spec;
     int threads = 0;
     ds4::BenchWalkOptions walk;
-    bool help = false, version = false, cuda_host_weights = false, check_tensors = false;
+    bool help = false, version = false, cuda_host_weights = false, int8_activations = false, check_tensors = false;
     ds4::SsdStreaming ssd;  // --ssd-streaming and its flags
 };
 
@@ -114,6 +116,7 @@ BenchArgs parse_args(int argc, char** argv) {
     app.add_flag("-h,--help", a.help);
     app.add_flag("--version", a.version);
     app.add_flag("--cuda-host-weights", a.cuda_host_weights);
+    app.add_flag("--int8-activations", a.int8_activations);
     app.add_flag("--check-tensors", a.check_tensors);
     ds4::SsdRawFlags ssd;
     ds4::add_ssd_flags(app, ssd);
@@ -161,6 +164,7 @@ BenchArgs parse_args(int argc, char** argv) {
     if (!a.model.empty() && !a.synthetic.empty())
         throw UsageError("-m/--model and --synthetic exclude each other: give a file or a preset.");
     if (a.cuda_host_weights && a.backend != "cuda") throw UsageError("--cuda-host-weights needs --backend cuda.");
+    if (a.int8_activations && a.backend == "cpu") throw UsageError("--int8-activations is a CUDA mode; the CPU backend is always exact.");
     if (a.model.empty() && a.synthetic.empty())
         throw UsageError("-m/--model FILE or --synthetic PRESET is required (see --help).");
     if (!a.synthetic.empty()) a.preset = ds4::synthetic_preset(a.synthetic);
@@ -237,6 +241,7 @@ int run_bench(const BenchArgs& a) {
     eo.backend.name = a.backend;
     eo.backend.threads = a.threads;
     eo.backend.host_weights = a.cuda_host_weights;
+    eo.backend.int8_activations = a.int8_activations;
     eo.layers = a.layers_spec.value_or(ds4::LayerRange::all());
     eo.check_tensors = a.check_tensors;
     eo.chat = false;

@@ -76,7 +76,8 @@ struct Recording {
 
 CudaBackend::CudaBackend(int device) : CudaBackend(CudaOptions{device, false}) {}
 
-CudaBackend::CudaBackend(const CudaOptions& options) : device_(options.device), host_weights_(options.host_weights) {
+CudaBackend::CudaBackend(const CudaOptions& options)
+    : device_(options.device), host_weights_(options.host_weights), int8_activations_(options.int8_activations) {
     const int device = options.device;
     const int n = cuda::device_count();
     if (n == 0) throw Error("--backend cuda needs an NVIDIA GPU, and this machine has none usable by CUDA.");
@@ -379,6 +380,10 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     if (T <= 0 || n_rows <= 0) return;
     const auto t = timed(T <= cuda::kMatvecMaxTokens ? "matvec" : "gemm", ggml_type_name(w.type), bytes);
     if (T <= cuda::kMatvecMaxTokens) {
+        if (int8_activations_ && cuda::matvec_q8_supported(w.type, base, w.row_bytes, k, x.data, x.cols, T)) {
+            cuda::matvec_q8(w.type, base, w.row_bytes, k, n_rows, x.data, x.cols, T, y.data, y.cols, stream_);
+            return;
+        }
         cuda::matvec(w.type, base, w.row_bytes, k, n_rows, x.data, x.cols, T, y.data, y.cols, stream_);
         return;
     }

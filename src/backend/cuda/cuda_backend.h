@@ -25,6 +25,12 @@ struct CudaOptions {
     // device's address space (cudaHostRegister), instead of one device copy
     // per region: every product then reads them over the host link.
     bool host_weights = false;
+    // Decode products round their activations to 8 bits per block of 32 and
+    // multiply with integer dot products (q8_dot.cuh), as llama.cpp's CUDA
+    // backend does: several times fewer instructions per weight. Off: float
+    // activations, the CPU backend's semantics to float rounding (--exact,
+    // and what the CPU-vs-GPU op tests hold).
+    bool int8_activations = false;
 };
 
 class CudaBackend final : public Backend, public Dsv4Ops {
@@ -174,6 +180,7 @@ private:
     cuda::OpProfile profile_;
     int device_ = 0;
     bool host_weights_ = false;
+    bool int8_activations_ = false;  // CudaOptions::int8_activations
     cudaStream_t stream_ = nullptr;
     std::shared_ptr<Arena> capturing_;     // the open recording's memory, while capturing
     cublasHandle_t cublas_ = nullptr;

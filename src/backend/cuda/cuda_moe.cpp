@@ -98,6 +98,30 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
     std::optional<cuda::OpProfile::Scope> t;
     const int32_t* experts = routing.experts.data;
 
+    // Decode on int8 activations: x quantized once, gate + up + SwiGLU, h
+    // quantized, down + weighted combine (four launches).
+    if (int8_activations_ && fused_moe_enabled() &&
+        cuda::expert_q8_supported(gate.type, up.type, down.type, g_w, u_w, d_w, gate.matrix_bytes, gate.row_bytes,
+                                  down.matrix_bytes, down.row_bytes, n_embd, n_ff, routing.n_used, pairs, x.data,
+                                  x.cols) &&
+        up.matrix_bytes == gate.matrix_bytes && up.row_bytes == gate.row_bytes && gate.ne[0] == n_embd &&
+        down.ne[0] == n_ff && down.ne[1] == n_embd && out.cols == n_embd) {
+        Tensor xq = alloc(x.rows, cuda::q8_activation_bytes(n_embd) / 4), h = alloc(pairs, n_ff),
+               hq = alloc(pairs, cuda::q8_activation_bytes(n_ff) / 4);
+        t.emplace(timed("moe gate+up+swiglu q8", ggml_type_name(gate.type),
+                        (gate.matrix_bytes + up.matrix_bytes) * uint64_t(pairs)));
+        cuda::quantize_rows_q8(x.data, x.cols, x.rows, n_embd, reinterpret_cast<int8_t*>(xq.data), stream_);
+        cuda::expert_gate_up_swiglu_q8(gate.type, g_w, u_w, gate.matrix_bytes, gate.row_bytes, n_embd, n_ff, experts,
+                                       pairs, routing.n_used, reinterpret_cast<const int8_t*>(xq.data), sc.gate,
+                                       sc.n_gate, sc.up, sc.n_up, limit, h.data, stream_);
+        t.reset();
+        t.emplace(timed("moe down+combine q8", ggml_type_name(down.type), down.matrix_bytes * uint64_t(pairs)));
+        cuda::quantize_rows_q8(h.data, n_ff, pairs, n_ff, reinterpret_cast<int8_t*>(hq.data), stream_);
+        cuda::expert_down_combine_q8(down.type, d_w, down.matrix_bytes, down.row_bytes, n_ff, n_embd, experts,
+                                     routing.weights.data, sc.down, sc.n_down, x.rows, routing.n_used,
+                                     reinterpret_cast<const int8_t*>(hq.data), out.data, stream_);
+        return;
+    }
     // Decode, fused: gate + up + SwiGLU in one launch, down + weighted combine in another.
     if (fused_moe_enabled() &&
         cuda::expert_fused_supported(gate.type, up.type, down.type, g_w, u_w, d_w, gate.matrix_bytes, gate.row_bytes,

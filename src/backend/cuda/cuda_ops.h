@@ -107,6 +107,36 @@ void expert_down_combine(GgmlType type, const uint8_t* down, size_t matrix_bytes
                          int64_t n_embd, const int32_t* experts, const float* weights, const float* down_scale,
                          int64_t n_ds, int64_t n_tok, int n_used, const float* h, float* out, cudaStream_t stream);
 
+// ---- q8_matvec.cu: decode products on int8 activations (q8_dot.cuh) --------------
+// Bytes of one quantized activation row of k values (k int8, k / 32 float scales).
+int64_t q8_activation_bytes(int64_t k);
+// Whether matvec_q8 takes this product (Q4_K, Q6_K, Q8_0 rows of whole
+// 256-element super-blocks, aligned; float4-aligned activations; up to
+// kMatvecMaxTokens tokens whose quantized rows fit a block's shared memory).
+bool matvec_q8_supported(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, const float* x, int64_t ld_x,
+                         int64_t n_tok);
+// matvec with x rounded to 8 bits per block of 32 (q8_dot.cuh states the rule).
+void matvec_q8(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
+               int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream);
+// Row r of x (k values, k % 256 == 0) quantized to out + r * q8_activation_bytes(k).
+void quantize_rows_q8(const float* x, int64_t ld_x, int64_t n_rows, int64_t k, int8_t* out, cudaStream_t stream);
+// The fused MoE decode pair on quantized activations: which experts it reads
+// (as expert_fused_supported, for the q8 types).
+bool expert_q8_supported(GgmlType gate_type, GgmlType up_type, GgmlType down_type, const void* gate, const void* up,
+                         const void* down, size_t gu_matrix_bytes, size_t gu_row_bytes, size_t d_matrix_bytes,
+                         size_t d_row_bytes, int64_t n_embd, int64_t n_ff, int n_used, int64_t n_pairs,
+                         const float* x, int64_t ld_x);
+// expert_gate_up_swiglu over xq (rows of quantize_rows_q8, one per token).
+void expert_gate_up_swiglu_q8(GgmlType type, const uint8_t* gate, const uint8_t* up, size_t matrix_bytes,
+                              size_t row_bytes, int64_t k, int64_t n_ff, const int32_t* experts, int64_t n_pairs,
+                              int x_div, const int8_t* xq, const float* gate_scale, int64_t n_gs,
+                              const float* up_scale, int64_t n_us, float limit, float* h, cudaStream_t stream);
+// expert_down_combine over hq (rows of quantize_rows_q8, one per pair).
+void expert_down_combine_q8(GgmlType type, const uint8_t* down, size_t matrix_bytes, size_t row_bytes, int64_t n_ff,
+                            int64_t n_embd, const int32_t* experts, const float* weights, const float* down_scale,
+                            int64_t n_ds, int64_t n_tok, int n_used, const int8_t* hq, float* out,
+                            cudaStream_t stream);
+
 // ---- elementwise.cu -----------------------------------------------------------
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void scale(float* x, float s, int64_t n, cudaStream_t stream);
