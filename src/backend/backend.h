@@ -188,6 +188,25 @@ public:
     // dst = src (same shape), e.g. a stage's hidden input into its residual stream.
     virtual void copy(const Tensor& src, Tensor& dst) = 0;
     virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;       // out = a + b
+
+    // ---- fused sequences: each is exactly the ops it names, in order; the
+    // defaults run them one by one (the reference), a backend may run them
+    // in one pass (CUDA: fewer launches per decode layer).
+    // x += delta, then y = rms_norm(x) * weight over whole rows (the residual
+    // add of a block and the next norm).
+    virtual void add_rms_norm(Tensor& x, const Tensor& delta, const WeightRef* weight, float eps, Tensor& y) {
+        add(x, delta, x);
+        rms_norm(x, weight, eps, x.cols, y);
+    }
+    // Per-head RMS norm of q and k (weights of head_dim values), then RoPE
+    // of both at positions[t] (qwen3moe's attention input).
+    virtual void qk_norm_rope(Tensor& q, Tensor& k, const WeightRef& q_norm, const WeightRef& k_norm, float eps,
+                              int head_dim, const IntArray& positions, const RopeParams& p) {
+        rms_norm(q, &q_norm, eps, head_dim, q);
+        rms_norm(k, &k_norm, eps, head_dim, k);
+        rope(q, head_dim, positions, p);
+        rope(k, head_dim, positions, p);
+    }
     virtual void scale(Tensor& x, float s) = 0;                                  // x *= s
     virtual void mul_row(Tensor& x, const WeightRef& w) = 0;                     // x[t][i] *= w[i] (or w[0] if 1 element)
     virtual void add_row(Tensor& x, const WeightRef& b) = 0;                     // x[t][i] += b[i]

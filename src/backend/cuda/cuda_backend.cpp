@@ -469,6 +469,31 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
     cuda::add(a.data, b.data, out.data, a.size(), stream_);
 }
 
+void CudaBackend::add_rms_norm(Tensor& x, const Tensor& delta, const WeightRef* weight, float eps, Tensor& y) {
+    require_same_size(x, delta, "add_rms_norm");
+    if (y.rows != x.rows || y.cols != x.cols) throw Error("CUDA add_rms_norm: the output's shape differs from the input's.");
+    const auto t = timed("add+rms_norm");
+    std::shared_ptr<void> keep;
+    const float* wf = weight ? weight_vector(*weight, x.cols, keep) : nullptr;
+    cuda::add_rms_norm(x.data, delta.data, wf, eps, x.rows, x.cols, y.data, stream_);
+}
+
+void CudaBackend::qk_norm_rope(Tensor& q, Tensor& k, const WeightRef& q_norm, const WeightRef& k_norm, float eps,
+                               int head_dim, const IntArray& positions, const RopeParams& p) {
+    if (!cuda::qk_norm_rope_supported(head_dim, p) || q.rows != k.rows || q.cols % head_dim != 0 ||
+        k.cols % head_dim != 0 || positions.n < q.rows) {
+        Backend::qk_norm_rope(q, k, q_norm, k_norm, eps, head_dim, positions, p);  // one op at a time
+        return;
+    }
+    if (q.rows <= 0) return;
+    const auto t = timed("qk norm+rope");
+    std::shared_ptr<void> keep_q, keep_k;
+    const float* qw = weight_vector(q_norm, head_dim, keep_q);
+    const float* kw = weight_vector(k_norm, head_dim, keep_k);
+    cuda::qk_norm_rope(q.data, k.data, q.rows, int(q.cols / head_dim), int(k.cols / head_dim), head_dim, qw, kw, eps,
+                       positions.data, p, stream_);
+}
+
 void CudaBackend::scale(Tensor& x, float s) { cuda::scale(x.data, s, x.size(), stream_); }
 
 void CudaBackend::mul_row(Tensor& x, const WeightRef& w) {

@@ -87,6 +87,9 @@ public:
     void gather_rows(const Tensor& src, const IntArray& rows, Tensor& dst) override;
     void copy(const Tensor& src, Tensor& dst) override;
     void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+    void add_rms_norm(Tensor& x, const Tensor& delta, const WeightRef* weight, float eps, Tensor& y) override;
+    void qk_norm_rope(Tensor& q, Tensor& k, const WeightRef& q_norm, const WeightRef& k_norm, float eps, int head_dim,
+                      const IntArray& positions, const RopeParams& p) override;
     void scale(Tensor& x, float s) override;
     void mul_row(Tensor& x, const WeightRef& w) override;
     void add_row(Tensor& x, const WeightRef& b) override;

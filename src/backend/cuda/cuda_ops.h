@@ -34,6 +34,9 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
 // n_groups groups of `group` contiguous values; weight (length group) optional.
 void rms_norm(const float* x, const float* weight, float eps, int64_t n_groups, int64_t group, float* y,
               cudaStream_t stream);
+// x += d, then y = rms_norm of the whole rows (bit for bit add then rms_norm).
+void add_rms_norm(float* x, const float* d, const float* weight, float eps, int64_t n_rows, int64_t cols, float* y,
+                  cudaStream_t stream);
 
 // ---- rope.cu ------------------------------------------------------------------
 // RoPE on dims [offset, offset + p.n_rot) of every head (cols = n_heads *
@@ -41,6 +44,13 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n_groups, 
 // RoPE (qwen3moe) is offset 0, forward.
 void rope_partial(float* x, int64_t rows, int64_t cols, int head_dim, int offset, const int32_t* positions,
                   const RopeParams& p, bool inverse, cudaStream_t stream);
+// Whether qk_norm_rope takes heads of head_dim values with these RoPE
+// parameters (whole-head rotation).
+bool qk_norm_rope_supported(int head_dim, const RopeParams& p);
+// Per-head RMS norm (weights of head_dim values, optional) then whole-head RoPE
+// at positions[t], of the n_head_q heads of q's rows and the n_head_k of k's.
+void qk_norm_rope(float* q, float* k, int64_t n_tok, int n_head_q, int n_head_k, int head_dim, const float* q_norm,
+                  const float* k_norm, float eps, const int32_t* positions, const RopeParams& p, cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------
 // Key splits for n_tok query rows of n_head heads against sequences of up to

@@ -32,15 +32,47 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x) dst[i] = src[i] * inv * (w ? w[i] : 1.0f);
 }
 
+
+// x += d, then the rms_norm_kernel of the sum over whole rows: the same sums
+// in the same order, so the result is bit for bit add then rms_norm.
+__global__ void add_rms_norm_kernel(float* x, const float* d, const float* w, float eps, int64_t group, float* y) {
+    float* src = x + int64_t(blockIdx.x) * group;
+    const float* dr = d + int64_t(blockIdx.x) * group;
+    float* dst = y + int64_t(blockIdx.x) * group;
+    double ss = 0.0;
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x) {
+        const float v = src[i] + dr[i];
+        src[i] = v;
+        ss += double(v) * v;
+    }
+    __shared__ double partial[kNormMaxThreads / 32];
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    double total = 0.0;
+    for (int i = 0; i < int(blockDim.x >> 5); ++i) total += partial[i];
+    const float inv = 1.0f / sqrtf(float(total / double(group)) + eps);
+    // Each thread reads back only the sums it wrote itself.
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x) dst[i] = src[i] * inv * (w ? w[i] : 1.0f);
+}
+
+// The thread count depends on the shape only, so a recorded step replays the same sums.
+int norm_threads(int64_t n_groups, int64_t group) { return n_groups < 64 && group >= 4096 ? kNormMaxThreads : kNormThreads; }
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, float eps, int64_t n_groups, int64_t group, float* y,
               cudaStream_t stream) {
     if (n_groups <= 0) return;
-    // The thread count depends on the shape only, so a recorded step replays the same sums.
-    const int threads = n_groups < 64 && group >= 4096 ? kNormMaxThreads : kNormThreads;
-    rms_norm_kernel<<<unsigned(n_groups), threads, 0, stream>>>(x, weight, eps, group, y);
+    rms_norm_kernel<<<unsigned(n_groups), norm_threads(n_groups, group), 0, stream>>>(x, weight, eps, group, y);
     check_launch("rms_norm_kernel");
+}
+
+void add_rms_norm(float* x, const float* d, const float* weight, float eps, int64_t n_rows, int64_t cols, float* y,
+                  cudaStream_t stream) {
+    if (n_rows <= 0) return;
+    add_rms_norm_kernel<<<unsigned(n_rows), norm_threads(n_rows, cols), 0, stream>>>(x, d, weight, eps, cols, y);
+    check_launch("add_rms_norm_kernel");
 }
 
 }  // namespace ds4::cuda

@@ -4,6 +4,7 @@
 // rounded on its own (no fused multiply-add), so only cosf/sinf's last bit
 // can differ from the CPU.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
@@ -19,23 +20,30 @@ struct RopePartialArgs {
     bool neox;
 };
 
+// cos and sin (times mscale, sin with sin_sign) of rotated pair `pair` at
+// position pos.
+__device__ __forceinline__ float2 pair_cos_sin(int32_t pos, int pair, const RopePartialArgs& a) {
+    float theta_extrap = float(pos);
+    for (int s = 0; s < pair; ++s) theta_extrap = __fmul_rn(theta_extrap, a.theta_scale);
+    const float theta_interp = __fmul_rn(a.freq_scale, theta_extrap);
+    float theta = theta_interp;
+    if (a.ext_factor != 0.0f) {
+        const float yv = __fdiv_rn(__fsub_rn(float(pair), a.corr0), fmaxf(0.001f, __fsub_rn(a.corr1, a.corr0)));
+        const float ramp = __fmul_rn(__fsub_rn(1.0f, fminf(1.0f, fmaxf(0.0f, yv))), a.ext_factor);
+        theta = __fadd_rn(__fmul_rn(theta_interp, __fsub_rn(1.0f, ramp)), __fmul_rn(theta_extrap, ramp));
+    }
+    return make_float2(__fmul_rn(cosf(theta), a.mscale), __fmul_rn(__fmul_rn(sinf(theta), a.mscale), a.sin_sign));
+}
+
 // One block per row: cos/sin per rotated pair into shared memory, then all heads.
 __global__ void rope_partial_kernel(float* x, const int32_t* positions, RopePartialArgs a) {
     extern __shared__ float cs[];  // n_rot values: cos, sin per pair
     const int64_t t = blockIdx.x;
     const int half = a.n_rot / 2;
     for (int pair = threadIdx.x; pair < half; pair += blockDim.x) {
-        float theta_extrap = float(positions[t]);
-        for (int s = 0; s < pair; ++s) theta_extrap = __fmul_rn(theta_extrap, a.theta_scale);
-        const float theta_interp = __fmul_rn(a.freq_scale, theta_extrap);
-        float theta = theta_interp;
-        if (a.ext_factor != 0.0f) {
-            const float yv = __fdiv_rn(__fsub_rn(float(pair), a.corr0), fmaxf(0.001f, __fsub_rn(a.corr1, a.corr0)));
-            const float ramp = __fmul_rn(__fsub_rn(1.0f, fminf(1.0f, fmaxf(0.0f, yv))), a.ext_factor);
-            theta = __fadd_rn(__fmul_rn(theta_interp, __fsub_rn(1.0f, ramp)), __fmul_rn(theta_extrap, ramp));
-        }
-        cs[2 * pair] = __fmul_rn(cosf(theta), a.mscale);
-        cs[2 * pair + 1] = __fmul_rn(__fmul_rn(sinf(theta), a.mscale), a.sin_sign);
+        const float2 c = pair_cos_sin(positions[t], pair, a);
+        cs[2 * pair] = c.x;
+        cs[2 * pair + 1] = c.y;
     }
     __syncthreads();
     for (int job = threadIdx.x; job < a.n_heads * half; job += blockDim.x) {
@@ -49,6 +57,41 @@ __global__ void rope_partial_kernel(float* x, const int32_t* positions, RopePart
     }
 }
 
+// qwen3moe's attention input in one launch: per-head RMS norm (rms_norm_kernel's
+// arithmetic: squares summed in double, x * inv * w) then whole-head RoPE, for
+// the q heads and then the k heads of every row. One block per (row, head),
+// one thread per rotated pair holding the pair's two values throughout.
+__global__ void qk_norm_rope_kernel(float* q, float* k, int n_head_q, int n_head_k, const float* qw,
+                                    const float* kw, float eps, const int32_t* positions, RopePartialArgs a) {
+    const int64_t t = blockIdx.x / (n_head_q + n_head_k);
+    const int hh = int(blockIdx.x % (n_head_q + n_head_k));
+    const bool is_q = hh < n_head_q;
+    float* v = is_q ? q + (t * n_head_q + hh) * a.head_dim : k + (t * n_head_k + (hh - n_head_q)) * a.head_dim;
+    const float* w = is_q ? qw : kw;
+    const int half = a.head_dim / 2, pair = threadIdx.x;
+    const int ia = a.neox ? pair : 2 * pair, ic = a.neox ? pair + half : 2 * pair + 1;
+    float x0 = 0.0f, x1 = 0.0f;
+    double ss = 0.0;
+    if (pair < half) {
+        x0 = v[ia];
+        x1 = v[ic];
+        ss = double(x0) * x0 + double(x1) * x1;
+    }
+    __shared__ double partial[32];
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    double total = 0.0;
+    for (int i = 0; i < int(blockDim.x >> 5); ++i) total += partial[i];
+    if (pair >= half) return;
+    const float inv = 1.0f / sqrtf(float(total / double(a.head_dim)) + eps);
+    x0 = x0 * inv * (w ? w[ia] : 1.0f);
+    x1 = x1 * inv * (w ? w[ic] : 1.0f);
+    const float2 c = pair_cos_sin(positions[t], pair, a);
+    v[ia] = __fsub_rn(__fmul_rn(x0, c.x), __fmul_rn(x1, c.y));
+    v[ic] = __fadd_rn(__fmul_rn(x0, c.y), __fmul_rn(x1, c.x));
+}
+
 // YaRN correction range, as in the CPU backend (ggml_rope_yarn_corr_dims).
 float corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
     return n_dims * std::log(n_ctx_orig / (n_rot * 2.0f * static_cast<float>(M_PI))) / (2.0f * std::log(base));
@@ -56,9 +99,9 @@ float corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
 
 }  // namespace
 
-void rope_partial(float* x, int64_t rows, int64_t cols, int head_dim, int offset, const int32_t* positions,
-                  const RopeParams& p, bool inverse, cudaStream_t stream) {
-    if (rows <= 0 || p.n_rot == 0) return;
+namespace {
+
+RopePartialArgs rope_args(const RopeParams& p, int head_dim, int offset, int64_t cols, bool inverse) {
     RopePartialArgs a{};
     a.n_rot = p.n_rot;
     a.head_dim = head_dim;
@@ -79,9 +122,33 @@ void rope_partial(float* x, int64_t rows, int64_t cols, int head_dim, int offset
     const float hi = std::ceil(corr_dim(p.n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base));
     a.corr0 = std::max(0.0f, lo);
     a.corr1 = std::min(static_cast<float>(p.n_rot - 1), hi);
+    return a;
+}
+
+}  // namespace
+
+void rope_partial(float* x, int64_t rows, int64_t cols, int head_dim, int offset, const int32_t* positions,
+                  const RopeParams& p, bool inverse, cudaStream_t stream) {
+    if (rows <= 0 || p.n_rot == 0) return;
+    const RopePartialArgs a = rope_args(p, head_dim, offset, cols, inverse);
     // rows is a grid dimension x (up to 2^31 - 1): one block per token.
     rope_partial_kernel<<<unsigned(rows), 128, sizeof(float) * size_t(std::max(2, p.n_rot)), stream>>>(x, positions, a);
     check_launch("rope_partial_kernel");
+}
+
+bool qk_norm_rope_supported(int head_dim, const RopeParams& p) {
+    return p.n_rot == head_dim && head_dim % 2 == 0 && head_dim / 2 <= 1024;
+}
+
+void qk_norm_rope(float* q, float* k, int64_t n_tok, int n_head_q, int n_head_k, int head_dim, const float* q_norm,
+                  const float* k_norm, float eps, const int32_t* positions, const RopeParams& p, cudaStream_t stream) {
+    if (n_tok <= 0) return;
+    if (n_tok * (n_head_q + n_head_k) > INT32_MAX) throw Error("CUDA qk_norm_rope: too many rows.");
+    const RopePartialArgs a = rope_args(p, head_dim, 0, int64_t(n_head_q) * head_dim, false);
+    const int threads = (head_dim / 2 + 31) / 32 * 32;
+    qk_norm_rope_kernel<<<unsigned(n_tok * (n_head_q + n_head_k)), threads, 0, stream>>>(q, k, n_head_q, n_head_k, q_norm,
+                                                                                        k_norm, eps, positions, a);
+    check_launch("qk_norm_rope_kernel");
 }
 
 }  // namespace ds4::cuda

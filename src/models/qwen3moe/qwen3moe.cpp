@@ -122,27 +122,26 @@ public:
 
         for (size_t l = 0; l < layers_.size(); ++l) {
             const Layer& L = layers_[l];
-            be.rms_norm(x, &L.attn_norm, hp_.rms_eps, E, h);
+            // The previous block's MoE output joins the residual in the same
+            // pass as this block's norm.
+            if (l == 0) be.rms_norm(x, &L.attn_norm, hp_.rms_eps, E, h);
+            else be.add_rms_norm(x, proj, &L.attn_norm, hp_.rms_eps, h);
             project(be, L.q, h, q);
             project(be, L.k, h, k);
             project(be, L.v, h, v);
-            be.rms_norm(q, &L.q_norm, hp_.rms_eps, hp_.head_dim_k, q);
-            be.rms_norm(k, &L.k_norm, hp_.rms_eps, hp_.head_dim_k, k);
-            be.rope(q, hp_.head_dim_k, positions, hp_.rope);
-            be.rope(k, hp_.head_dim_k, positions, hp_.rope);
+            be.qk_norm_rope(q, k, L.q_norm, L.k_norm, hp_.rms_eps, hp_.head_dim_k, positions, hp_.rope);
             be.kv_store(state.k[l], state.v[l], k, v, in.cache);
             be.attention(q, state.k[l], state.v[l], in.cache, ap, attn);
             project(be, L.o, attn, proj);
-            be.add(x, proj, x);
 
-            be.rms_norm(x, &L.ffn_norm, hp_.rms_eps, E, h);
+            be.add_rms_norm(x, proj, &L.ffn_norm, hp_.rms_eps, h);
             be.matmul(L.gate_inp, h, router);
             Routing r = be.route_softmax_topk(router, hp_.n_expert_used, true, hp_.expert_weights_scale);
             const ExpertMatrices m = expert_source().resolve(be, L.experts, r);
             be.moe_swiglu(h, r, m.gate, m.up, m.down, m.scale_of(m.gate_scale), m.scale_of(m.up_scale),
                           m.scale_of(m.down_scale), proj);
-            be.add(x, proj, x);
         }
+        if (!layers_.empty()) be.add(x, proj, x);  // the last block's MoE output
         if (!info_.layers.has_output(info_.n_layer)) return x;  // the next stage continues from here
 
         Tensor last = be.alloc(in.n_logits, E);
