@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <openssl/err.h>
+#include <sys/socket.h>
 
 #include <cstdio>
 #include <mutex>
@@ -95,6 +96,13 @@ struct Server::Impl {
         const size_t workers = static_cast<size_t>(opts.parallel) + std::min<size_t>(opts.max_queue, 64) + 4;
         httplib::Server& http = *this->http;
         http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+        // httplib's default also sets SO_REUSEPORT, which lets a second
+        // server bind this port and silently take half its connections;
+        // SO_REUSEADDR alone still lets a restarted server bind at once.
+        http.set_socket_options([](socket_t sock) {
+            int yes = 1;
+            ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        });
         http.set_payload_max_length(opts.max_body_bytes);
         http.set_read_timeout(10, 0);  // a client that stalls mid-request is dropped
         http.set_write_timeout(30, 0);
