@@ -66,6 +66,18 @@ grep -q "ssl-cert-file" "$WORK/err" || fail "a certificate that is not PEM: $(ca
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run 1 "not a model" -m "$MODEL" --backend cpu --api-key-file "$WORK/keys" --port "$port"
 grep -qi "gguf\|model" "$WORK/err" || fail "a broken model's sentence does not say what is wrong: $(cat "$WORK/err")"
+# A port another ds4-server holds (listening while it loads): exit 1 with
+# one sentence, not a second listener sharing the port.
+DS4_TEST_LOAD_DELAY_MS=20000 "$S" -m "$MODEL" --backend cpu --port "$port" </dev/null >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 100); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 503 ] && break
+    sleep 0.05
+done
+run 1 "port in use" -m "$MODEL" --backend cpu --port "$port"
+grep -q "cannot listen" "$WORK/err" || fail "a port in use: $(cat "$WORK/err")"
+kill -9 "$holder"
+wait "$holder" 2>/dev/null
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "server args: ok"
