@@ -1,6 +1,8 @@
 #include "cli/server_options.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 
@@ -17,6 +19,45 @@ void check_key(const std::string& where, const std::string& k) {
     if (k.empty()) throw UsageError(where + " holds an empty API key");
     for (unsigned char c : k)
         if (c <= 0x20 || c >= 0x7f) throw UsageError(where + " holds an API key with a space or non-ASCII character");
+}
+
+// A browser origin for --cors: "*", or scheme://host[:port] exactly as a
+// browser sends it in Origin (lowercase, no path: "https://a.example/"
+// would never match, so it is refused rather than silently useless).
+std::string check_origin(const std::string& o) {
+    if (o == "*") return o;
+    std::string low;
+    for (unsigned char c : o) low += static_cast<char>(std::tolower(c));
+    const size_t sep = low.find("://");
+    const auto bad = [&](const std::string& why) {
+        return UsageError("--cors: " + quote_value(o) + " " + why + "; an origin is scheme://host[:port], e.g. https://app.example.com");
+    };
+    if (sep == std::string::npos || sep == 0 || !std::isalpha(static_cast<unsigned char>(low[0])))
+        throw bad("is not an origin");
+    for (size_t i = 0; i < sep; ++i)
+        if (!std::isalnum(static_cast<unsigned char>(low[i])) && low[i] != '+' && low[i] != '-' && low[i] != '.')
+            throw bad("has a malformed scheme");
+    const std::string rest = low.substr(sep + 3);
+    if (rest.empty()) throw bad("has no host");
+    for (unsigned char c : rest) {
+        if (c == '/' || c == '?' || c == '#') throw bad("has a path");
+        if (c <= 0x20 || c >= 0x7f || c == ',' || c == '*') throw bad("holds a character an origin cannot");
+    }
+    if (const size_t colon = rest.rfind(':'); colon != std::string::npos && rest.back() != ']') {
+        const std::string port = rest.substr(colon + 1);
+        if (colon == 0 || port.empty() || port.find_first_not_of("0123456789") != std::string::npos)
+            throw bad("has a malformed port");
+    }
+    return low;
+}
+
+// A file the server reads at start (TLS): refused now, before the model
+// loads, rather than after minutes of loading.
+void check_readable(const char* flag, const std::string& path) {
+    std::error_code ec;
+    std::ifstream in(path);
+    if (path.empty() || !std::filesystem::is_regular_file(path, ec) || !in)
+        throw UsageError(std::string(flag) + ": cannot read " + quote_value(path));
 }
 
 }  // namespace
@@ -46,12 +87,21 @@ std::string server_help_text() {
   --api-key-file FILE      one key per line
   --max-body-mb N          largest request body (default 8); larger: 413
   --alias NAME             the model id clients see (default: the file name)
+  --shutdown-timeout S     at SIGINT/SIGTERM: refuse new requests (503), give
+                           those in flight up to S seconds to finish, then cancel
+                           the rest (default 30; 0: cancel at once; so does a
+                           second signal)
+  --cors ORIGIN            let web pages from ORIGIN (scheme://host[:port]) call
+                           the API from a browser; repeatable; * for any origin
+  --ssl-cert-file FILE     serve HTTPS with this PEM certificate (chain) and
+  --ssl-key-file FILE      this PEM private key (both or neither)
   -h, --help | --version
 )" + ssd_help_text() + pipeline_help_text(/*with_worker=*/false) + R"(
-endpoints: GET /health (503 while the model loads), GET /metrics (Prometheus),
-GET /v1/models, POST /v1/chat/completions, POST /v1/completions (OpenAI
-shapes), POST /v1/messages, POST /v1/messages/count_tokens (Anthropic
-shapes); "stream": true for Server-Sent Events
+endpoints: GET /health (503 while the model loads and while stopping), GET
+/metrics (Prometheus), GET /v1/models, POST /v1/chat/completions, POST
+/v1/completions (OpenAI shapes), POST /v1/messages, POST
+/v1/messages/count_tokens (Anthropic shapes); "stream": true for Server-Sent
+Events
 exit status: 0 stopped by SIGINT/SIGTERM, 1 the model or the port failed, 2 bad command line
 )";
 }
@@ -60,8 +110,9 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     ServerCliOptions o;
     struct {
         std::string model, backend, threads, chat_template, ctx, parallel, prefill_chunk, max_queue, cache_ram_mb,
-            kv_disk_dir, kv_disk_space_mb, kv_disk_compression, host, port, api_key_file, max_body_mb, alias;
-        std::vector<std::string> api_keys;
+            kv_disk_dir, kv_disk_space_mb, kv_disk_compression, host, port, api_key_file, max_body_mb, alias,
+            shutdown_timeout, ssl_cert_file, ssl_key_file;
+        std::vector<std::string> api_keys, cors;
         int check_tensors = 0, help = 0, version = 0;
         PipelineRawFlags pipeline;
         SsdRawFlags ssd;
@@ -90,6 +141,10 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     app.add_option("--api-key-file", raw.api_key_file);
     app.add_option("--max-body-mb", raw.max_body_mb);
     app.add_option("--alias", raw.alias);
+    app.add_option("--shutdown-timeout", raw.shutdown_timeout);
+    app.add_option("--cors", raw.cors)->take_all();
+    app.add_option("--ssl-cert-file", raw.ssl_cert_file);
+    app.add_option("--ssl-key-file", raw.ssl_key_file);
     add_pipeline_flags(app, raw.pipeline);
     add_ssd_flags(app, raw.ssd);
     std::vector<std::string> args;
@@ -158,6 +213,23 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     }
     if (given("--max-body-mb")) o.max_body_mb = uint64_t(parse_int_value("--max-body-mb", raw.max_body_mb, 1, 4096));
     if (given("--alias")) o.alias = raw.alias;
+    if (given("--shutdown-timeout")) {
+        o.shutdown_timeout = parse_float_value("--shutdown-timeout", raw.shutdown_timeout);
+        if (o.shutdown_timeout < 0 || o.shutdown_timeout > 86400)
+            throw UsageError("--shutdown-timeout must be 0 to 86400 seconds, got " + quote_value(raw.shutdown_timeout));
+    }
+    for (const std::string& origin : raw.cors) o.cors_origins.push_back(check_origin(origin));
+    if (o.cors_origins.size() > 1 && std::find(o.cors_origins.begin(), o.cors_origins.end(), "*") != o.cors_origins.end())
+        throw UsageError("--cors * already allows every origin; give no other --cors with it");
+    if (given("--ssl-cert-file") != given("--ssl-key-file"))
+        throw UsageError(std::string(given("--ssl-cert-file") ? "--ssl-cert-file needs --ssl-key-file"
+                                                              : "--ssl-key-file needs --ssl-cert-file"));
+    if (given("--ssl-cert-file")) {
+        check_readable("--ssl-cert-file", raw.ssl_cert_file);
+        check_readable("--ssl-key-file", raw.ssl_key_file);
+        o.ssl_cert_file = raw.ssl_cert_file;
+        o.ssl_key_file = raw.ssl_key_file;
+    }
     parse_ssd_values(raw.ssd, given, o.ssd);
     parse_pipeline_values(raw.pipeline, given, o);
     check_pipeline_flags(o, given, {"coordinator"});

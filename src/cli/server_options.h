@@ -32,6 +32,9 @@ struct ServerCliOptions : PipelineFlags {
     std::vector<std::string> api_keys;      // --api-key (repeatable) and --api-key-file lines
     uint64_t max_body_mb = 8;               // --max-body-mb
     std::string alias;                      // --alias: the model id clients see ("" = the file name)
+    double shutdown_timeout = 30;           // --shutdown-timeout: seconds in-flight requests get at SIGTERM
+    std::vector<std::string> cors_origins;  // --cors (repeatable; "*" alone: any origin)
+    std::string ssl_cert_file, ssl_key_file;  // --ssl-cert-file, --ssl-key-file (both or neither)
     SsdStreaming ssd;                       // --ssd-streaming and its flags
     bool help = false, version = false;
 };

@@ -1,7 +1,10 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <openssl/err.h>
+#include <sys/socket.h>
 
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -10,6 +13,8 @@
 #include "engine/engine.h"
 #include "mapping/model_identity.h"
 #include "server/api_error.h"
+#include "server/cors.h"
+#include "server/drain_gate.h"
 #include "server/server_context.h"
 
 namespace ds4 {
@@ -27,17 +32,47 @@ std::string endpoint_label(const std::string& path) {
     return "other";
 }
 
+// HTTP, or HTTPS when the options name a certificate and key. httplib's
+// SSLServer reads the files itself; one that is not PEM, or a key that does
+// not match the certificate, leaves it invalid: one sentence with OpenSSL's
+// reason, before anything is loaded.
+std::unique_ptr<httplib::Server> make_listener(const ServerOptions& o) {
+    if (o.ssl_cert_file.empty()) return std::make_unique<httplib::Server>();
+    ERR_clear_error();
+    auto s = std::make_unique<httplib::SSLServer>(o.ssl_cert_file.c_str(), o.ssl_key_file.c_str());
+    if (s->is_valid()) return s;
+    const unsigned long e = ERR_peek_last_error();
+    const char* why = e ? ERR_reason_error_string(e) : nullptr;
+    throw UsageError("--ssl-cert-file " + o.ssl_cert_file + " and --ssl-key-file " + o.ssl_key_file +
+                     " are not a PEM certificate and its private key" + (why ? std::string(" (") + why + ")" : "") + ".");
+}
+
+// The pre-routing handler and the logger of one request run on the same
+// worker thread, one request at a time: whether that request entered the
+// drain gate (so the logger lets it out).
+thread_local bool t_entered_gate = false;
+
+std::string seconds_text(std::chrono::milliseconds t) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%g s", double(t.count()) / 1000.0);
+    return s;
+}
+
 }  // namespace
 
 struct Server::Impl {
     ServerContext ctx;
-    httplib::Server http;
+    CorsPolicy cors;
+    std::unique_ptr<httplib::Server> http;  // httplib::SSLServer with TLS
+    DrainGate gate;               // requests routed and not yet answered in full
     std::thread listener;
-    std::mutex mu;                // orders stop() against serve()'s start
+    std::thread drainer;          // at stop(): waits for the gate, cancels at the timeout, stops the listener
+    std::mutex mu;                // orders stop() against serve()'s start; guards the flags below
     bool stopping = false;        // stop() was called
+    bool cancelled_rest = false;  // what was in flight was cancelled
     std::atomic<bool> listening_done{false};
 
-    explicit Impl(const ServerOptions& o) : ctx(o) { routes(); }
+    explicit Impl(const ServerOptions& o) : ctx(o), cors(o.cors_origins), http(make_listener(o)) { routes(); }
 
     void send_error(const httplib::Request& req, httplib::Response& res, int status, const std::string& message) {
         res.status = status;
@@ -59,11 +94,31 @@ struct Server::Impl {
         const ServerOptions& opts = ctx.opts;
         // Enough workers for every slot's stream plus the queue's waiters.
         const size_t workers = static_cast<size_t>(opts.parallel) + std::min<size_t>(opts.max_queue, 64) + 4;
+        httplib::Server& http = *this->http;
         http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+        // httplib's default also sets SO_REUSEPORT, which lets a second
+        // server bind this port and silently take half its connections;
+        // SO_REUSEADDR alone still lets a restarted server bind at once.
+        http.set_socket_options([](socket_t sock) {
+            int yes = 1;
+            ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        });
         http.set_payload_max_length(opts.max_body_bytes);
         http.set_read_timeout(10, 0);  // a client that stalls mid-request is dropped
         http.set_write_timeout(30, 0);
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+            if (!gate.enter()) {  // stopping: the listener still accepts until the drain ends
+                if (req.path == "/health") {
+                    res.status = 503;
+                    res.set_content(R"({"status":"stopping"})", "application/json");
+                } else {
+                    send_error(req, res, 503, "the server is shutting down; retry when it is back or on another server.");
+                }
+                return httplib::Server::HandlerResponse::Handled;
+            }
+            t_entered_gate = true;
+            // Browsers send the preflight without the API key.
+            if (cors.answer_preflight(req, res)) return httplib::Server::HandlerResponse::Handled;
             if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
             send_error(req, res, 401, "a valid API key is required (Authorization: Bearer KEY or x-api-key: KEY).");
             return httplib::Server::HandlerResponse::Handled;
@@ -78,9 +133,21 @@ struct Server::Impl {
                                                       : "the request could not be read.";
             send_error(req, res, res.status, m);
         });
+        // Every response, just before its headers are written.
+        http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+            cors.apply(req, res);  // errors too: a page can read why it was refused
+            if (gate.closed()) {  // stopping: no request after this one on the connection
+                res.headers.erase("Keep-Alive");
+                res.set_header("Connection", "close");
+            }
+        });
         // Every response written, once, with the status sent.
         http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
             ctx.metrics.count_request(endpoint_label(req.path), res.status);
+            if (t_entered_gate) {
+                t_entered_gate = false;
+                gate.leave();
+            }
         });
         http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
             if (!ctx.engine.load(std::memory_order_acquire)) {
@@ -104,12 +171,14 @@ struct Server::Impl {
     }
 
     void start() {
-        if (!http.bind_to_port(ctx.opts.host.c_str(), ctx.opts.port))
+        if (!http->bind_to_port(ctx.opts.host.c_str(), ctx.opts.port))
             throw Error("cannot listen on " + ctx.opts.host + ":" + std::to_string(ctx.opts.port) +
                         " (address in use, or not an address of this machine).");
         // No line yet: a model that fails to load is one sentence alone.
         listener = std::thread([this] {
-            http.listen_after_bind();
+            // Returns after stop() once every connection's handler has
+            // returned: each response in flight was written whole.
+            http->listen_after_bind();
             listening_done = true;
         });
     }
@@ -139,23 +208,83 @@ struct Server::Impl {
                          std::to_string(ctx.opts.kv_disk_bytes >> 20) + " MiB (" + ctx.opts.kv_disk_compression + ")");
             // Logged before /health can say ok, so the line is there for
             // whoever saw the 200.
-            log_info("ds4-server: listening on http://" + ctx.opts.host + ":" + std::to_string(ctx.opts.port) + " (" +
+            log_info(std::string("ds4-server: listening on ") + (ctx.opts.ssl_cert_file.empty() ? "http" : "https") +
+                     "://" + ctx.opts.host + ":" + std::to_string(ctx.opts.port) + " (" +
                      std::to_string(ctx.opts.parallel) + " slots of " + std::to_string(ctx.opts.n_ctx) +
                      " tokens; GET /health answered 503 while the model loaded)");
             ctx.engine.store(&engine, std::memory_order_release);
         }
         // The scheduler runs until the listener has stopped: handlers still
-        // in flight at stop() wait for their cancelled generations to end.
+        // in flight at stop() wait for their generations to end (finished,
+        // or cancelled at the shutdown timeout).
         ctx.scheduler->serve([this] { return listening_done.load(); });
     }
 
-    void stop() {
+    void stop(bool now) {
         std::lock_guard<std::mutex> lock(mu);
-        stopping = true;
-        // Requests in flight end as cancelled (their HTTP threads answer),
-        // then the listener stops; serve() stops the scheduler's loop last.
-        if (ctx.scheduler) ctx.scheduler->cancel_all();
-        http.stop();
+        if (!stopping) {
+            stopping = true;
+            gate.close();
+            if (!ctx.scheduler) {  // still loading: nothing generates, nothing to wait for
+                http->stop();
+                return;
+            }
+            if (!now && ctx.opts.shutdown_timeout.count() > 0)
+                log_info("ds4-server: stopping: " + std::to_string(in_flight()) + " requests in flight get up to " +
+                         seconds_text(ctx.opts.shutdown_timeout) + " to finish");
+            drainer = std::thread([this] { drain(); });
+        }
+        if (now || ctx.opts.shutdown_timeout.count() == 0) cancel_rest();
+    }
+
+    int in_flight() const {
+        const SchedulerStats s = ctx.scheduler->stats();
+        return s.active + static_cast<int>(s.queued);
+    }
+
+    // The drainer: the requests routed before stop() finish, or are
+    // cancelled at the timeout and answer as their API ends a cancelled
+    // generation; then the listener stops.
+    void drain() {
+        using Clock = std::chrono::steady_clock;
+        if (!gate.wait_idle_until(Clock::now() + ctx.opts.shutdown_timeout)) {
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                cancel_rest();
+            }
+            // A cancelled generation ends at the scheduler's next step; a
+            // client that stopped reading holds its answer up to the write
+            // timeout (30 s).
+            if (!gate.wait_idle_until(Clock::now() + std::chrono::seconds(40)))
+                log_warning("ds4-server: " + std::to_string(gate.in_flight()) +
+                            " responses still unwritten after the cancel; stopping without them");
+        }
+        http->stop();
+    }
+
+    // With mu held. Generations end as cancelled at the scheduler's next
+    // step; those submitted after this by requests routed before stop()
+    // are cancelled at once (ServerContext::submit).
+    void cancel_rest() {
+        if (cancelled_rest) return;
+        cancelled_rest = true;
+        ctx.cancelling = true;
+        if (const int n = in_flight(); n > 0)
+            log_info("ds4-server: cancelling " + std::to_string(n) + " requests still in flight");
+        ctx.scheduler->cancel_all();
+    }
+
+    // After the listener stopped: the disk KV cache's queued writes reach
+    // the disk before the program says it stopped.
+    void finish() {
+        if (drainer.joinable()) drainer.join();
+        if (!ctx.scheduler) return;
+        const PrefixCache* cache = ctx.scheduler->prefix_cache();
+        if (!cache || !cache->disk()) return;
+        cache->disk()->flush();
+        const SnapshotDiskStats d = cache->disk()->stats();
+        log_info("ds4-server: KV cache on disk in " + ctx.opts.kv_disk_dir + " flushed: " + std::to_string(d.files) +
+                 " snapshots, " + std::to_string(d.bytes >> 20) + " MiB");
     }
 
 
@@ -165,7 +294,7 @@ struct Server::Impl {
     void join_listener() {
         if (!listener.joinable()) return;
         while (!listening_done) {
-            http.stop();
+            http->stop();
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
         listener.join();
@@ -177,6 +306,7 @@ Server::Server(const ServerOptions& options) : impl_(std::make_unique<Impl>(opti
 Server::~Server() {
     stop();
     impl_->join_listener();
+    if (impl_->drainer.joinable()) impl_->drainer.join();
 }
 
 void Server::start() { impl_->start(); }
@@ -184,8 +314,11 @@ void Server::start() { impl_->start(); }
 void Server::serve(const Engine& engine) {
     impl_->serve(engine);
     impl_->join_listener();
+    impl_->finish();
 }
 
-void Server::stop() { impl_->stop(); }
+void Server::stop() { impl_->stop(false); }
+
+void Server::stop_now() { impl_->stop(true); }
 
 }  // namespace ds4

@@ -7,10 +7,13 @@
 //
 // The listener starts before the model loads, so GET /health can say
 // "loading" (503) until the engine arrives, then 200; other endpoints
-// answer 503 until then.
+// answer 503 until then. It speaks HTTPS with a certificate and key
+// (httplib's SSLServer), and CORS for browser pages when origins are given
+// (cors.h). Stopping drains: see stop().
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <functional>
@@ -35,6 +38,11 @@ struct ServerOptions {
     uint64_t kv_disk_bytes = 0;
     std::string kv_disk_compression = "zstd";
     std::string model_id;               // what /v1/models lists and responses echo
+    // At stop(): how long requests in flight may still run before they are
+    // cancelled (0: cancelled at once).
+    std::chrono::milliseconds shutdown_timeout{30000};
+    std::vector<std::string> cors_origins;    // checked origins, or "*" alone; empty: no CORS headers
+    std::string ssl_cert_file, ssl_key_file;  // PEM files: HTTPS instead of HTTP
     // More /metrics series from outside the server (a pipeline
     // coordinator's per-hop telemetry); called on the HTTP threads.
     std::function<std::string()> extra_metrics;
@@ -42,6 +50,8 @@ struct ServerOptions {
 
 class Server {
 public:
+    // Throws ds4::UsageError when the TLS files hold no usable certificate
+    // and matching key (a bad command line: nothing is loaded yet).
     explicit Server(const ServerOptions& options);
     ~Server();
     Server(const Server&) = delete;
@@ -54,9 +64,14 @@ public:
     // on the calling thread and returns once the listener has stopped.
     // Returns at once when stop() came first (a signal during the load).
     void serve(const Engine& engine);
-    // From any thread (a signal watcher): stops accepting, cancels what is
-    // in flight, and makes serve() return.
+    // From any thread (a signal watcher): new requests get 503, the
+    // requests in flight may finish for up to shutdown_timeout, then the
+    // rest are cancelled (each ends as its API ends a cancelled
+    // generation); once every response is written the listener stops, and
+    // serve() returns after the disk KV cache is flushed.
     void stop();
+    // As stop(), cancelling what is in flight at once (a second signal).
+    void stop_now();
 
 private:
     struct Impl;

@@ -61,6 +61,9 @@ std::shared_ptr<Generation> ServerContext::submit(std::vector<int32_t> prompt, c
     };
     try {
         sid = scheduler->submit(std::move(r));
+        // A handler that read its request before the shutdown's cancel_all()
+        // may submit after it: its generation is cancelled too.
+        if (cancelling.load()) scheduler->cancel(sid);
     } catch (const QueueFull& e) {
         res.set_header("Retry-After", "1");
         throw ApiError(429, e.what());

@@ -79,6 +79,9 @@ struct ServerContext {
     // The sampled text of recent replies' tool calls, by call id.
     ToolCallMemory tool_memory;
     std::atomic<uint64_t> next_request{1};
+    // Set when a stopping server cancels what is in flight: generations
+    // submitted afterwards (by requests routed before the stop) end at once.
+    std::atomic<bool> cancelling{false};
 
     // The engine, or ApiError(503) while it loads.
     const Engine& ready() const;

@@ -2,7 +2,8 @@
 # are set): a temporary folder removed at exit with any server still
 # running, a free loopback port, and starting a server that is ready.
 #   start_server ARGS...  ds4-server -m ... ARGS on $port (log in $tmp/log),
-#                         returns once /health answers 200; sets pid, base
+#                         returns once $base/health answers 200; sets pid
+#                         (an HTTPS server: set base, and cacert to its CA)
 #   stop_server           SIGTERM, then waits for the exit
 tmp=$(mktemp -d)
 pid=
@@ -16,7 +17,7 @@ start_server() {
   "$bin/ds4-server" --port "$port" "$@" >"$tmp/log" 2>&1 &
   pid=$!
   for _ in $(seq 600); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 200 ] && return 0
+    [ "$(curl -s ${cacert:+--cacert "$cacert"} -o /dev/null -w '%{http_code}' "$base/health")" = 200 ] && return 0
     kill -0 "$pid" 2>/dev/null || fail "the server exited at start"
     sleep 0.1
   done

@@ -51,10 +51,33 @@ run 2 "missing key file" -m "$MODEL" --api-key-file "$WORK/absent"
 run 2 "bad key in file" -m "$MODEL" --api-key-file "$WORK/badkeys"
 run 2 "empty key file" -m "$MODEL" --api-key-file "$WORK/nokeys"
 run 2 "value missing" -m "$MODEL" --port
+run 2 "negative shutdown timeout" -m "$MODEL" --shutdown-timeout -1
+run 2 "shutdown timeout not a number" -m "$MODEL" --shutdown-timeout soon
+run 2 "cors not an origin" -m "$MODEL" --cors example.com
+run 2 "cors origin with a path" -m "$MODEL" --cors https://example.com/
+run 2 "cors * and an origin" -m "$MODEL" --cors '*' --cors https://example.com
+run 2 "certificate without key" -m "$MODEL" --ssl-cert-file "$WORK/keys"
+run 2 "key without certificate" -m "$MODEL" --ssl-key-file "$WORK/keys"
+run 2 "unreadable certificate" -m "$MODEL" --ssl-cert-file "$WORK/absent.pem" --ssl-key-file "$WORK/keys"
+# Readable but not PEM: refused by the TLS layer, still before the model is read.
+run 2 "certificate not PEM" -m "$MODEL" --ssl-cert-file "$WORK/keys" --ssl-key-file "$WORK/keys"
+grep -q "ssl-cert-file" "$WORK/err" || fail "a certificate that is not PEM: $(cat "$WORK/err")"
 # The listener starts before the load (GET /health: 503 loading): a free port.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run 1 "not a model" -m "$MODEL" --backend cpu --api-key-file "$WORK/keys" --port "$port"
 grep -qi "gguf\|model" "$WORK/err" || fail "a broken model's sentence does not say what is wrong: $(cat "$WORK/err")"
+# A port another ds4-server holds (listening while it loads): exit 1 with
+# one sentence, not a second listener sharing the port.
+DS4_TEST_LOAD_DELAY_MS=20000 "$S" -m "$MODEL" --backend cpu --port "$port" </dev/null >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 100); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 503 ] && break
+    sleep 0.05
+done
+run 1 "port in use" -m "$MODEL" --backend cpu --port "$port"
+grep -q "cannot listen" "$WORK/err" || fail "a port in use: $(cat "$WORK/err")"
+kill -9 "$holder"
+wait "$holder" 2>/dev/null
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "server args: ok"

@@ -21,9 +21,10 @@
 
 namespace {
 
-// SIGINT/SIGTERM only set a flag; a watcher thread stops the server.
-volatile std::sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
+// SIGINT/SIGTERM only count; a watcher thread stops the server: the first
+// lets requests in flight finish (--shutdown-timeout), a second cancels them.
+volatile std::sig_atomic_t g_signals = 0;
+void on_signal(int) { g_signals = g_signals + 1; }
 
 }  // namespace
 
@@ -73,6 +74,10 @@ int main(int argc, char** argv) {
         so.kv_disk_bytes = o.kv_disk_space_mb << 20;
         so.kv_disk_compression = o.kv_disk_compression;
         so.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
+        so.shutdown_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_timeout * 1000.0 + 0.5));
+        so.cors_origins = o.cors_origins;
+        so.ssl_cert_file = o.ssl_cert_file;
+        so.ssl_key_file = o.ssl_key_file;
         // A coordinator's per-hop telemetry in /metrics (made before the
         // server, so it outlives every scrape).
         std::shared_ptr<ds4::HopStats> hop_stats;
@@ -91,20 +96,34 @@ int main(int argc, char** argv) {
         // and the coordinator the engine's route.
         std::unique_ptr<ds4::Coordinator> coordinator;
         std::unique_ptr<ds4::Engine> engine;
-        ds4::Server server(so);
+        std::unique_ptr<ds4::Server> made;
+        try {
+            made = std::make_unique<ds4::Server>(so);
+        } catch (const ds4::UsageError& e) {  // the TLS files: a bad command line, before any load
+            std::fprintf(stderr, "ds4-server: %s\n", e.what());
+            return 2;
+        }
+        ds4::Server& server = *made;
         // Listening first: GET /health answers 503 while the model loads.
         server.start();
+        std::atomic<bool> leaving{false};  // this scope is ending: the watcher stops too
         std::thread watcher([&] {
-            while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            auto wait_for_signal = [&](int n) {
+                while (g_signals < n && !leaving) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                return g_signals >= n;
+            };
+            wait_for_signal(1);
             server.stop();
+            if (wait_for_signal(2)) server.stop_now();
         });
         struct StopWatcher {  // on every way out of this scope
             std::thread& t;
+            std::atomic<bool>& leaving;
             ~StopWatcher() {
-                g_stop = 1;
+                leaving = true;
                 t.join();
             }
-        } stop_watcher{watcher};
+        } stop_watcher{watcher, leaving};
 
         ds4::EngineOptions e;
         e.model = o.model;
