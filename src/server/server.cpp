@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "mapping/model_identity.h"
 #include "server/api_error.h"
+#include "server/request_framing.h"
 #include "server/server_context.h"
 
 namespace ds4 {
@@ -64,14 +65,22 @@ struct Server::Impl {
         http.set_read_timeout(10, 0);  // a client that stalls mid-request is dropped
         http.set_write_timeout(30, 0);
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-            if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-            send_error(req, res, 401, "a valid API key is required (Authorization: Bearer KEY or x-api-key: KEY).");
+            read_body_as_is(req);
+            if (!authorized(req)) {
+                send_error(req, res, 401, "a valid API key is required (Authorization: Bearer KEY or x-api-key: KEY).");
+            } else if (const auto refusal = framing_refusal(req)) {
+                send_error(req, res, refusal->status, refusal->message);
+                if (refusal->status == 415) res.set_header("Accept-Encoding", "identity");
+            } else {
+                return httplib::Server::HandlerResponse::Unhandled;
+            }
+            if (carries_body(req)) close_after(res);  // the body is not read
             return httplib::Server::HandlerResponse::Handled;
         });
         // Statuses httplib sets itself (404, 413, 400 for a malformed
         // request line) get the same JSON error shapes.
         http.set_error_handler([this, &opts](const httplib::Request& req, httplib::Response& res) {
-            if (!res.body.empty()) return;
+            if (!res.body.empty() || res.content_length_ > 0) return;  // answered already (close_after)
             const std::string m = res.status == 404   ? "no endpoint " + req.method + " " + req.path + "."
                                   : res.status == 413 ? "the request body exceeds " + std::to_string(opts.max_body_bytes) + " bytes."
                                   : res.status == 405 ? "method not allowed."
