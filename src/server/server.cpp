@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <mutex>
 #include <thread>
@@ -37,6 +38,7 @@ struct Server::Impl {
     std::mutex mu;                // orders stop() against serve()'s start
     bool stopping = false;        // stop() was called
     std::atomic<bool> listening_done{false};
+    int listen_fd = -1;           // the listening socket, once bound
 
     explicit Impl(const ServerOptions& o) : ctx(o) { routes(); }
 
@@ -62,6 +64,16 @@ struct Server::Impl {
         const size_t workers = static_cast<size_t>(opts.parallel) + std::min<size_t>(opts.max_queue, 64) + 4;
         http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
         http.set_payload_max_length(opts.max_body_bytes);
+        // httplib 0.11 listens with SO_REUSEPORT (a second server on the
+        // same port would bind too and take half its connections) and a
+        // backlog of 5 (a burst of clients overflows it: their SYNs are
+        // dropped and retried a second later). SO_REUSEADDR only here; the
+        // backlog is raised once bound (start()).
+        http.set_socket_options([this](socket_t fd) {
+            int yes = 1;
+            ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+            listen_fd = fd;
+        });
         http.set_read_timeout(10, 0);  // a client that stalls mid-request is dropped
         http.set_write_timeout(30, 0);
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -116,6 +128,7 @@ struct Server::Impl {
         if (!http.bind_to_port(ctx.opts.host.c_str(), ctx.opts.port))
             throw Error("cannot listen on " + ctx.opts.host + ":" + std::to_string(ctx.opts.port) +
                         " (address in use, or not an address of this machine).");
+        ::listen(listen_fd, SOMAXCONN);
         // No line yet: a model that fails to load is one sentence alone.
         listener = std::thread([this] {
             http.listen_after_bind();
