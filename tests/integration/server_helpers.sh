@@ -3,7 +3,7 @@
 # running, a free loopback port, and starting a server that is ready.
 #   start_server ARGS...  ds4-server -m ... ARGS on $port (log in $tmp/log),
 #                         returns once /health answers 200; sets pid, base
-#   stop_server           SIGTERM, then waits for the exit
+#   stop_server           SIGTERM, then waits for the exit, which must be 0
 tmp=$(mktemp -d)
 pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
@@ -24,7 +24,9 @@ start_server() {
 }
 
 stop_server() {
-  kill "$pid"
-  wait "$pid" || true
+  kill -TERM "$pid"
+  local rc=0
+  wait "$pid" || rc=$?
   pid=
+  [ "$rc" = 0 ] || fail "exit status $rc after SIGTERM, not 0"
 }
