@@ -44,7 +44,7 @@ if [[ "${DS4_SKIP_SANITIZE:-0}" != 1 ]]; then
         -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
   cmake --build build-asan -j"$jobs"
   step "ASan+UBSan tests"
-  # Every test again, but four that repeat paths others here cover: the
+  # Every test again, but five that repeat paths others here cover: the
   # 5,000-token llama.cpp comparison (the shorter DeepSeek V4 prompts take
   # the same code paths; ~12 minutes under ASan on two cores), DeepSeek
   # V4's batch of 5 slots (the batches of 2 and 16 run the same slot code;
@@ -53,11 +53,13 @@ if [[ "${DS4_SKIP_SANITIZE:-0}" != 1 ]]; then
   # test_server_pipeline) and the SSD-streaming script (~2 minutes in
   # Release, several times that here: its cache, reads and profile run under
   # ASan in the ExpertSource suites, experts_reader_test,
-  # experts_routing_profile_test and test_server_ssd_streaming). All four
-  # run in the Release step above.
+  # experts_routing_profile_test and test_server_ssd_streaming), and the
+  # server load test (60 s of clock whatever the build; its requests run
+  # under ASan in the other server scripts, the hostile one included). All
+  # five run in the Release step above.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
-    ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1800 -E '^(DeepSeek4\.LongPromptMatchesLlama|Slots/BatchedEqualsAlone\.DeepSeek4/5|integration_test_pipeline|integration_test_ssd_streaming)$'
+    ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1800 -E '^(DeepSeek4\.LongPromptMatchesLlama|Slots/BatchedEqualsAlone\.DeepSeek4/5|integration_test_pipeline|integration_test_ssd_streaming|integration_test_server_load)$'
 
   step "libFuzzer: GGUF reader, model loaders, server request parser"
   for target in fuzz_gguf fuzz_models fuzz_server_request; do

@@ -10,6 +10,9 @@ namespace ds4 {
 void bad_field(const std::string& param, const std::string& message) { throw ApiError(400, message, param); }
 
 json parse_json_object(const std::string& body) {
+    // nlohmann's parser ends the input at a NUL byte, which valid JSON never
+    // holds raw: "{...}\0anything" would pass.
+    if (body.find('\0') != std::string::npos) throw ApiError(400, "the request body is not valid JSON.");
     json j;
     try {
         j = json::parse(body);

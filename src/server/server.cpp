@@ -15,6 +15,7 @@
 #include "server/api_error.h"
 #include "server/cors.h"
 #include "server/drain_gate.h"
+#include "server/request_framing.h"
 #include "server/server_context.h"
 
 namespace ds4 {
@@ -71,6 +72,7 @@ struct Server::Impl {
     bool stopping = false;        // stop() was called
     bool cancelled_rest = false;  // what was in flight was cancelled
     std::atomic<bool> listening_done{false};
+    int listen_fd = -1;           // the listening socket, once bound
 
     explicit Impl(const ServerOptions& o) : ctx(o), cors(o.cors_origins), http(make_listener(o)) { routes(); }
 
@@ -96,14 +98,18 @@ struct Server::Impl {
         const size_t workers = static_cast<size_t>(opts.parallel) + std::min<size_t>(opts.max_queue, 64) + 4;
         httplib::Server& http = *this->http;
         http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
-        // httplib's default also sets SO_REUSEPORT, which lets a second
-        // server bind this port and silently take half its connections;
-        // SO_REUSEADDR alone still lets a restarted server bind at once.
-        http.set_socket_options([](socket_t sock) {
-            int yes = 1;
-            ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-        });
         http.set_payload_max_length(opts.max_body_bytes);
+        // httplib 0.11 listens with SO_REUSEPORT (a second server on the
+        // same port would bind too and take half its connections) and a
+        // backlog of 5 (a burst of clients overflows it: their SYNs are
+        // dropped and retried a second later). SO_REUSEADDR only here; the
+        // backlog is raised once bound (start()). SO_REUSEADDR alone still
+        // lets a restarted server bind at once.
+        http.set_socket_options([this](socket_t fd) {
+            int yes = 1;
+            ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+            listen_fd = fd;
+        });
         http.set_read_timeout(10, 0);  // a client that stalls mid-request is dropped
         http.set_write_timeout(30, 0);
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -114,19 +120,28 @@ struct Server::Impl {
                 } else {
                     send_error(req, res, 503, "the server is shutting down; retry when it is back or on another server.");
                 }
+                if (carries_body(req)) close_after(res);  // the body is not read
                 return httplib::Server::HandlerResponse::Handled;
             }
             t_entered_gate = true;
             // Browsers send the preflight without the API key.
             if (cors.answer_preflight(req, res)) return httplib::Server::HandlerResponse::Handled;
-            if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-            send_error(req, res, 401, "a valid API key is required (Authorization: Bearer KEY or x-api-key: KEY).");
+            read_body_as_is(req);
+            if (!authorized(req)) {
+                send_error(req, res, 401, "a valid API key is required (Authorization: Bearer KEY or x-api-key: KEY).");
+            } else if (const auto refusal = framing_refusal(req)) {
+                send_error(req, res, refusal->status, refusal->message);
+                if (refusal->status == 415) res.set_header("Accept-Encoding", "identity");
+            } else {
+                return httplib::Server::HandlerResponse::Unhandled;
+            }
+            if (carries_body(req)) close_after(res);  // the body is not read
             return httplib::Server::HandlerResponse::Handled;
         });
         // Statuses httplib sets itself (404, 413, 400 for a malformed
         // request line) get the same JSON error shapes.
         http.set_error_handler([this, &opts](const httplib::Request& req, httplib::Response& res) {
-            if (!res.body.empty()) return;
+            if (!res.body.empty() || res.content_length_ > 0) return;  // answered already (close_after)
             const std::string m = res.status == 404   ? "no endpoint " + req.method + " " + req.path + "."
                                   : res.status == 413 ? "the request body exceeds " + std::to_string(opts.max_body_bytes) + " bytes."
                                   : res.status == 405 ? "method not allowed."
@@ -174,6 +189,7 @@ struct Server::Impl {
         if (!http->bind_to_port(ctx.opts.host.c_str(), ctx.opts.port))
             throw Error("cannot listen on " + ctx.opts.host + ":" + std::to_string(ctx.opts.port) +
                         " (address in use, or not an address of this machine).");
+        ::listen(listen_fd, SOMAXCONN);
         // No line yet: a model that fails to load is one sentence alone.
         listener = std::thread([this] {
             // Returns after stop() once every connection's handler has

@@ -4,7 +4,7 @@
 #   start_server ARGS...  ds4-server -m ... ARGS on $port (log in $tmp/log),
 #                         returns once $base/health answers 200; sets pid
 #                         (an HTTPS server: set base, and cacert to its CA)
-#   stop_server           SIGTERM, then waits for the exit
+#   stop_server           SIGTERM, then waits for the exit, which must be 0
 tmp=$(mktemp -d)
 pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
@@ -25,7 +25,9 @@ start_server() {
 }
 
 stop_server() {
-  kill "$pid"
-  wait "$pid" || true
+  kill -TERM "$pid"
+  local rc=0
+  wait "$pid" || rc=$?
   pid=
+  [ "$rc" = 0 ] || fail "exit status $rc after SIGTERM, not 0"
 }

