@@ -28,14 +28,16 @@ timeout 200 ./cudabackend_model_test --gtest_filter="${DS4_MODEL_FILTER:-*Int8*:
 echo "model rc=$?" >> "$O/model.txt"
 grep -hE "^\[  (PASSED|FAILED) |rc=|Failure|worst|relative error|near-tie|int8" "$O/ops.txt" "$O/model.txt" | head -40 >> "$S"
 wait $synth; tail -1 "$O/synth-qwen3.log" >> "$S"
-for mode in int8 exact; do
-  flag=--int8-activations; [ $mode = exact ] && flag=
+# Modes: int8 / exact activations; "-nopdl" runs the same without programmatic dependent launch (DS4_CUDA_PDL=0).
+for mode in ${DS4_BENCH_MODES:-int8 exact}; do
+  flag=--int8-activations; [ "${mode%-nopdl}" = exact ] && flag=
+  pdl=1; [ "${mode%-nopdl}" != "$mode" ] && pdl=0
   [ "$(left)" -gt 60 ] || { echo "bench $mode skipped (deadline)" >> "$S"; continue; }
-  timeout $(( $(left) - 30 )) ./ds4-bench -m "$Q" --backend cuda $flag --ctx-start 512 --ctx-max 4096 --step-mul 8 \
-    --gen-tokens 128 --prefill-chunk 512 --json "$O/qwen3-$mode.json" > "$O/qwen3-$mode.csv" 2> "$O/qwen3-$mode.log"
+  DS4_CUDA_PDL=$pdl timeout $(( $(left) - 30 )) ./ds4-bench -m "$Q" --backend cuda $flag --ctx-start 512 --ctx-max 4096 \
+    --step-mul 8 --gen-tokens 128 --prefill-chunk 512 --json "$O/qwen3-$mode.json" > "$O/qwen3-$mode.csv" 2> "$O/qwen3-$mode.log"
   { echo "qwen3 q4_k_m, $mode:"; cat "$O/qwen3-$mode.csv"; grep -E "backend:|replayed|weights per" "$O/qwen3-$mode.log"; } >> "$S"
 done
-for mode in int8 exact; do
+for mode in ${DS4_PROFILE_MODES:-int8 exact}; do
   flag=--int8-activations; [ $mode = exact ] && flag=
   [ "$(left)" -gt 40 ] || { echo "profile $mode skipped (deadline)" >> "$S"; continue; }
   DS4_CUDA_PROFILE=1 timeout $(( $(left) - 10 )) ./ds4-bench -m "$Q" --backend cuda $flag --ctx-start 512 --ctx-max 512 \

@@ -11,6 +11,7 @@
 #include <cfloat>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 
 namespace ds4::cuda {
@@ -38,6 +39,7 @@ __global__ void attention_kernel(const float* __restrict__ q, const float* __res
                                  const float* __restrict__ vc, const int32_t* __restrict__ positions,
                                  const int32_t* __restrict__ slots, int64_t slot_rows, AttnArgs a,
                                  float* __restrict__ out, float* __restrict__ part_o, float* __restrict__ part_ml) {
+    wait_for_inputs();
     const int64_t t = blockIdx.x / a.n_head;
     // The row's own sequence: its slot's part of the caches.
     kc += int64_t(slots[t]) * slot_rows * a.ld_k;
@@ -141,6 +143,7 @@ __global__ void attention_kernel(const float* __restrict__ q, const float* __res
 // One block per (query row, head): merges its n_split partial results.
 __global__ void attention_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_ml, AttnArgs a,
                                        float* __restrict__ out) {
+    wait_for_inputs();
     const int64_t t = blockIdx.x / a.n_head;
     const int h = int(blockIdx.x % a.n_head);
     const int64_t base = int64_t(blockIdx.x) * a.n_split;
@@ -169,6 +172,7 @@ __global__ void attention_merge_kernel(const float* __restrict__ part_o, const f
 __global__ void kv_store_kernel(const float* __restrict__ k, int64_t k_cols, const float* __restrict__ v,
                                 int64_t v_cols, const int32_t* __restrict__ positions, const int32_t* __restrict__ slots,
                                 int64_t slot_rows, int64_t cache_rows, float* __restrict__ kc, float* __restrict__ vc) {
+    wait_for_inputs();
     const int64_t t = blockIdx.x;
     if (positions[t] < 0 || positions[t] >= slot_rows || slots[t] < 0) return;
     const int64_t pos = int64_t(slots[t]) * slot_rows + positions[t];
@@ -179,6 +183,7 @@ __global__ void kv_store_kernel(const float* __restrict__ k, int64_t k_cols, con
 
 __global__ void gather_rows_kernel(const float* __restrict__ src, int64_t src_rows, const int32_t* __restrict__ rows,
                                    int64_t cols, float* __restrict__ dst) {
+    wait_for_inputs();
     const int64_t i = blockIdx.x, r = rows[i];
     if (r < 0 || r >= src_rows) return;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dst[i * cols + c] = src[r * cols + c];
@@ -208,7 +213,7 @@ void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k
     const dim3 grid(unsigned(n_tok * p.n_head), unsigned(n_split));
     const int threads = 32 * kAttnWarps;
 #define DS4_ATTN(DPL) \
-    attention_kernel<DPL><<<grid, threads, 0, stream>>>(q, k_cache, v_cache, positions, slots, slot_rows, a, out, \
+    launch(attention_kernel<DPL>, grid, threads, 0, stream, q, k_cache, v_cache, positions, slots, slot_rows, a, out, \
                                                         part_o, part_ml)
     if (dmax <= 32) DS4_ATTN(1);
     else if (dmax <= 64) DS4_ATTN(2);
@@ -219,7 +224,7 @@ void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k
 #undef DS4_ATTN
     check_launch("attention_kernel");
     if (n_split > 1) {
-        attention_merge_kernel<<<unsigned(n_tok * p.n_head), 128, 0, stream>>>(part_o, part_ml, a, out);
+        launch(attention_merge_kernel, unsigned(n_tok * p.n_head), 128, 0, stream, part_o, part_ml, a, out);
         check_launch("attention_merge_kernel");
     }
 }
@@ -228,7 +233,7 @@ void kv_store(const float* k, int64_t k_cols, const float* v, int64_t v_cols, co
               const int32_t* slots, int64_t slot_rows, int64_t n_tok, int64_t cache_rows, float* k_cache,
               float* v_cache, cudaStream_t stream) {
     if (n_tok <= 0) return;
-    kv_store_kernel<<<unsigned(n_tok), 256, 0, stream>>>(k, k_cols, v, v_cols, positions, slots, slot_rows, cache_rows,
+    launch(kv_store_kernel, unsigned(n_tok), 256, 0, stream, k, k_cols, v, v_cols, positions, slots, slot_rows, cache_rows,
                                                          k_cache, v_cache);
     check_launch("kv_store_kernel");
 }
@@ -236,7 +241,7 @@ void kv_store(const float* k, int64_t k_cols, const float* v, int64_t v_cols, co
 void gather_rows(const float* src, int64_t src_rows, const int32_t* rows, int64_t n, int64_t cols, float* dst,
                  cudaStream_t stream) {
     if (n <= 0) return;
-    gather_rows_kernel<<<unsigned(n), 256, 0, stream>>>(src, src_rows, rows, cols, dst);
+    launch(gather_rows_kernel, unsigned(n), 256, 0, stream, src, src_rows, rows, cols, dst);
     check_launch("gather_rows_kernel");
 }
 

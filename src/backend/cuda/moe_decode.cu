@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <climits>
 
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_decode.cuh"
 #include "backend/cuda/warp_dot.cuh"
@@ -53,6 +54,7 @@ template <bool kSoftmax>
 __global__ void route_kernel(const float* __restrict__ logits, int n_exp, int n_used, const float* __restrict__ bias,
                              const int32_t* __restrict__ forced, const int32_t* __restrict__ forced_rows, bool norm,
                              float w_scale, int32_t* experts, float* weights) {
+    wait_for_inputs();
     extern __shared__ float sh[];
     float* score = sh;         // n_exp
     float* sel = sh + n_exp;   // n_exp
@@ -143,6 +145,7 @@ template <GgmlType T, bool kWarpDot>
 __global__ void expert_matvec_kernel(const uint8_t* __restrict__ w, size_t matrix_bytes, size_t row_bytes, int64_t k,
                                      int64_t n_rows, const int32_t* __restrict__ experts, int x_div,
                                      const float* __restrict__ x, int64_t ld_x, float* __restrict__ y, int64_t ld_y) {
+    wait_for_inputs();
     const int p = blockIdx.y;
     const int64_t e = experts[p];
     float acc[1];
@@ -172,6 +175,7 @@ __device__ __forceinline__ float expert_factor(const float* s, int64_t n, int64_
 __global__ void expert_swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u,
                                      const int32_t* __restrict__ experts, int64_t n_pairs, int64_t n_ff, const float* gs,
                                      int64_t n_gs, const float* us, int64_t n_us, float limit, float* __restrict__ h) {
+    wait_for_inputs();
   for (int64_t p = blockIdx.y; p < n_pairs; p += gridDim.y) {
     const int64_t e = gs || us ? experts[p] : 0;
     const bool clamp = limit > 1e-6f;
@@ -193,6 +197,7 @@ __global__ void expert_swiglu_kernel(const float* __restrict__ g, const float* _
 __global__ void expert_combine_kernel(const float* __restrict__ d, const int32_t* __restrict__ experts, const float* __restrict__ weights,
                                       const float* ds, int64_t n_ds, int64_t n_tok, int n_used, int64_t n_embd,
                                       float* __restrict__ out) {
+    wait_for_inputs();
   for (int64_t t = blockIdx.y; t < n_tok; t += gridDim.y) {
     for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < n_embd; c += int64_t(gridDim.x) * blockDim.x) {
         float acc = 0.0f;
@@ -228,6 +233,7 @@ __global__ void __launch_bounds__(32 * kFusedWarps)
                           size_t row_bytes, int64_t k, int64_t n_ff, const int32_t* __restrict__ experts, int x_div,
                           const float* __restrict__ x, int64_t ld_x, const float* gs, int64_t n_gs, const float* us,
                           int64_t n_us, float limit, float* __restrict__ h) {
+    wait_for_inputs();
     const int lane = threadIdx.x & 31;
     const int64_t r = int64_t(blockIdx.x) * kFusedWarps + (threadIdx.x >> 5);
     const int64_t p = blockIdx.y;
@@ -275,6 +281,7 @@ __global__ void __launch_bounds__(32 * kFusedMaxSlots)
                                int64_t n_embd, const int32_t* __restrict__ experts,
                                const float* __restrict__ weights, const float* ds, int64_t n_ds, int n_used,
                                const float* __restrict__ h, float* __restrict__ out) {
+    wait_for_inputs();
     __shared__ float part[kFusedMaxSlots][kDownRows];
     const int lane = threadIdx.x & 31, j = threadIdx.x >> 5;
     const int64_t t = blockIdx.y, c0 = int64_t(blockIdx.x) * kDownRows;
@@ -332,11 +339,11 @@ void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, 
                     std::to_string(n_exp) + ".");
     const size_t shmem = sizeof(float) * 2 * size_t(n_exp);
     if (kind == RouteScore::Softmax)
-        route_kernel<true><<<unsigned(n_tok), kRouteThreads, shmem, stream>>>(logits, n_exp, n_used, bias, forced,
+        launch(route_kernel<true>, unsigned(n_tok), kRouteThreads, shmem, stream, logits, n_exp, n_used, bias, forced,
                                                                               forced_rows, norm, w_scale, experts,
                                                                               weights);
     else
-        route_kernel<false><<<unsigned(n_tok), kRouteThreads, shmem, stream>>>(logits, n_exp, n_used, bias, forced,
+        launch(route_kernel<false>, unsigned(n_tok), kRouteThreads, shmem, stream, logits, n_exp, n_used, bias, forced,
                                                                                forced_rows, norm, w_scale, experts,
                                                                                weights);
     check_launch("route_kernel");
@@ -359,12 +366,12 @@ void expert_matvec(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t 
             // Matrix e starts at w + e * matrix_bytes: aligned for the dot when matrices 0 and 1 are.
             if (warp_dot_usable(T, k, w, row_bytes, x, ld_x) && warp_dot_usable(T, k, w + matrix_bytes, row_bytes, x, ld_x)) {
                 const dim3 row_grid{unsigned(n_rows), unsigned(n_pairs)};
-                expert_matvec_kernel<T, true><<<row_grid, 32 * kRowWarps, 0, stream>>>(w, matrix_bytes, row_bytes, k, n_rows,
+                launch(expert_matvec_kernel<T, true>, row_grid, 32 * kRowWarps, 0, stream, w, matrix_bytes, row_bytes, k, n_rows,
                                                                              experts, x_div, x, ld_x, y, ld_y);
                 return;
             }
         }
-        expert_matvec_kernel<T, false><<<grid, 32 * kWarps, 0, stream>>>(w, matrix_bytes, row_bytes, k, n_rows,
+        launch(expert_matvec_kernel<T, false>, grid, 32 * kWarps, 0, stream, w, matrix_bytes, row_bytes, k, n_rows,
                                                                       experts, x_div, x, ld_x, y, ld_y);
     });
     check_launch("expert_matvec_kernel");
@@ -375,7 +382,7 @@ void expert_swiglu(const float* g, const float* u, const int32_t* experts, int64
                    cudaStream_t stream) {
     if (n_pairs <= 0 || n_ff <= 0) return;
     const dim3 grid(std::min<unsigned>(blocks_for(n_ff, 256), 64u), unsigned(std::min<int64_t>(n_pairs, 65535)));
-    expert_swiglu_kernel<<<grid, 256, 0, stream>>>(g, u, experts, n_pairs, n_ff, gate_scale, n_gs, up_scale, n_us,
+    launch(expert_swiglu_kernel, grid, 256, 0, stream, g, u, experts, n_pairs, n_ff, gate_scale, n_gs, up_scale, n_us,
                                                    limit, h);
     check_launch("expert_swiglu_kernel");
 }
@@ -385,7 +392,7 @@ void expert_combine(const float* d, const int32_t* experts, const float* weights
                     cudaStream_t stream) {
     if (n_tok <= 0 || n_embd <= 0) return;
     const dim3 grid(std::min<unsigned>(blocks_for(n_embd, 256), 64u), unsigned(std::min<int64_t>(n_tok, 65535)));
-    expert_combine_kernel<<<grid, 256, 0, stream>>>(d, experts, weights, down_scale, n_ds, n_tok, n_used, n_embd,
+    launch(expert_combine_kernel, grid, 256, 0, stream, d, experts, weights, down_scale, n_ds, n_tok, n_used, n_embd,
                                                     out);
     check_launch("expert_combine_kernel");
 }
@@ -434,11 +441,11 @@ void expert_gate_up_swiglu(GgmlType type, const uint8_t* gate, const uint8_t* up
         if constexpr (kHasDotStep<T>) {
             const size_t shmem = stage_bytes(gate, up, matrix_bytes, row_bytes, 2 * kFusedWarps);
             if (shmem)
-                expert_gate_up_kernel<T, true><<<grid, 32 * kFusedWarps, shmem, stream>>>(
+                launch(expert_gate_up_kernel<T, true>, grid, 32 * kFusedWarps, shmem, stream, 
                     gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div, x, ld_x, gate_scale, n_gs, up_scale,
                     n_us, limit, h);
             else
-                expert_gate_up_kernel<T, false><<<grid, 32 * kFusedWarps, 0, stream>>>(
+                launch(expert_gate_up_kernel<T, false>, grid, 32 * kFusedWarps, 0, stream, 
                     gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div, x, ld_x, gate_scale, n_gs, up_scale,
                     n_us, limit, h);
         } else
@@ -457,10 +464,10 @@ void expert_down_combine(GgmlType type, const uint8_t* down, size_t matrix_bytes
         if constexpr (kHasDotStep<T>) {
             const size_t shmem = stage_bytes(down, down, matrix_bytes, row_bytes, size_t(kDownRows) * n_used);
             if (shmem)
-                expert_down_combine_kernel<T, true><<<grid, 32 * n_used, shmem, stream>>>(
+                launch(expert_down_combine_kernel<T, true>, grid, 32 * n_used, shmem, stream, 
                     down, matrix_bytes, row_bytes, n_ff, n_embd, experts, weights, down_scale, n_ds, n_used, h, out);
             else
-                expert_down_combine_kernel<T, false><<<grid, 32 * n_used, 0, stream>>>(
+                launch(expert_down_combine_kernel<T, false>, grid, 32 * n_used, 0, stream, 
                     down, matrix_bytes, row_bytes, n_ff, n_embd, experts, weights, down_scale, n_ds, n_used, h, out);
         } else
             throw Error("expert_down_combine: no fused kernel for this type.");

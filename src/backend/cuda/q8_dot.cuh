@@ -17,6 +17,7 @@
 // (q8_row_bytes(k) bytes; k % 256 == 0, so every row is 16-byte aligned).
 #pragma once
 
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/quant_decode.cuh"
 
 namespace ds4::cuda {
@@ -59,31 +60,6 @@ __device__ __forceinline__ void quantize_row_block(const float* __restrict__ x, 
                                                    int tid, int n_threads) {
     const int64_t chunks = k / 8;
     for (int64_t c0 = 0; c0 < chunks; c0 += n_threads) quantize_chunk8(x, c0 + tid, c0 + tid < chunks, q, d);
-}
-
-// Asks L2 for [p, p + bytes) without waiting (one 128-byte line per lane
-// per round): a block that must first quantize its activations gets its
-// weight rows on the way meanwhile. A decode matvec of a few MB is bound by
-// the latency of its first loads, not by bandwidth.
-__device__ __forceinline__ void prefetch_l2(const uint8_t* p, size_t bytes, int lane) {
-    const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(127);
-    const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
-    for (uintptr_t a = first + 128 * uintptr_t(lane); a < end; a += 128 * 32)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-}
-
-// The 6-bit scales (scp) and mins (mp) of Q4_K sub-blocks 2 p and 2 p + 1,
-// low byte first, from the block's first 16 bytes (head.x: d and dmin,
-// head.y..w: scales[12]); k_scale_min's rule for a pair at once, without
-// branches (p differs between the lanes of a warp): as 16-bit words s[i]
-// of scales, the pair is s[p] & 0x3f3f, s[p + 2] & 0x3f3f for p < 2, and
-// the low nibbles of s[p + 2] with the top bits of s[p - 2] and s[p] after.
-__device__ __forceinline__ void q4k_scale_pair(uint4 head, int p, uint32_t& scp, uint32_t& mp) {
-    const int sh = 16 * (p & 1);
-    const uint32_t y = (head.y >> sh) & 0xFFFFu, z = (head.z >> sh) & 0xFFFFu, w = (head.w >> sh) & 0xFFFFu;
-    const bool low = p < 2;
-    scp = low ? (y & 0x3f3fu) : ((w & 0x0f0fu) | ((y & 0xc0c0u) >> 2));
-    mp = low ? (z & 0x3f3fu) : (((w >> 4) & 0x0f0fu) | ((z & 0xc0c0u) >> 2));
 }
 
 // Signed 4-byte dot plus accumulator.

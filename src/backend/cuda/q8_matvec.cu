@@ -5,6 +5,7 @@
 // down + weighted combine), which read activations quantized once per
 // layer by quantize_rows_q8 (one row per token, one per (token, slot)
 // pair), since an expert block covers too few rows to quantize its own.
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/q8_dot.cuh"
 
@@ -24,11 +25,13 @@ __global__ void __launch_bounds__(32 * kQ8Warps)
     extern __shared__ __align__(16) int8_t smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     {
-        // The warp's rows are adjacent: on their way to L2 while x is quantized.
+        // The warp's rows are adjacent: on their way to L2 while the kernel
+        // before finishes and x is quantized.
         const int64_t r0 = int64_t(blockIdx.x) * kQ8RowsPerBlock + warp * kQ8RowsPerWarp;
         if (r0 < n_rows)
             prefetch_l2(w + size_t(r0) * row_bytes, size_t(n_rows - r0 < kQ8RowsPerWarp ? n_rows - r0 : kQ8RowsPerWarp) * row_bytes, lane);
     }
+    wait_for_inputs();
     const int8_t* xq[NT];
     const float* xd[NT];
 #pragma unroll
@@ -59,6 +62,7 @@ __global__ void __launch_bounds__(32 * kQ8Warps)
 
 // Row r of x (k values) into out + r * q8_row_bytes(k): one block per row.
 __global__ void quantize_rows_q8_kernel(const float* __restrict__ x, int64_t ld_x, int64_t k, int8_t* __restrict__ out) {
+    wait_for_inputs();
     int8_t* q = out + int64_t(blockIdx.x) * q8_row_bytes(k);
     quantize_row_block(x + int64_t(blockIdx.x) * ld_x, k, q, reinterpret_cast<float*>(q + k), threadIdx.x, blockDim.x);
 }
@@ -75,6 +79,7 @@ __global__ void __launch_bounds__(32 * kQ8Warps)
                              size_t row_bytes, int64_t k, int64_t n_ff, const int32_t* __restrict__ experts, int x_div,
                              const int8_t* __restrict__ xq, const float* gs, int64_t n_gs, const float* us,
                              int64_t n_us, float limit, float* __restrict__ h) {
+    wait_for_inputs();
     const int lane = threadIdx.x & 31;
     const int64_t r = int64_t(blockIdx.x) * kQ8Warps + (threadIdx.x >> 5);
     const int64_t p = blockIdx.y;
@@ -110,6 +115,7 @@ __global__ void __launch_bounds__(32 * kMaxSlotsQ8)
                                   int64_t n_embd, const int32_t* __restrict__ experts,
                                   const float* __restrict__ weights, const float* ds, int64_t n_ds, int n_used,
                                   const int8_t* __restrict__ hq, float* __restrict__ out) {
+    wait_for_inputs();
     __shared__ float part[kMaxSlotsQ8][kDownRowsQ8];
     const int lane = threadIdx.x & 31, j = threadIdx.x >> 5;
     const int64_t t = blockIdx.y, c0 = int64_t(blockIdx.x) * kDownRowsQ8;
@@ -174,7 +180,7 @@ void matvec_q8(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int
     dispatch_q8(type, [&](auto t) {
         constexpr GgmlType T = decltype(t)::value;
 #define DS4_Q8(NT) \
-    matvec_q8_kernel<T, NT><<<grid, 32 * kQ8Warps, matvec_q8_smem(k, NT), stream>>>(w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y)
+    launch(matvec_q8_kernel<T, NT>, grid, 32 * kQ8Warps, matvec_q8_smem(k, NT), stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y)
         if (nt == 1) DS4_Q8(1);
         else if (nt == 2) DS4_Q8(2);
         else if (nt <= 4) DS4_Q8(4);
@@ -187,7 +193,7 @@ void matvec_q8(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int
 void quantize_rows_q8(const float* x, int64_t ld_x, int64_t n_rows, int64_t k, int8_t* out, cudaStream_t stream) {
     if (n_rows <= 0) return;
     if (n_rows > INT32_MAX) throw Error("quantize_rows_q8: too many rows.");
-    quantize_rows_q8_kernel<<<unsigned(n_rows), 128, 0, stream>>>(x, ld_x, k, out);
+    launch(quantize_rows_q8_kernel, unsigned(n_rows), 128, 0, stream, x, ld_x, k, out);
     check_launch("quantize_rows_q8_kernel");
 }
 
@@ -209,7 +215,7 @@ void expert_gate_up_swiglu_q8(GgmlType type, const uint8_t* gate, const uint8_t*
     if (n_pairs <= 0 || n_ff <= 0) return;
     const dim3 grid(unsigned((n_ff + kQ8Warps - 1) / kQ8Warps), unsigned(n_pairs));
     dispatch_q8(type, [&](auto t) {
-        expert_gate_up_q8_kernel<decltype(t)::value><<<grid, 32 * kQ8Warps, 0, stream>>>(
+        launch(expert_gate_up_q8_kernel<decltype(t)::value>, grid, 32 * kQ8Warps, 0, stream, 
             gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div, xq, gate_scale, n_gs, up_scale, n_us, limit, h);
     });
     check_launch("expert_gate_up_q8_kernel");
@@ -222,7 +228,7 @@ void expert_down_combine_q8(GgmlType type, const uint8_t* down, size_t matrix_by
     if (n_tok <= 0 || n_embd <= 0) return;
     const dim3 grid(unsigned((n_embd + kDownRowsQ8 - 1) / kDownRowsQ8), unsigned(n_tok));
     dispatch_q8(type, [&](auto t) {
-        expert_down_combine_q8_kernel<decltype(t)::value><<<grid, 32 * n_used, 0, stream>>>(
+        launch(expert_down_combine_q8_kernel<decltype(t)::value>, grid, 32 * n_used, 0, stream, 
             down, matrix_bytes, row_bytes, n_ff, n_embd, experts, weights, down_scale, n_ds, n_used, hq, out);
     });
     check_launch("expert_down_combine_q8_kernel");

@@ -1,6 +1,7 @@
 // Dense weight products on the device: a matrix-vector kernel that decodes
 // on the fly (decode, few tokens) and a row decoder that feeds cuBLAS
 // (prefill) and get_rows. The block decoders are in quant_decode.cuh.
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_decode.cuh"
 
@@ -14,6 +15,7 @@ constexpr int kWarpsPerBlock = 4;
 template <GgmlType T, int NT>
 __global__ void matvec_kernel(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
                               int64_t ld_x, int n_tok, float* y, int64_t ld_y) {
+    wait_for_inputs();
     const int lane = threadIdx.x & 31;
     const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
     if (r >= n_rows) return;
@@ -45,6 +47,7 @@ template <GgmlType T, int NT>
 __global__ void matvec_chunk_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
                                     const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
                                     int64_t ld_y) {
+    wait_for_inputs();
     const int lane = threadIdx.x & 31;
     const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
     if (r >= n_rows) return;
@@ -63,6 +66,10 @@ template <GgmlType T, int NT>
 __global__ void matvec_warp_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
                                    const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
                                    int64_t ld_y) {
+    // The row on its way to L2 while the kernel before finishes (weights do not
+    // change during a step).
+    prefetch_l2(w + size_t(blockIdx.x) * row_bytes, row_bytes, int(threadIdx.x));
+    wait_for_inputs();
     const int64_t r = blockIdx.x;
     float acc[NT];
     block_row_dot<T, NT>(w + size_t(r) * row_bytes, k, x, ld_x, n_tok, acc);
@@ -151,7 +158,7 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
         if constexpr (kHasWarpDot<T>) {
             if (warp_dot_usable(T, k, w, row_bytes, x, ld_x)) {
 #define DS4_WARP(NT)                                                                                            \
-    matvec_warp_kernel<T, NT><<<unsigned(n_rows), 32 * kRowWarps, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x, nt, \
+    launch(matvec_warp_kernel<T, NT>, unsigned(n_rows), 32 * kRowWarps, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, \
                                                                              y, ld_y)
                 if (nt == 1) DS4_WARP(1);
                 else if (nt == 2) DS4_WARP(2);
@@ -164,28 +171,28 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
         }
         if (k % kChunk == 0 && k / kChunk <= INT32_MAX) {
             if (nt == 1)
-                matvec_chunk_kernel<T, 1><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x,
+                launch(matvec_chunk_kernel<T, 1>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x,
                                                                                    nt, y, ld_y);
             else if (nt == 2)
-                matvec_chunk_kernel<T, 2><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x,
+                launch(matvec_chunk_kernel<T, 2>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x,
                                                                                    nt, y, ld_y);
             else if (nt <= 4)
-                matvec_chunk_kernel<T, 4><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x,
+                launch(matvec_chunk_kernel<T, 4>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x,
                                                                                    nt, y, ld_y);
             else
-                matvec_chunk_kernel<T, 8><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x,
+                launch(matvec_chunk_kernel<T, 8>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x,
                                                                                    nt, y, ld_y);
             check_launch("matvec_chunk_kernel");
             return;
         }
         if (nt == 1)
-            matvec_kernel<T, 1><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
+            launch(matvec_kernel<T, 1>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
         else if (nt == 2)
-            matvec_kernel<T, 2><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
+            launch(matvec_kernel<T, 2>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
         else if (nt <= 4)
-            matvec_kernel<T, 4><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
+            launch(matvec_kernel<T, 4>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
         else
-            matvec_kernel<T, 8><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
+            launch(matvec_kernel<T, 8>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
         check_launch("matvec_kernel");
     });
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 
 namespace ds4::cuda {
@@ -16,6 +17,7 @@ constexpr int kNormThreads = 256;
 constexpr int kNormMaxThreads = 1024;
 
 __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64_t group, float* y) {
+    wait_for_inputs();
     const float* src = x + int64_t(blockIdx.x) * group;
     float* dst = y + int64_t(blockIdx.x) * group;
     double ss = 0.0;
@@ -36,6 +38,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64
 // x += d, then the rms_norm_kernel of the sum over whole rows: the same sums
 // in the same order, so the result is bit for bit add then rms_norm.
 __global__ void add_rms_norm_kernel(float* x, const float* d, const float* w, float eps, int64_t group, float* y) {
+    wait_for_inputs();
     float* src = x + int64_t(blockIdx.x) * group;
     const float* dr = d + int64_t(blockIdx.x) * group;
     float* dst = y + int64_t(blockIdx.x) * group;
@@ -64,14 +67,14 @@ int norm_threads(int64_t n_groups, int64_t group) { return n_groups < 64 && grou
 void rms_norm(const float* x, const float* weight, float eps, int64_t n_groups, int64_t group, float* y,
               cudaStream_t stream) {
     if (n_groups <= 0) return;
-    rms_norm_kernel<<<unsigned(n_groups), norm_threads(n_groups, group), 0, stream>>>(x, weight, eps, group, y);
+    launch(rms_norm_kernel, unsigned(n_groups), norm_threads(n_groups, group), 0, stream, x, weight, eps, group, y);
     check_launch("rms_norm_kernel");
 }
 
 void add_rms_norm(float* x, const float* d, const float* weight, float eps, int64_t n_rows, int64_t cols, float* y,
                   cudaStream_t stream) {
     if (n_rows <= 0) return;
-    add_rms_norm_kernel<<<unsigned(n_rows), norm_threads(n_rows, cols), 0, stream>>>(x, d, weight, eps, cols, y);
+    launch(add_rms_norm_kernel, unsigned(n_rows), norm_threads(n_rows, cols), 0, stream, x, d, weight, eps, cols, y);
     check_launch("add_rms_norm_kernel");
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 
 namespace ds4::cuda {
@@ -37,6 +38,7 @@ __device__ __forceinline__ float2 pair_cos_sin(int32_t pos, int pair, const Rope
 
 // One block per row: cos/sin per rotated pair into shared memory, then all heads.
 __global__ void rope_partial_kernel(float* x, const int32_t* positions, RopePartialArgs a) {
+    wait_for_inputs();
     extern __shared__ float cs[];  // n_rot values: cos, sin per pair
     const int64_t t = blockIdx.x;
     const int half = a.n_rot / 2;
@@ -63,6 +65,7 @@ __global__ void rope_partial_kernel(float* x, const int32_t* positions, RopePart
 // one thread per rotated pair holding the pair's two values throughout.
 __global__ void qk_norm_rope_kernel(float* q, float* k, int n_head_q, int n_head_k, const float* qw,
                                     const float* kw, float eps, const int32_t* positions, RopePartialArgs a) {
+    wait_for_inputs();
     const int64_t t = blockIdx.x / (n_head_q + n_head_k);
     const int hh = int(blockIdx.x % (n_head_q + n_head_k));
     const bool is_q = hh < n_head_q;
@@ -132,7 +135,7 @@ void rope_partial(float* x, int64_t rows, int64_t cols, int head_dim, int offset
     if (rows <= 0 || p.n_rot == 0) return;
     const RopePartialArgs a = rope_args(p, head_dim, offset, cols, inverse);
     // rows is a grid dimension x (up to 2^31 - 1): one block per token.
-    rope_partial_kernel<<<unsigned(rows), 128, sizeof(float) * size_t(std::max(2, p.n_rot)), stream>>>(x, positions, a);
+    launch(rope_partial_kernel, unsigned(rows), 128, sizeof(float) * size_t(std::max(2, p.n_rot)), stream, x, positions, a);
     check_launch("rope_partial_kernel");
 }
 
@@ -146,7 +149,7 @@ void qk_norm_rope(float* q, float* k, int64_t n_tok, int n_head_q, int n_head_k,
     if (n_tok * (n_head_q + n_head_k) > INT32_MAX) throw Error("CUDA qk_norm_rope: too many rows.");
     const RopePartialArgs a = rope_args(p, head_dim, 0, int64_t(n_head_q) * head_dim, false);
     const int threads = (head_dim / 2 + 31) / 32 * 32;
-    qk_norm_rope_kernel<<<unsigned(n_tok * (n_head_q + n_head_k)), threads, 0, stream>>>(q, k, n_head_q, n_head_k, q_norm,
+    launch(qk_norm_rope_kernel, unsigned(n_tok * (n_head_q + n_head_k)), threads, 0, stream, q, k, n_head_q, n_head_k, q_norm,
                                                                                         k_norm, eps, positions, a);
     check_launch("qk_norm_rope_kernel");
 }

@@ -1,0 +1,86 @@
+// Kernel launches with programmatic dependent launch (Hopper): a kernel
+// launched through launch() may be scheduled while the kernel before it on
+// the stream is still finishing, and waits at its first statement
+// (wait_for_inputs) until that kernel has completed and its writes are
+// visible. A decode layer is ~17 dependent kernels of a few microseconds;
+// without this each boundary costs the drain of one grid plus the launch of
+// the next (also inside a replayed graph, where the edges become
+// programmatic ones).
+//
+// Rule: every kernel launched through launch() calls wait_for_inputs()
+// before it reads or writes any global memory. DS4_CUDA_PDL=0 launches
+// without the attribute (A/B, and a way out if a driver misbehaves).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace ds4::cuda {
+
+__device__ __forceinline__ void wait_for_inputs() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Asks L2 for [p, p + bytes) without waiting (one 128-byte line per lane
+// per round). Weights are read-only during a step, so a kernel may ask for
+// its rows before wait_for_inputs(): they are on the way while the kernel
+// before it finishes. A decode matvec of a few MB is bound by the latency
+// of its first loads, not by bandwidth.
+__device__ __forceinline__ void prefetch_l2(const uint8_t* p, size_t bytes, int lane) {
+    const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(127);
+    const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+    for (uintptr_t a = first + 128 * uintptr_t(lane); a < end; a += 128 * 32)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+}
+
+// The 6-bit scales (scp) and mins (mp) of Q4_K sub-blocks 2 p and 2 p + 1,
+// low byte first, from the block's first 16 bytes (head.x: d and dmin,
+// head.y..w: scales[12]); k_scale_min's rule for a pair at once, without
+// branches (p differs between the lanes of a warp): as 16-bit words s[i]
+// of scales, the pair is s[p] & 0x3f3f, s[p + 2] & 0x3f3f for p < 2, and
+// the low nibbles of s[p + 2] with the top bits of s[p - 2] and s[p] after.
+__device__ __forceinline__ void q4k_scale_pair(uint4 head, int p, uint32_t& scp, uint32_t& mp) {
+    const int sh = 16 * (p & 1);
+    const uint32_t y = (head.y >> sh) & 0xFFFFu, z = (head.z >> sh) & 0xFFFFu, w = (head.w >> sh) & 0xFFFFu;
+    const bool low = p < 2;
+    scp = low ? (y & 0x3f3fu) : ((w & 0x0f0fu) | ((y & 0xc0c0u) >> 2));
+    mp = low ? (z & 0x3f3fu) : (((w >> 4) & 0x0f0fu) | ((z & 0xc0c0u) >> 2));
+}
+
+// Whether launches carry the attribute: a device of compute capability 9 or
+// later, and DS4_CUDA_PDL not "0". Read once per process.
+inline bool pdl_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_PDL");
+        if (v && std::strcmp(v, "0") == 0) return false;
+        int dev = 0, major = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+            return false;
+        return major >= 9;
+    }();
+    return on;
+}
+
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_enabled() ? 1 : 0;
+    check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "launching a kernel");
+}
+
+}  // namespace ds4::cuda
