@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/moe_epilogue.cuh"
 #include "backend/cuda/quant_decode.cuh"
 #include "backend/cuda/warp_dot.cuh"
 
@@ -166,10 +167,6 @@ __global__ void expert_matvec_kernel(const uint8_t* __restrict__ w, size_t matri
     }
 }
 
-__device__ __forceinline__ float expert_factor(const float* s, int64_t n, int64_t e) {
-    return s ? s[n == 1 ? 0 : e] : 1.0f;
-}
-
 // Pairs stride over grid.y (at most 65535 blocks), so a prefill batch of
 // any size fits one launch.
 __global__ void expert_swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u,
@@ -178,17 +175,8 @@ __global__ void expert_swiglu_kernel(const float* __restrict__ g, const float* _
     wait_for_inputs();
   for (int64_t p = blockIdx.y; p < n_pairs; p += gridDim.y) {
     const int64_t e = gs || us ? experts[p] : 0;
-    const bool clamp = limit > 1e-6f;
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_ff; i += int64_t(gridDim.x) * blockDim.x) {
-        float gv = g[p * n_ff + i], uv = u[p * n_ff + i];
-        if (gs) gv *= expert_factor(gs, n_gs, e);
-        if (us) uv *= expert_factor(us, n_us, e);
-        if (clamp) {
-            gv = fminf(gv, limit);
-            uv = fminf(fmaxf(uv, -limit), limit);
-        }
-        h[p * n_ff + i] = gv / (1.0f + expf(-gv)) * uv;
-    }
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_ff; i += int64_t(gridDim.x) * blockDim.x)
+        h[p * n_ff + i] = expert_swiglu_value(g[p * n_ff + i], u[p * n_ff + i], e, gs, n_gs, us, n_us, limit);
   }
 }
 
@@ -199,14 +187,9 @@ __global__ void expert_combine_kernel(const float* __restrict__ d, const int32_t
                                       float* __restrict__ out) {
     wait_for_inputs();
   for (int64_t t = blockIdx.y; t < n_tok; t += gridDim.y) {
-    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < n_embd; c += int64_t(gridDim.x) * blockDim.x) {
-        float acc = 0.0f;
-        for (int j = 0; j < n_used; ++j) {
-            const int64_t p = int64_t(t) * n_used + j;
-            acc += d[p * n_embd + c] * (weights[p] * expert_factor(ds, n_ds, experts[p]));
-        }
-        out[int64_t(t) * n_embd + c] = acc;
-    }
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < n_embd; c += int64_t(gridDim.x) * blockDim.x)
+        out[t * n_embd + c] = weighted_slot_sum([&](int j) { return d[(t * n_used + j) * n_embd + c]; }, t, n_used,
+                                                experts, weights, ds, n_ds);
   }
 }
 
@@ -256,16 +239,8 @@ __global__ void __launch_bounds__(32 * kFusedWarps)
     const int64_t n_steps = k / 256;
 #pragma unroll 2
     for (int64_t s = 0; s < n_steps; ++s) dot_step<T, 2>(rows, s, xp, lane, acc);
-    float gv = warp_sum(acc[0]), uv = warp_sum(acc[1]);
-    if (lane == 0) {
-        if (gs) gv *= expert_factor(gs, n_gs, e);
-        if (us) uv *= expert_factor(us, n_us, e);
-        if (limit > 1e-6f) {
-            gv = fminf(gv, limit);
-            uv = fminf(fmaxf(uv, -limit), limit);
-        }
-        h[p * n_ff + r] = gv / (1.0f + expf(-gv)) * uv;
-    }
+    const float gv = warp_sum(acc[0]), uv = warp_sum(acc[1]);
+    if (lane == 0) h[p * n_ff + r] = expert_swiglu_value(gv, uv, e, gs, n_gs, us, n_us, limit);
 }
 
 // out[t][c] = sum over slots j in order of (down_e[c] . h[p]) * (w[p] * ds[e]),
@@ -317,12 +292,8 @@ __global__ void __launch_bounds__(32 * kFusedMaxSlots)
     __syncthreads();
     if (threadIdx.x < kDownRows && c0 + threadIdx.x < n_embd) {
         const int i = threadIdx.x;
-        float sum = 0.0f;
-        for (int jj = 0; jj < n_used; ++jj) {
-            const int64_t pj = t * n_used + jj;
-            sum += part[jj][i] * (weights[pj] * expert_factor(ds, n_ds, experts[pj]));
-        }
-        out[t * n_embd + c0 + i] = sum;
+        out[t * n_embd + c0 + i] =
+            weighted_slot_sum([&](int jj) { return part[jj][i]; }, t, n_used, experts, weights, ds, n_ds);
     }
 }
 

@@ -7,6 +7,7 @@
 // pair), since an expert block covers too few rows to quantize its own.
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/moe_epilogue.cuh"
 #include "backend/cuda/q8_dot.cuh"
 
 namespace ds4::cuda {
@@ -67,10 +68,6 @@ __global__ void quantize_rows_q8_kernel(const float* __restrict__ x, int64_t ld_
     quantize_row_block(x + int64_t(blockIdx.x) * ld_x, k, q, reinterpret_cast<float*>(q + k), threadIdx.x, blockDim.x);
 }
 
-__device__ __forceinline__ float expert_factor_q8(const float* s, int64_t n, int64_t e) {
-    return s ? s[n == 1 ? 0 : e] : 1.0f;
-}
-
 // h[p][r] = SwiGLU(gate_e[r] . x'[p / x_div], up_e[r] . x'[p / x_div]): one warp per
 // (row, pair), as expert_gate_up_kernel (moe_decode.cu), with its epilogue.
 template <GgmlType T>
@@ -92,16 +89,8 @@ __global__ void __launch_bounds__(32 * kQ8Warps)
     const float* const ad[1] = {reinterpret_cast<const float*>(q + k)};
     float acc[2][1] = {};
     q8_row_dot<T, 2, 1>(rows, k / 256, aq, ad, 1, lane, acc);
-    float gv = warp_sum(acc[0][0]), uv = warp_sum(acc[1][0]);
-    if (lane == 0) {
-        if (gs) gv *= expert_factor_q8(gs, n_gs, e);
-        if (us) uv *= expert_factor_q8(us, n_us, e);
-        if (limit > 1e-6f) {
-            gv = fminf(gv, limit);
-            uv = fminf(fmaxf(uv, -limit), limit);
-        }
-        h[p * n_ff + r] = gv / (1.0f + expf(-gv)) * uv;
-    }
+    const float gv = warp_sum(acc[0][0]), uv = warp_sum(acc[1][0]);
+    if (lane == 0) h[p * n_ff + r] = expert_swiglu_value(gv, uv, e, gs, n_gs, us, n_us, limit);
 }
 
 // out[t][c] = sum over slots j in order of (down_e[c] . h'[p]) * (w[p] * ds[e]):
@@ -138,12 +127,8 @@ __global__ void __launch_bounds__(32 * kMaxSlotsQ8)
     __syncthreads();
     if (threadIdx.x < kDownRowsQ8 && c0 + threadIdx.x < n_embd) {
         const int i = threadIdx.x;
-        float sum = 0.0f;
-        for (int jj = 0; jj < n_used; ++jj) {
-            const int64_t pj = t * n_used + jj;
-            sum += part[jj][i] * (weights[pj] * expert_factor_q8(ds, n_ds, experts[pj]));
-        }
-        out[t * n_embd + c0 + i] = sum;
+        out[t * n_embd + c0 + i] =
+            weighted_slot_sum([&](int jj) { return part[jj][i]; }, t, n_used, experts, weights, ds, n_ds);
     }
 }
 

@@ -16,6 +16,20 @@ constexpr int kNormThreads = 256;
 // (2026-12-01 profile, ~67 calls per token). Few long rows get 1024 threads.
 constexpr int kNormMaxThreads = 1024;
 
+// 1 / sqrt(mean square + eps) of a row from each thread's share ss of its
+// sum of squares (double): warps first, then the warps in order, so the sum
+// depends only on the block's shape. Ends with a barrier: every thread's
+// reads of the row happened before it returns.
+__device__ __forceinline__ float block_inv_rms(double ss, int64_t group, float eps) {
+    __shared__ double partial[kNormMaxThreads / 32];
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    double total = 0.0;
+    for (int i = 0; i < int(blockDim.x >> 5); ++i) total += partial[i];
+    return 1.0f / sqrtf(float(total / double(group)) + eps);
+}
+
 __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64_t group, float* y) {
     wait_for_inputs();
     const float* src = x + int64_t(blockIdx.x) * group;
@@ -23,13 +37,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64
     double ss = 0.0;
 #pragma unroll 4
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x) ss += double(src[i]) * src[i];
-    __shared__ double partial[kNormMaxThreads / 32];
-    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    double total = 0.0;
-    for (int i = 0; i < int(blockDim.x >> 5); ++i) total += partial[i];
-    const float inv = 1.0f / sqrtf(float(total / double(group)) + eps);
+    const float inv = block_inv_rms(ss, group, eps);
     // x and y may be the same tensor: every read above happened before the barrier.
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x) dst[i] = src[i] * inv * (w ? w[i] : 1.0f);
 }
@@ -49,13 +57,7 @@ __global__ void add_rms_norm_kernel(float* x, const float* d, const float* w, fl
         src[i] = v;
         ss += double(v) * v;
     }
-    __shared__ double partial[kNormMaxThreads / 32];
-    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    double total = 0.0;
-    for (int i = 0; i < int(blockDim.x >> 5); ++i) total += partial[i];
-    const float inv = 1.0f / sqrtf(float(total / double(group)) + eps);
+    const float inv = block_inv_rms(ss, group, eps);
     // Each thread reads back only the sums it wrote itself.
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x) dst[i] = src[i] * inv * (w ? w[i] : 1.0f);
 }
