@@ -29,7 +29,7 @@ struct ChatMessage {
     // message has no reasoning_content at all.
     std::optional<std::string> reasoning_content;
     // Assistant only: DeepSeek V4 renders them as a DSML block, Qwen3 as
-    // <tool_call> elements.
+    // <tool_call> JSON elements, GLM as <tool_call> with <arg_key>/<arg_value>.
     std::vector<ChatToolCall> tool_calls = {};
     // Assistant only: the exact text the model sampled for these calls
     // (everything after the message's content, chat/tool_call_text.h), or
@@ -45,10 +45,11 @@ struct ChatOptions {
     bool enable_thinking = true;        // false: pre-fill an empty <think> block
     // JSON array of OpenAI tool specs ({"type": "function", "function":
     // {...}}), or "" for none. DeepSeek V4 prints each function object into
-    // its system prompt, Qwen3 each whole spec; both in the caller's key
-    // order.
+    // its system prompt, Qwen3 and GLM each whole spec; all in the caller's
+    // key order.
     std::string tools = {};
-    // The fields below are used by the DeepSeek V4 templates only.
+    // The fields below are used by the DeepSeek V4 templates only
+    // (drop_thinking by GLM-4.7 too).
     // "" (plain thinking), "max" (think-max) or, with the Flash-0731
     // template, "high"; other values are ignored, as by the template.
     // Only has an effect when enable_thinking is set.
@@ -89,9 +90,25 @@ std::string render_qwen3(const std::vector<ChatMessage>& messages, const ChatOpt
 std::string render_deepseek4(const std::vector<ChatMessage>& messages, const ChatOptions& options);
 std::string render_deepseek4_flash_0731(const std::vector<ChatMessage>& messages, const ChatOptions& options);
 
+// The two GLM template generations llama.cpp ships:
+//   glm46  GLM-4.5 / 4.6 (GLM-4.6.jinja): "<|user|>\n...", no-think mode
+//          appends "/nothink" to user turns and pre-fills "\n<think></think>"
+//   glm47  GLM-4.7 and later (GLM-4.7-Flash.jinja): markers written tight,
+//          the generation prompt opens "<think>" (closes it in no-think
+//          mode); drop_thinking false is its clear_thinking = false
+enum class GlmVariant { glm46, glm47 };
+
+// GLM templates with tools (a system turn listing the specs), assistant
+// tool calls as <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>
+// ...</tool_call> (arguments must be JSON objects: string values printed as
+// they are, others as JSON) and "tool" messages after <|observation|>.
+// Throws ds4::Error on an unknown role, tools that are not a JSON array or
+// arguments that are not an object.
+std::string render_glm(const std::vector<ChatMessage>& messages, const ChatOptions& options, GlmVariant variant);
+
 // The names of the templates ds4 renders, in a fixed order: "qwen3",
 // "qwen3-instruct-2507", "qwen3-thinking-2507", "deepseek4",
-// "deepseek4-flash-0731".
+// "deepseek4-flash-0731", "glm-4.6", "glm-4.7".
 const std::vector<std::string>& chat_template_names();
 // The same names joined by ", " (for messages and --help).
 std::string chat_template_list();

@@ -34,6 +34,8 @@ struct ChatFamily {
 
 const ChatFamily& qwen3_chat_family();
 const ChatFamily& deepseek4_chat_family();
+const ChatFamily& glm46_chat_family();
+const ChatFamily& glm47_chat_family();
 // Every family, in the order names are listed.
 std::span<const ChatFamily* const> chat_families();
 

@@ -8,7 +8,8 @@
 namespace ds4 {
 
 std::span<const ChatFamily* const> chat_families() {
-    static const std::array<const ChatFamily*, 2> families = {&qwen3_chat_family(), &deepseek4_chat_family()};
+    static const std::array<const ChatFamily*, 4> families = {&qwen3_chat_family(), &deepseek4_chat_family(),
+                                                              &glm46_chat_family(), &glm47_chat_family()};
     return families;
 }
 

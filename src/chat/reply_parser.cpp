@@ -2,8 +2,25 @@
 
 namespace ds4 {
 
-ReplyParser::ReplyParser(std::optional<ThinkMarkers> markers, bool opens_thinking, ToolCallSyntax syntax)
-    : split_(markers, opens_thinking), syntax_(syntax) {}
+namespace {
+
+// Whether the whitespace between a reasoning block and a call that follows
+// it directly belongs to the call section. DeepSeek V4's template writes
+// "</think>" + content + "\n\n<｜DSML｜tool_calls>", and GLM's "</think>" +
+// content + "\n<tool_call>" (4.6; nothing in 4.7): with no content, the
+// whitespace after the reasoning (which the splitter drops from the answer)
+// is the section's own separator, so the sampled section keeps it. Qwen3's
+// template writes its own "\n</think>\n\n", so there the gap is not part
+// of the section.
+bool section_owns_gap(ToolCallSyntax syntax) {
+    return syntax == ToolCallSyntax::dsml || syntax == ToolCallSyntax::glm46 || syntax == ToolCallSyntax::glm47;
+}
+
+}  // namespace
+
+ReplyParser::ReplyParser(std::optional<ThinkMarkers> markers, bool opens_thinking, ToolCallSyntax syntax,
+                         ToolParamTypes types)
+    : split_(markers, opens_thinking), syntax_(syntax), types_(std::move(types)) {}
 
 void ReplyParser::content_to(std::string_view content, std::vector<ReplyDelta>& out) {
     // Sent content is never taken back: only a longer content that extends
@@ -31,7 +48,7 @@ void ReplyParser::calls_to(const std::vector<ToolCallText>& calls, std::vector<R
 
 void ReplyParser::answer(std::string_view text, std::vector<ReplyDelta>& out) {
     answer_ += text;
-    const ToolCallScan scan = scan_tool_calls(syntax_, answer_, /*partial=*/true);
+    const ToolCallScan scan = scan_tool_calls(syntax_, answer_, /*partial=*/true, types_);
     content_to(std::string_view(answer_).substr(0, scan.decided), out);
     calls_to(scan.calls, out);
 }
@@ -60,16 +77,11 @@ std::vector<ReplyDelta> ReplyParser::finish() {
             answer_ += p.text;
         }
     }
-    const ToolCallScan scan = scan_tool_calls(syntax_, answer_, /*partial=*/false);
+    const ToolCallScan scan = scan_tool_calls(syntax_, answer_, /*partial=*/false, types_);
     reply_.content = answer_.substr(0, scan.section);
     reply_.tool_section = scan.calls.empty() ? std::string() : answer_.substr(scan.section);
     reply_.tool_calls = scan.calls;
-    if (syntax_ == ToolCallSyntax::dsml && reply_.content.empty() && !reply_.tool_calls.empty()) {
-        // DeepSeek V4's template writes "</think>" + content + "\n\n<｜DSML｜tool_calls>":
-        // with no content, the whitespace after the reasoning (which the
-        // splitter drops from the answer) is the block's own separator, so
-        // the sampled section keeps it. (Qwen3's template writes its own
-        // "\n</think>\n\n", so there the gap is not part of the section.)
+    if (section_owns_gap(syntax_) && reply_.content.empty() && !reply_.tool_calls.empty()) {
         size_t start = raw_.size() - answer_.size();
         while (start > 0 && (raw_[start - 1] == ' ' || raw_[start - 1] == '\n' || raw_[start - 1] == '\t' ||
                              raw_[start - 1] == '\r'))

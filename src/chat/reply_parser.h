@@ -43,8 +43,10 @@ struct Reply {
 class ReplyParser {
 public:
     // `markers` / `opens_thinking` as for ThinkingSplitter; `syntax` none:
-    // the answer is all content.
-    ReplyParser(std::optional<ThinkMarkers> markers, bool opens_thinking, ToolCallSyntax syntax);
+    // the answer is all content; `types`: the offered tools' parameter
+    // types (GLM's argument values are text: chat/tool_calls.h).
+    ReplyParser(std::optional<ThinkMarkers> markers, bool opens_thinking, ToolCallSyntax syntax,
+                ToolParamTypes types = {});
 
     std::vector<ReplyDelta> push(std::string_view text);
     // The reply ended: what was held back, the calls' final state.
@@ -59,6 +61,7 @@ private:
 
     ThinkingSplitter split_;
     ToolCallSyntax syntax_;
+    ToolParamTypes types_;
     std::string raw_;                      // every byte pushed (the answer is its suffix)
     std::string answer_;                   // the answer so far
     size_t content_sent_ = 0;              // bytes of content sent

@@ -45,6 +45,10 @@ bool prompt_opens_thinking(std::string_view prompt, const ThinkMarkers& markers)
     return trim_right(prompt).ends_with(markers.open);
 }
 
+bool prompt_closes_thinking(std::string_view prompt, const ThinkMarkers& markers) {
+    return trim_right(prompt).ends_with(markers.close);
+}
+
 ThinkingSplitter::ThinkingSplitter(std::optional<ThinkMarkers> markers, bool in_thinking)
     : markers_(markers), state_(!markers ? State::answer : in_thinking ? State::thinking : State::start) {}
 
@@ -69,6 +73,7 @@ std::vector<ThinkingSplitter::Piece> ThinkingSplitter::push(std::string_view tex
                     continue;
                 }
                 if (markers_->open.starts_with(rest)) return out;  // undecided
+                if (markers_->trim_answer_start) held_.erase(0, held_.size() - rest.size());
                 state_ = State::answer;
                 continue;
             }
@@ -100,7 +105,8 @@ std::vector<ThinkingSplitter::Piece> ThinkingSplitter::push(std::string_view tex
 
 std::vector<ThinkingSplitter::Piece> ThinkingSplitter::finish() {
     std::vector<Piece> out;
-    if (state_ == State::start) emit(out, Part::answer, std::move(held_));
+    if (state_ == State::start)
+        emit(out, Part::answer, markers_->trim_answer_start ? held_.substr(leading_space(held_)) : std::move(held_));
     if (state_ == State::thinking) emit(out, Part::thinking, std::string(trim_right(held_)));
     held_.clear();
     return out;

@@ -5,8 +5,9 @@
 // begin one is held back until the next piece decides.
 //
 // The reply opens in reasoning when the rendered prompt ends with the open
-// marker (DeepSeek V4 in thinking mode, Qwen3-Thinking-2507), or when the
-// model writes the open marker first (Qwen3's hybrid template). The
+// marker (DeepSeek V4 in thinking mode, Qwen3-Thinking-2507, GLM-4.7), or
+// when the model writes the open marker first (Qwen3's hybrid template,
+// GLM-4.6). The
 // reasoning is trimmed of surrounding whitespace and the answer of the
 // whitespace that follows the close marker, as the templates themselves
 // strip them when they render an earlier turn.
@@ -21,6 +22,10 @@ namespace ds4 {
 
 struct ThinkMarkers {
     std::string_view open, close;
+    // Whitespace before an answer that does not follow a reasoning block
+    // is not part of it: for templates that strip the content when they
+    // render a turn (GLM), so the model's leading newline is layout.
+    bool trim_answer_start = false;
 };
 
 // The markers of the family whose renderer is `template_name`; none for
@@ -30,6 +35,9 @@ std::optional<ThinkMarkers> think_markers(std::string_view template_name);
 // Whether a rendered prompt leaves the reply inside a reasoning block: it
 // ends with the open marker, whitespace aside.
 bool prompt_opens_thinking(std::string_view prompt, const ThinkMarkers& markers);
+// Whether it ends with the close marker, whitespace aside: a no-think
+// pre-fill (an empty reasoning block) the reply continues after.
+bool prompt_closes_thinking(std::string_view prompt, const ThinkMarkers& markers);
 
 class ThinkingSplitter {
 public:

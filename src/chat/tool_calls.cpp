@@ -84,7 +84,7 @@ ToolCallSyntax tool_call_syntax(std::string_view template_name) {
 }
 
 std::string forced_tool_call_opening(ToolCallSyntax syntax, const std::string& name, bool opens_thinking,
-                                     std::string_view think_close) {
+                                     std::string_view think_close, bool closes_thinking) {
     const std::string close(think_close);
     const std::string t(kDsmlToken);
     switch (syntax) {
@@ -96,15 +96,29 @@ std::string forced_tool_call_opening(ToolCallSyntax syntax, const std::string& n
             // "</think>" + content (none) + the block's "\n\n".
             return (opens_thinking ? close : "") + "\n\n<" + t + "tool_calls>\n<" + t + "invoke name=\"" +
                    (name.empty() ? "" : name + "\">\n");
+        case ToolCallSyntax::glm46:
+            // GLM-4.6's prompt never opens reasoning; in thinking mode the
+            // model writes its block first, so the template's form of a turn
+            // without reasoning comes first: "\n<think></think>" (no-think
+            // prompts end with it already). Then the call on its own line,
+            // the name followed by a newline.
+            return (closes_thinking ? "" : "\n<think></think>") + std::string("\n<tool_call>") +
+                   (name.empty() ? "" : name + "\n");
+        case ToolCallSyntax::glm47:
+            // "</think>" + content (none) + the call, all tight.
+            return (opens_thinking ? close : "") + "<tool_call>" + name;
         case ToolCallSyntax::none: break;
     }
     return "";
 }
 
-ToolCallScan scan_tool_calls(ToolCallSyntax syntax, std::string_view answer, bool partial) {
+ToolCallScan scan_tool_calls(ToolCallSyntax syntax, std::string_view answer, bool partial,
+                             const ToolParamTypes& types) {
     switch (syntax) {
         case ToolCallSyntax::qwen3: return scan_qwen3_tool_calls(answer, partial);
         case ToolCallSyntax::dsml: return scan_dsml_tool_calls(answer, partial);
+        case ToolCallSyntax::glm46:
+        case ToolCallSyntax::glm47: return scan_glm_tool_calls(answer, partial, types);
         case ToolCallSyntax::none: break;
     }
     ToolCallScan scan;

@@ -344,7 +344,7 @@ Input:
       --chat-template NAME  render the chat with NAME, not the template the
                             model file names: qwen3, qwen3-instruct-2507,
                             qwen3-thinking-2507, deepseek4, deepseek4-flash-0731,
-                            or raw (the text as is; the default for a model
+                            glm-4.6, glm-4.7, or raw (the text as is; the default for a model
                             without a chat template, e.g. a base model)
       --token-ids FILE      raw token ids (whitespace separated), no template;
                             needs --dump-logits

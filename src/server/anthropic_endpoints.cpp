@@ -43,7 +43,8 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
     }
     const std::string model = ar.model.empty() ? ctx.opts.model_id : ar.model;
     auto reply = std::make_shared<AnthropicReply>("msg_ds4_" + std::to_string(id), model, prompt_tokens, p.think,
-                                                  p.opens_thinking, p.tool_syntax, &ctx.tool_memory, p.forced);
+                                                  p.opens_thinking, p.tool_syntax, &ctx.tool_memory, p.forced,
+                                                  p.tool_types);
     if (ar.stream) return ctx.stream(res, g, sid, reply, id, req);
     const GenerateResult& r = ctx.wait(*g);
     if (r.reason == StopReason::failed)

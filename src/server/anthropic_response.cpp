@@ -37,9 +37,10 @@ const char* anthropic_stop_reason(StopReason reason) {
 }
 
 AnthropicReply::AnthropicReply(std::string id, std::string model, int64_t prompt_tokens, std::optional<ThinkMarkers> think,
-                               bool opens_thinking, ToolCallSyntax syntax, ToolCallMemory* memory, std::string forced)
+                               bool opens_thinking, ToolCallSyntax syntax, ToolCallMemory* memory, std::string forced,
+                               ToolParamTypes types)
     : id_(std::move(id)), model_(std::move(model)), prompt_tokens_(prompt_tokens),
-      parser_(think, opens_thinking, syntax), memory_(memory), forced_(std::move(forced)) {}
+      parser_(think, opens_thinking, syntax, std::move(types)), memory_(memory), forced_(std::move(forced)) {}
 
 json AnthropicReply::usage(int64_t cached, int64_t output) const {
     return {{"input_tokens", prompt_tokens_ - cached},

@@ -39,10 +39,11 @@ class AnthropicReply : public StreamFormat {
 public:
     // `syntax`: how the model writes calls (none: tools not active);
     // `memory` may be null; `forced`: the opening of a call the prompt
-    // ended with (server/prompt.h), the reply's first text.
+    // ended with (server/prompt.h), the reply's first text; `types`: the
+    // offered tools' parameter types.
     AnthropicReply(std::string id, std::string model, int64_t prompt_tokens, std::optional<ThinkMarkers> think,
                    bool opens_thinking, ToolCallSyntax syntax = ToolCallSyntax::none, ToolCallMemory* memory = nullptr,
-                   std::string forced = {});
+                   std::string forced = {}, ToolParamTypes types = {});
 
     // The whole message for a finished generation (not after streaming).
     nlohmann::json message(const GenerateResult& result);

@@ -31,7 +31,8 @@ void complete(ServerContext& ctx, const httplib::Request& req, httplib::Response
         ctx.tool_memory.restore(cr.messages);
         p = chat ? chat_server_prompt(engine, cr.messages, cr.chat_options, {}, &cr.tools) : text_server_prompt(engine, cr.prompt);
         if (cr.tools.active())
-            tools = OpenAIReply::ToolReading{p.think, p.opens_thinking, p.tool_syntax, &ctx.tool_memory, p.forced};
+            tools = OpenAIReply::ToolReading{p.think,           p.opens_thinking, p.tool_syntax,
+                                             &ctx.tool_memory,  p.forced,         p.tool_types};
         g = ctx.submit(std::move(p.tokens), cr.generate, chat ? "messages" : "prompt", res, sid);
     } catch (const ApiError& e) {
         res.status = e.status();

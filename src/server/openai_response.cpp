@@ -19,7 +19,7 @@ OpenAIReply::OpenAIReply(bool chat, std::string id, std::string model, bool incl
                          std::optional<ToolReading> tools)
     : chat_(chat), id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage),
       tools_(std::move(tools)), created_(unix_time()) {
-    if (tools_) parser_.emplace(tools_->think, tools_->opens_thinking, tools_->syntax);
+    if (tools_) parser_.emplace(tools_->think, tools_->opens_thinking, tools_->syntax, tools_->types);
 }
 
 std::string OpenAIReply::event(const json& choices, const json& usage) const {

@@ -44,6 +44,7 @@ public:
         // The forced opening of a call the prompt ended with
         // (server/prompt.h): the reply's first text.
         std::string forced = {};
+        ToolParamTypes types = {};  // the offered tools' parameter types
     };
     OpenAIReply(bool chat, std::string id, std::string model, bool include_usage,
                 std::optional<ToolReading> tools = std::nullopt);

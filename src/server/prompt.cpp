@@ -19,13 +19,15 @@ ServerPrompt chat_server_prompt(const Engine& engine, const std::vector<ChatMess
         p.opens_thinking = p.think && prompt_opens_thinking(text, *p.think);
         if (tools && tools->active()) {
             p.tool_syntax = tool_call_syntax(engine.chat_template());
+            p.tool_types = ToolParamTypes(tools->specs);
             const ToolChoice::Mode mode = tools->choice.mode;
             if (mode == ToolChoice::Mode::required || mode == ToolChoice::Mode::function) {
                 if (p.tool_syntax == ToolCallSyntax::none)
                     throw ApiError(400, "'tool_choice' demands a tool call, but the model's chat template (" +
                                             engine.chat_template() + ") has no tool-call syntax ds4 knows.", "tool_choice");
                 p.forced = forced_tool_call_opening(p.tool_syntax, tools->choice.name, p.opens_thinking,
-                                                    p.think ? p.think->close : std::string_view());
+                                                    p.think ? p.think->close : std::string_view(),
+                                                    p.think && prompt_closes_thinking(text, *p.think));
             }
         }
         p.tokens = prompt_token_ids(engine.tokenizer(), text + p.forced);

@@ -28,6 +28,7 @@ struct ServerPrompt {
     // (forced_tool_call_opening), which is also the start of the reply.
     ToolCallSyntax tool_syntax = ToolCallSyntax::none;
     std::string forced;
+    ToolParamTypes tool_types;  // the offered tools' parameter types (GLM reads values by them)
 };
 
 // `param` names the request field a refusal points at ("messages").

@@ -52,6 +52,7 @@ void responses(ServerContext& ctx, const httplib::Request& req, httplib::Respons
     setup.syntax = p.tool_syntax;
     setup.memory = &ctx.tool_memory;
     setup.forced = p.forced;
+    setup.types = p.tool_types;
     setup.tokenizer = &engine->tokenizer();
     auto reply = std::make_shared<ResponsesReply>(std::move(setup));
     if (rr.stream) return ctx.stream(res, g, sid, reply, id, req);

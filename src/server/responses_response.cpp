@@ -8,7 +8,7 @@ namespace ds4 {
 using json = nlohmann::json;
 
 ResponsesReply::ResponsesReply(ResponsesReplySetup setup)
-    : s_(std::move(setup)), parser_(s_.think, s_.opens_thinking, s_.syntax), created_(unix_time()) {}
+    : s_(std::move(setup)), parser_(s_.think, s_.opens_thinking, s_.syntax, s_.types), created_(unix_time()) {}
 
 const char* ResponsesReply::status(const GenerateResult& r) const {
     switch (r.reason) {

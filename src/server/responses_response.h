@@ -56,6 +56,7 @@ struct ResponsesReplySetup {
     ToolCallSyntax syntax = ToolCallSyntax::none;  // none: tools not active
     ToolCallMemory* memory = nullptr;              // may be null
     std::string forced;                            // the opening of a call the prompt ended with
+    ToolParamTypes types;                          // the offered tools' parameter types
     const Tokenizer* tokenizer = nullptr;          // counts reasoning tokens (null: 0)
 };
 

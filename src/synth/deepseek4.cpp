@@ -259,31 +259,6 @@ uint32_t file_type_of(Deepseek4Quant q) {
     return 0;
 }
 
-// llama.cpp's DeepSeek V4 chat template (the one convert_hf_to_gguf.py
-// embeds), looked up like the tokenizer: $DS4_DEPS_DIR, the repository's
-// .deps above this executable, then ./.deps.
-std::string find_chat_template(const std::string& explicit_file) {
-    if (!explicit_file.empty()) return explicit_file;
-    const fs::path rel = fs::path("oracle") / "llama.cpp" / "models" / "templates" / "deepseek-ai-DeepSeek-V4.jinja";
-    std::vector<fs::path> candidates;
-    if (const char* deps = std::getenv("DS4_DEPS_DIR"); deps && *deps) candidates.push_back(fs::path(deps) / rel);
-    std::error_code ec;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-        int up = 0;
-        for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path() && up < 5;
-             dir = dir.parent_path(), ++up)
-            candidates.push_back(dir / ".deps" / rel);
-    }
-    candidates.push_back(fs::path(".deps") / rel);
-    std::string tried;
-    for (const fs::path& c : candidates) {
-        if (fs::is_regular_file(c, ec)) return c.string();
-        tried += (tried.empty() ? "" : ", ") + c.string();
-    }
-    throw Error("cannot find the DeepSeek V4 chat template (tried " + tried + "); pass --template-file.");
-}
-
 }  // namespace
 
 Deepseek4Shape deepseek4_preset(const std::string& name) {
@@ -339,7 +314,7 @@ SynthResult synth_deepseek4(const Deepseek4SynthOptions& opts) {
         if (tokenizer.n_tokens != s.n_vocab)
             throw Error("the tokenizer in " + tokenizer.dir + " has " + std::to_string(tokenizer.n_tokens) +
                         " tokens, more than the " + std::to_string(s.n_vocab) + " rows of DeepSeek V4's embedding.");
-        chat_template = read_text_file(find_chat_template(opts.template_file));
+        chat_template = read_text_file(find_llama_template("deepseek-ai-DeepSeek-V4.jinja", opts.template_file));
     }
 
     GgufWriter w;

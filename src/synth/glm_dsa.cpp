@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "gguf/gguf_writer.h"
+#include "synth/glm_tokenizer.h"
 #include "synth/layer_slice.h"
 #include "synth/random_tensor.h"
 #include "synth/weights.h"
@@ -156,6 +157,19 @@ SynthResult synth_glm_dsa(const GlmDsaSynthOptions& opts) {
     const int n_all = static_cast<int>(s.n_layer + s.n_nextn);
     const int layer_end = synth_layer_end(opts.layers, n_all, "glm-dsa " + s.preset);
 
+    // Tokenizer first: it fixes the vocabulary (GLM-5's 154,880 rows, or
+    // the preset's when larger), and a missing one fails before anything
+    // is written.
+    if (opts.tokenizer && s.n_vocab < 256)
+        throw UsageError("--preset " + s.preset + " has a " + std::to_string(s.n_vocab) +
+                         "-token vocabulary, which no tokenizer fits; add --no-tokenizer");
+    GlmTokenizer tokenizer;
+    int64_t n_vocab = s.n_vocab;
+    if (opts.tokenizer) {
+        tokenizer = read_glm_tokenizer(opts.tokenizer_dir, opts.template_file, std::max(s.n_vocab, kGlm5VocabSize));
+        n_vocab = tokenizer.tokenizer.n_tokens;
+    }
+
     GgufWriter w;
     const std::string a = kArch;
     auto u32 = [&](const std::string& k, uint32_t v) { w.set(a + "." + k, GgufValue::u32(v)); };
@@ -198,12 +212,17 @@ SynthResult synth_glm_dsa(const GlmDsaSynthOptions& opts) {
     u32("attention.indexer.top_k", s.indexer_top_k);
     if (!s.indexer_types.empty()) w.set(a + ".attention.indexer.types", GgufValue::int_array(GgufValueType::U32, std::vector<int64_t>(s.indexer_types.begin(), s.indexer_types.end())));
     record_synth_recipe(w, s.preset, opts.seed, opts.n_layer, n_all, opts.layers);
-    // No tokenizer: the least llama.cpp's vocabulary loader accepts (model
-    // "none" adds vocab_size dummy tokens); ds4 reads the size from token_embd.
-    w.set("tokenizer.ggml.model", GgufValue::string("none"));
-    u32("vocab_size", static_cast<uint32_t>(s.n_vocab));
+    if (opts.tokenizer) {
+        for (auto& [k, v] : tokenizer.tokenizer.kv) w.set(k, std::move(v));
+        w.set("tokenizer.chat_template", GgufValue::string(tokenizer.chat_template));
+    } else {
+        // The least llama.cpp's vocabulary loader accepts (model "none" adds
+        // vocab_size dummy tokens); ds4 reads the size from token_embd.
+        w.set("tokenizer.ggml.model", GgufValue::string("none"));
+        u32("vocab_size", static_cast<uint32_t>(n_vocab));
+    }
 
-    const int64_t E = s.n_embd, V = s.n_vocab, H = s.n_head, QL = s.q_lora_rank, KV = s.kv_lora_rank;
+    const int64_t E = s.n_embd, V = n_vocab, H = s.n_head, QL = s.q_lora_rank, KV = s.kv_lora_rank;
     const int64_t R = s.qk_rope, NOPE = s.qk_nope, DK = NOPE + R, DV = s.v_head, X = s.n_expert;
     const int64_t F = s.n_ff, FE = s.n_ff_exp, FS = int64_t{s.n_ff_exp} * s.n_expert_shared;
     const int64_t IH = s.indexer_n_head, ID = s.indexer_head_dim;

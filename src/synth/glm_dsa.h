@@ -1,8 +1,9 @@
 // A random-weight GLM-5.x GGUF (`ds4-gguf synth --arch glm-dsa`) with the
 // metadata keys and tensor names/shapes llama.cpp's glm-dsa loader reads
 // (src/models/glm-dsa.cpp: load_arch_hparams, load_arch_tensors), an MTP
-// block after the trunk, and no tokenizer (GLM's tokenizer comes with the
-// chat support): tokenizer.ggml.model "none" and glm-dsa.vocab_size.
+// block after the trunk, and a GLM tokenizer and chat template
+// (synth/glm_tokenizer.h: GLM's own from --tokenizer-dir, else a stand-in)
+// or, tokenizer-less, tokenizer.ggml.model "none" and glm-dsa.vocab_size.
 #pragma once
 
 #include <cstdint>
@@ -53,9 +54,13 @@ struct GlmDsaSynthOptions {
     LayerRange layers;              // the blocks that get tensors (default: all)
     std::function<void(uint64_t file_bytes)> on_size;
     bool progress = false;
+    // false: no tokenizer or template, only the vocabulary size.
+    bool tokenizer = true;
+    std::string tokenizer_dir;   // GLM's tokenizer.json (empty: the stand-in)
+    std::string template_file;   // the chat template (empty: the tokenizer's, else llama.cpp's GLM-4.7)
 };
 
-// Writes the model to opts.out. Throws ds4::Error (file problems).
+// Writes the model to opts.out. Throws ds4::Error (file and tokenizer problems).
 SynthResult synth_glm_dsa(const GlmDsaSynthOptions& opts);
 
 }  // namespace ds4

@@ -1,5 +1,6 @@
-// GLM-5's entry in the synth family table: `--type` checked and turned into
-// GlmDsaSynthOptions, and its ds4-bench presets (glm5-q2, the published
+// GLM-5's entry in the synth family table: `--type`, the tokenizer flags and
+// --template-file checked and turned into GlmDsaSynthOptions, and its
+// ds4-bench presets (glm5-q2, the published
 // files' quantized mix, is for later).
 #include "cli/cli_values.h"
 #include "common/error.h"
@@ -20,10 +21,11 @@ GgmlType parse_type(const std::string& text) {
 }
 
 SynthResult synth(const SynthRequest& r) {
-    if (!r.quant.empty() || !r.template_file.empty() || !r.embd_type.empty())
-        throw UsageError("--quant, --template-file and --embd-type are for other families; glm-dsa takes --type");
-    if (!r.tokenizer_dir.empty())
-        throw UsageError("glm-dsa models are written without a tokenizer; --tokenizer-dir does not apply");
+    if (!r.quant.empty() || !r.embd_type.empty())
+        throw UsageError("--quant and --embd-type are for other families; glm-dsa takes --type");
+    if (!r.tokenizer && (!r.tokenizer_dir.empty() || !r.template_file.empty()))
+        throw UsageError("--no-tokenizer leaves out the tokenizer and chat template; --tokenizer-dir and "
+                         "--template-file do not apply");
     GlmDsaSynthOptions o;
     const GlmDsaShape shape = glm_dsa_preset(r.preset);  // validates the name before any work
     o.preset = r.preset;
@@ -36,10 +38,19 @@ SynthResult synth(const SynthRequest& r) {
     o.progress = r.progress;
     o.layers = r.layers;
     o.on_size = r.on_size;
+    o.tokenizer = r.tokenizer;
+    o.tokenizer_dir = r.tokenizer_dir;
+    o.template_file = r.template_file;
     return synth_glm_dsa(o);
 }
 
-std::string describe(const SynthRequest& r) { return "glm-dsa " + r.preset; }
+// The stand-in is said where it is used: its text ids are not GLM's.
+std::string describe(const SynthRequest& r) {
+    std::string d = "glm-dsa " + r.preset;
+    if (r.tokenizer && r.tokenizer_dir.empty())
+        d += " (stand-in tokenizer: Qwen3's BPE pieces with GLM's special tokens; --tokenizer-dir for GLM's own)";
+    return d;
+}
 
 std::vector<SyntheticPreset> bench_presets() {
     const GlmDsaShape tiny = glm_dsa_preset("tiny");

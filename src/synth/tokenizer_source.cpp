@@ -53,6 +53,28 @@ std::string find_tokenizer_dir(const std::string& explicit_dir, const std::strin
                 "); install it with scripts/setup-tests.sh or pass --tokenizer-dir.");
 }
 
+std::string find_llama_template(const std::string& name, const std::string& explicit_file) {
+    if (!explicit_file.empty()) return explicit_file;
+    const fs::path rel = fs::path("oracle") / "llama.cpp" / "models" / "templates" / name;
+    std::vector<fs::path> candidates;
+    if (const char* deps = std::getenv("DS4_DEPS_DIR"); deps && *deps) candidates.push_back(fs::path(deps) / rel);
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        int up = 0;
+        for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path() && up < 5;
+             dir = dir.parent_path(), ++up)
+            candidates.push_back(dir / ".deps" / rel);
+    }
+    candidates.push_back(fs::path(".deps") / rel);
+    std::string tried;
+    for (const fs::path& c : candidates) {
+        if (fs::is_regular_file(c, ec)) return c.string();
+        tried += (tried.empty() ? "" : ", ") + c.string();
+    }
+    throw Error("cannot find llama.cpp's chat template " + name + " (tried " + tried + "); pass --template-file.");
+}
+
 GgufTokenizer read_hf_tokenizer(const std::string& explicit_dir, const std::string& package, const std::string& pre,
                                 int64_t vocab_size) {
     GgufTokenizer t;

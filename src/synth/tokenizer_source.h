@@ -32,6 +32,13 @@ struct GgufTokenizer {
 GgufTokenizer read_hf_tokenizer(const std::string& explicit_dir, const std::string& package, const std::string& pre,
                                 int64_t vocab_size);
 
+// A chat template of llama.cpp's collection (models/templates/`name`, the
+// ones its converter embeds): `explicit_file` when given, else looked up
+// like the tokenizer: $DS4_DEPS_DIR/oracle/llama.cpp, the repository's
+// .deps above this executable, then ./.deps. Throws ds4::Error naming the
+// places tried.
+std::string find_llama_template(const std::string& name, const std::string& explicit_file);
+
 // Reads a whole text file; throws ds4::Error naming it.
 std::string read_text_file(const std::string& path);
 

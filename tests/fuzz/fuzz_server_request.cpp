@@ -11,7 +11,9 @@
 // Anthropic messages or count_tokens; its other bits pick how the same
 // bytes, read as a model's reply, are cut into two streamed pieces: the
 // reply parser's deltas must add up to the whole reply's content and calls
-// (chat/reply_parser.h).
+// (chat/reply_parser.h), for Qwen3 or DeepSeek V4 (bit 2) and, for every
+// input, both GLM syntaxes (whose tags sit in the same bytes at no cost to
+// the older seeds).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -45,7 +47,7 @@ void check_sampling(const ds4::GenerateOptions& g) {
 }
 
 void render(const std::vector<ds4::ChatMessage>& messages, const ds4::ChatOptions& options) {
-    for (const char* name : {"qwen3", "deepseek4"}) {
+    for (const char* name : {"qwen3", "deepseek4", "glm-4.6", "glm-4.7"}) {
         try {
             ds4::render_chat(name, messages, options);
         } catch (const ds4::Error&) {
@@ -54,14 +56,20 @@ void render(const std::vector<ds4::ChatMessage>& messages, const ds4::ChatOption
     }
 }
 
-// The body as a model's reply, streamed in two pieces cut at `cut`.
-void reply(const std::string& text, size_t cut, bool qwen3, bool opens_thinking) {
-    const auto syntax = qwen3 ? ds4::ToolCallSyntax::qwen3 : ds4::ToolCallSyntax::dsml;
-    const ds4::ThinkMarkers markers{"<think>", "</think>"};
-    ds4::ReplyParser whole(markers, opens_thinking, syntax);
+// The body as a model's reply in the syntax (and reasoning markers) of
+// template `name`, streamed in two pieces cut at `cut`.
+void reply(const std::string& text, size_t cut, const char* name, bool opens_thinking) {
+    const auto syntax = ds4::tool_call_syntax(name);
+    const std::optional<ds4::ThinkMarkers> markers = ds4::think_markers(name);
+    FUZZ_REQUIRE(markers.has_value());
+    // GLM reads argument values by the tools' schemas: one string, one integer.
+    const ds4::ToolParamTypes types(
+        R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": )"
+        R"({"s": {"type": "string"}, "n": {"type": "integer"}}}}}])");
+    ds4::ReplyParser whole(markers, opens_thinking, syntax, types);
     whole.push(text);
     whole.finish();
-    ds4::ReplyParser streamed(markers, opens_thinking, syntax);
+    ds4::ReplyParser streamed(markers, opens_thinking, syntax, types);
     std::string content;
     std::vector<std::string> names, args;
     auto add = [&](const std::vector<ds4::ReplyDelta>& ds) {
@@ -133,7 +141,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
     const int which = data[0] & 3;
     const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
-    reply(body, body.size() * (data[0] >> 4) / 15, (data[0] & 4) != 0, (data[0] & 8) != 0);
+    const size_t cut = body.size() * (data[0] >> 4) / 15;
+    const bool opens_thinking = (data[0] & 8) != 0;
+    reply(body, cut, (data[0] & 4) != 0 ? "qwen3" : "deepseek4", opens_thinking);
+    reply(body, cut, "glm-4.6", opens_thinking);
+    reply(body, cut, "glm-4.7", opens_thinking);
     try {
         if (which == 1 && (data[0] & 8)) responses(body);
         else if (which < 2) openai(body, which == 0);

@@ -121,6 +121,8 @@ expect 1 "missing file" -- "$TOOL" inspect "$WORK/no-such-file.gguf"
 expect 1 "directory" -- "$TOOL" inspect "$WORK"
 expect 1 "unwritable output" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/no/such/dir/m.gguf" --seed 1
 expect 1 "tokenizer dir without tokenizer.json" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/t.gguf" --tokenizer-dir "$WORK"
+expect 1 "glm-dsa tokenizer dir without tokenizer.json" -- "$TOOL" synth --arch glm-dsa --preset tiny --out "$WORK/t.gguf" --tokenizer-dir "$WORK"
+expect 1 "glm-dsa missing chat template file" -- "$TOOL" synth --arch glm-dsa --preset tiny --out "$WORK/t.gguf" --template-file "$WORK/none.jinja"
 
 # ---- bad command lines: exit 2 -------------------------------------------------
 expect 2 "no command" -- "$TOOL"
@@ -136,6 +138,10 @@ expect 2 "synth bad type" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "
 expect 2 "synth bad seed" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --seed -5
 expect 2 "synth --seed without value" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --seed
 expect 2 "synth unknown flag" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --layers 3
+# glm-dsa: micro's 16 tokens fit no tokenizer; --no-tokenizer takes no tokenizer or template flags.
+expect 2 "glm-dsa micro with a tokenizer" -- "$TOOL" synth --arch glm-dsa --preset micro --out "$WORK/x.gguf"
+expect 2 "glm-dsa --no-tokenizer --template-file" -- "$TOOL" synth --arch glm-dsa --preset tiny --no-tokenizer --template-file "$M" --out "$WORK/x.gguf"
+expect 2 "glm-dsa --quant" -- "$TOOL" synth --arch glm-dsa --preset tiny --quant q2 --out "$WORK/x.gguf"
 # --n-layer: 1 <= N <= the preset's layers (qwen3moe tiny 4, deepseek4 tiny 5, flash 43, pro 61).
 expect 2 "synth --n-layer 0" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --n-layer 0
 expect 2 "synth --n-layer 0 deepseek4" -- "$TOOL" synth --arch deepseek4 --preset tiny --out "$WORK/x.gguf" --n-layer 0

@@ -17,7 +17,10 @@
 
 namespace ds4_test {
 
-inline nlohmann::json render_with_jinja2(const std::vector<std::string>& templates, const nlohmann::json& cases) {
+// `Json` is nlohmann::json or nlohmann::ordered_json: the request is sent in
+// its key order (GLM's templates print arguments in dict order).
+template <class Json>
+inline nlohmann::json render_with_jinja2(const std::vector<std::string>& templates, const Json& cases) {
     namespace fs = std::filesystem;
     const fs::path helper = fs::path(DS4_SOURCE_DIR) / "tests/oracle/chat_render_jinja2.py";
     const fs::path out_path = fs::temp_directory_path() /
@@ -28,7 +31,7 @@ inline nlohmann::json render_with_jinja2(const std::vector<std::string>& templat
     std::signal(SIGPIPE, SIG_IGN);
     FILE* pipe = popen(command.c_str(), "w");
     if (!pipe) throw std::runtime_error("cannot start " + command);
-    const std::string request = nlohmann::json{{"templates", templates}, {"cases", cases}}.dump();
+    const std::string request = Json{{"templates", templates}, {"cases", cases}}.dump();
     fwrite(request.data(), 1, request.size(), pipe);
     int status = pclose(pipe);
     if (status != 0) {

@@ -11,7 +11,9 @@ templates were written for.
 
 stdin:  {"templates": [jinja source, ...],
          "cases": [{"messages": [...], "add_generation_prompt": bool,
-                    "enable_thinking": bool, "tools": [...] (optional)}, ...]}
+                    "enable_thinking": bool, "tools": [...] (optional),
+                    "template_kwargs": {...} (optional: more template
+                    variables, as chat_template_kwargs)}, ...]}
 output (written to argv[1], UTF-8 JSON):
         {"jinja2": version, "results": [[rendered string | {"error": message}
                                           for each case] for each template]}
@@ -58,7 +60,8 @@ def main():
                 rendered.append(template.render(
                     messages=case["messages"], tools=case.get("tools"), documents=None,
                     add_generation_prompt=case["add_generation_prompt"],
-                    enable_thinking=case["enable_thinking"]))
+                    enable_thinking=case["enable_thinking"],
+                    **case.get("template_kwargs", {})))
             except Exception as e:  # the C++ side expects an error for these cases
                 rendered.append({"error": f"{type(e).__name__}: {e}"})
         results.append(rendered)

@@ -17,7 +17,12 @@
 // conversations that end with a user message. For the DeepSeek V4 templates
 // it picks its DeepSeek V3 renderer (the V4 source has V3's role markers),
 // which writes no <think> / </think> after <｜Assistant｜>: it agrees with
-// neither ds4 nor llama.cpp's Jinja engine there, so it is not compared.
+// neither ds4 nor llama.cpp's Jinja engine there, so it is not compared;
+// for the GLM templates it picks its GLM-4 renderer, which predates them.
+// The GLM templates strip content with Python's str.strip(), which ds4
+// follows and llama.cpp's engine spells as an ASCII strip: their
+// conversations keep non-ASCII whitespace off the edges of the text
+// (chat_glm_test.cpp checks those edges against jinja2).
 //
 // Conversations are random (fresh seed each run, DS4_TEST_SEED replays):
 // system or not, one to three turns, reasoning on earlier assistant turns,
@@ -54,6 +59,7 @@ public:
 
     int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
     bool chance(double p) { return std::bernoulli_distribution(p)(rng_); }
+    bool ascii_edges = false;  // no U+00A0 at the start or end of a text (see above)
 
     std::string text() {
         static const std::vector<std::string> pieces = {
@@ -64,7 +70,28 @@ public:
         std::string out;
         const int n = uniform(1, 12);
         for (int i = 0; i < n; ++i) out += pieces[size_t(uniform(0, int(pieces.size()) - 1))];
+        if (ascii_edges) drop_nbsp_edges(out);
         return out;
+    }
+
+    // The leading and trailing whitespace runs go where they hold a U+00A0
+    // (which an ASCII strip stops at).
+    static void drop_nbsp_edges(std::string& s) {
+        const std::string nbsp = "\u00a0";
+        auto space_at = [&](size_t i) -> size_t {  // the length of the whitespace character at i, or 0
+            if (s.compare(i, nbsp.size(), nbsp) == 0) return nbsp.size();
+            return std::string_view(" \t\n\r\v\f").find(s[i]) != std::string_view::npos ? 1 : 0;
+        };
+        size_t lead = 0;
+        while (lead < s.size() && space_at(lead) > 0) lead += space_at(lead);
+        if (s.substr(0, lead).find(nbsp) != std::string::npos) s.erase(0, lead);
+        size_t tail = s.size();
+        while (tail > 0) {
+            const size_t back = tail >= 2 && s.compare(tail - 2, 2, nbsp) == 0 ? 2 : 1;
+            if (space_at(tail - back) != back) break;
+            tail -= back;
+        }
+        if (s.substr(tail).find(nbsp) != std::string::npos) s.erase(tail);
     }
 
     // Tool specs as OpenAI clients send them; names and keys are plain
@@ -132,6 +159,7 @@ struct ChatModel {
     std::vector<std::string> efforts = {""};    // reasoning_effort values to draw from
     bool chatml_when_thinking = false;          // the built-in ChatML renderer agrees when thinking is on
     bool chatml_always = false;                 // ... whatever the thinking switch
+    bool ascii_edges = false;                   // RandomChat::ascii_edges
 };
 
 std::vector<ChatMessage> to_messages(const json& messages) {
@@ -165,10 +193,12 @@ protected:
                     static_cast<unsigned long long>(seed_));
     }
 
-    fs::path synth(const std::string& arch, const std::string& name) {
+    fs::path synth(const std::string& arch, const std::string& name, const std::vector<std::string>& extra = {}) {
         const fs::path out = dir_ / name;
-        run_checked({ds4_program("ds4-gguf").string(), "synth", "--arch", arch, "--preset", "tiny", "--seed",
-                     std::to_string(model_seed(seed_)), "--out", out.string()});
+        std::vector<std::string> argv = {ds4_program("ds4-gguf").string(), "synth", "--arch", arch, "--preset", "tiny",
+                                         "--seed", std::to_string(model_seed(seed_)), "--out", out.string()};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        run_checked(argv);
         return out;
     }
 
@@ -189,6 +219,7 @@ protected:
         const auto tokenizer = Tokenizer::from_gguf(*file);
 
         RandomChat gen(seed_ ^ std::hash<std::string>{}(model.label));
+        gen.ascii_edges = model.ascii_edges;
         json cases = json::array();
         std::vector<std::vector<int32_t>> ours_ids;
         for (int i = 0; i < n; ++i) {
@@ -237,7 +268,8 @@ protected:
             const std::string& text = c["text"].get_ref<const std::string&>();
             with_tools += c.contains("tools");
             with_tool_calls += text.find("<tool_call>\n{\"name\": \"get_weather") != std::string::npos ||
-                               text.find("invoke name=\"get_weather\">") != std::string::npos;
+                               text.find("invoke name=\"get_weather\">") != std::string::npos ||
+                               text.find("<tool_call>get_weather") != std::string::npos;
             const std::string where = "case " + std::to_string(i) + ": " + c.dump();
             auto report = [&](const std::string& what) {
                 if (++failures <= 5) ADD_FAILURE() << what << "\n" << where;
@@ -306,6 +338,19 @@ TEST_F(ChatPromptVsLlama, DeepSeekV4TemplatesAndTokenizer) {
              with_template(v4, kLlamaTemplates / "deepseek-ai-DeepSeek-V4-Flash-0731.jinja", "flash0731.gguf"),
              "deepseek4-flash-0731", {"", "high", "max"}},
             kConversations);
+}
+
+// GLM-5's file as synth writes it (GLM's special tokens, pre-tokenizer
+// glm4; the stand-in's BPE pieces) with the GLM-4.7 template it embeds, and
+// the same vocabulary under GLM-4.6's.
+TEST_F(ChatPromptVsLlama, GlmTemplatesAndTokenizer) {
+    const fs::path glm = synth("glm-dsa", "glm.gguf", {"--n-layer", "1", "--type", "q8_0"});
+    ChatModel glm47{"glm-4.7", glm, "glm-4.7"};
+    glm47.ascii_edges = true;
+    compare(glm47, kConversations);
+    ChatModel glm46{"glm-4.6", with_template(glm, kLlamaTemplates / "GLM-4.6.jinja", "glm46.gguf"), "glm-4.6"};
+    glm46.ascii_edges = true;
+    compare(glm46, kConversations);
 }
 
 }  // namespace

@@ -7,10 +7,10 @@
 // messages, which must equal the server's own non-streamed bodies for the
 // same reply: content, reasoning, each call's name and arguments (OpenAI,
 // Responses) or input (Anthropic), the finish / stop reason / status. The replies are spelled as the real templates render calls
-// (Qwen3 and DeepSeek V4; the renderings themselves are checked against
-// the templates in chat_qwen3_tool_roundtrip_test.cpp and
-// chat_dsml_roundtrip_test.cpp); no model writes them here, since a
-// random-weight model never writes a call.
+// (Qwen3, DeepSeek V4 and GLM's two spacings; the renderings themselves are
+// checked against the templates in chat_qwen3_tool_roundtrip_test.cpp,
+// chat_dsml_roundtrip_test.cpp and chat_glm_tool_roundtrip_test.cpp); no
+// model writes them here, since a random-weight model never writes a call.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -76,13 +76,15 @@ json replay(const std::string& openai_sse, const std::string& anthropic_sse, con
     return json::parse(out);
 }
 
-void check(const std::string& reply, ds4::ToolCallSyntax syntax, bool opens_thinking, uint64_t seed) {
+// `markers` and `types`: the template's (GLM trims a no-think answer and
+// types argument values by the offered schemas).
+void check(const std::string& reply, ds4::ToolCallSyntax syntax, bool opens_thinking, uint64_t seed,
+           const ds4::ThinkMarkers& markers = {"<think>", "</think>"}, const ds4::ToolParamTypes& types = {}) {
     SCOPED_TRACE("reply " + json(reply).dump());
     std::mt19937_64 rng(seed);
-    const ds4::ThinkMarkers markers{"<think>", "</think>"};
-    const ds4::OpenAIReply::ToolReading reading{markers, opens_thinking, syntax, nullptr};
+    const ds4::OpenAIReply::ToolReading reading{markers, opens_thinking, syntax, nullptr, "", types};
     ds4::OpenAIReply o_stream(true, "chatcmpl-1", "m", true, reading);
-    ds4::AnthropicReply a_stream("msg_1", "m", 40, markers, opens_thinking, syntax);
+    ds4::AnthropicReply a_stream("msg_1", "m", 40, markers, opens_thinking, syntax, nullptr, "", types);
     ds4::ResponsesReplySetup setup;
     setup.id = "resp_1";
     setup.model = "m";
@@ -90,13 +92,15 @@ void check(const std::string& reply, ds4::ToolCallSyntax syntax, bool opens_thin
     setup.think = markers;
     setup.opens_thinking = opens_thinking;
     setup.syntax = syntax;
+    setup.types = types;
     ds4::ResponsesReply r_stream(setup);
     const std::string o_sse = stream(o_stream, reply, rng);
     const std::string a_sse = stream(a_stream, reply, rng);
     const json got = replay(o_sse, a_sse, stream(r_stream, reply, rng));
     const json r_whole = ds4::ResponsesReply(setup).response(result(reply));
     const json o_whole = ds4::OpenAIReply(true, "chatcmpl-1", "m", false, reading).body(result(reply));
-    const json a_whole = ds4::AnthropicReply("msg_1", "m", 40, markers, opens_thinking, syntax).message(result(reply));
+    const json a_whole =
+        ds4::AnthropicReply("msg_1", "m", 40, markers, opens_thinking, syntax, nullptr, "", types).message(result(reply));
 
     // OpenAI: the accumulated message against the whole body, ids aside
     // (each response draws its own).
@@ -181,6 +185,29 @@ TEST(ServerToolStreamSdk, DeepSeekV4CallsAccumulateAsTheWholeReply) {
               "parameter name=\"days\" string=\"false\">[1, 2]</" + T + "parameter>\n</" + T + "invoke>\n</" + T +
               "tool_calls>",
           ds4::ToolCallSyntax::dsml, true, seed);
+}
+
+// GLM: a zip code the schema says is a string stays "007" and "10001".
+const ds4::ToolParamTypes kGlmTypes(
+    R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": )"
+    R"({"city": {"type": "string"}, "zip": {"type": "string"}, "days": {"type": "array"}}}}}])");
+
+TEST(ServerToolStreamSdk, Glm47CallsAccumulateAsTheWholeReply) {
+    const uint64_t seed = ds4::test::test_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    check("Need the weather.</think>Checking.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris"
+          "</arg_value><arg_key>zip</arg_key><arg_value>007</arg_value><arg_key>days</arg_key><arg_value>[1, 2]"
+          "</arg_value></tool_call><tool_call>get_weather<arg_key>city</arg_key><arg_value>Lyon</arg_value>"
+          "<arg_key>zip</arg_key><arg_value>10001</arg_value></tool_call>",
+          ds4::ToolCallSyntax::glm47, true, seed, *ds4::think_markers("glm-4.7"), kGlmTypes);
+}
+
+TEST(ServerToolStreamSdk, Glm46CallsAccumulateAsTheWholeReply) {
+    const uint64_t seed = ds4::test::test_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    check("\n<think>Need the weather.</think>\nChecking.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+          "<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>[1, 2]</arg_value>\n</tool_call>",
+          ds4::ToolCallSyntax::glm46, false, seed, *ds4::think_markers("glm-4.6"), kGlmTypes);
 }
 
 TEST(ServerToolStreamSdk, AReplyWithoutCallsStaysText) {

@@ -99,9 +99,10 @@ TEST(ChatThinking, WhichRenderedPromptsOpenReasoning) {
         ASSERT_TRUE(m.has_value()) << name;
         EXPECT_EQ(m->open, "<think>");
         EXPECT_EQ(m->close, "</think>");
-        // The hybrid and instruct templates leave the opening to the model;
-        // DeepSeek V4 and Qwen3-Thinking-2507 open it in the prompt.
-        const bool opens = name.rfind("deepseek4", 0) == 0 || name == "qwen3-thinking-2507";
+        // The hybrid and instruct templates and GLM-4.6 leave the opening
+        // to the model; DeepSeek V4, Qwen3-Thinking-2507 and GLM-4.7 open it
+        // in the prompt.
+        const bool opens = name.rfind("deepseek4", 0) == 0 || name == "qwen3-thinking-2507" || name == "glm-4.7";
         EXPECT_EQ(prompt_opens_thinking(render_chat(name, chat, think), *m), opens) << name;
         if (name != "qwen3-thinking-2507")
             EXPECT_FALSE(prompt_opens_thinking(render_chat(name, chat, nothink), *m)) << name;

@@ -4,7 +4,7 @@
 // check, so this test fails instead. The seeds are
 //   ds4-gguf synth --arch qwen3moe --preset micro --no-tokenizer --type f16 --seed 1
 //   ds4-gguf synth --arch deepseek4 --preset micro --no-tokenizer --n-layer 1 --seed 1
-//   ds4-gguf synth --arch glm-dsa --preset micro --type f16 --seed 1
+//   ds4-gguf synth --arch glm-dsa --preset micro --no-tokenizer --type f16 --seed 1
 // (named *.seed: .gitignore keeps *.gguf out of git).
 #include <gtest/gtest.h>
 

