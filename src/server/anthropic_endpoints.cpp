@@ -45,7 +45,9 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
     auto reply = std::make_shared<AnthropicReply>("msg_ds4_" + std::to_string(id), model, prompt_tokens, p.think,
                                                   p.opens_thinking, p.tool_syntax, &ctx.tool_memory, p.forced);
     if (ar.stream) return ctx.stream(res, g, sid, reply, id, req);
-    const GenerateResult& r = ctx.wait(*g);
+    const GenerateResult* done = ctx.wait(*g, sid, id, req, res);
+    if (!done) return;  // the client left
+    const GenerateResult& r = *done;
     if (r.reason == StopReason::failed)
         return send_error(ctx, id, req, res, r.unavailable ? 503 : 500, r.error, g.get());
     res.set_content(dump_json(reply->message(r)), "application/json");

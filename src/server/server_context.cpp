@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "server/api_error.h"
+#include "server/client_connection.h"
 
 namespace ds4 {
 
@@ -75,10 +76,23 @@ std::shared_ptr<Generation> ServerContext::submit(std::vector<int32_t> prompt, c
     return g;
 }
 
-const GenerateResult& ServerContext::wait(Generation& g) const {
+const GenerateResult* ServerContext::wait(Generation& g, uint64_t sid, uint64_t id, const httplib::Request& req,
+                                          httplib::Response& res) const {
+    const ClientConnection client(req);
     std::unique_lock<std::mutex> lock(g.mu);
-    g.cv.wait(lock, [&] { return g.done; });
-    return g.result;
+    bool left = false;
+    while (!g.cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return g.done; })) {
+        if (left || !client.gone()) continue;
+        left = true;
+        scheduler->cancel(sid);  // the generation ends at the scheduler's next step
+    }
+    if (!left) return &g.result;
+    lock.unlock();
+    res.status = 499;
+    res.set_content(error_body_for_path(req.path, 499, "the client closed the connection before the reply was complete."),
+                    "application/json");
+    log_request(id, req, 499, &g);
+    return nullptr;
 }
 
 void ServerContext::stream(httplib::Response& res, std::shared_ptr<Generation> g, uint64_t sid,

@@ -717,6 +717,32 @@ def connections():
                  f"unframed up to {last!r} and the connection closed, got {h}, {rest[-200:]!r}")
         c.close()
 
+    # A whole (non-streamed) reply whose client closes its connection, or
+    # half-closes it after its request: the generation is cancelled at once
+    # (not run to the context's end) and the slot freed. (A longer context
+    # and clients of the official SDKs: test_server_disconnect.sh.)
+    for how, path, body in (("closes at once", CHAT, {"messages": [{"role": "user", "content": "Go on."}]}),
+                            ("closes after 0.1 s", MSG, {"messages": [{"role": "user", "content": "Go on."}]}),
+                            ("half-closes", RESP, {"input": "Go on."})):
+        cases += 1
+        body = dict(body, temperature=0, **({"max_output_tokens": CTX * 4} if path == RESP else {"max_tokens": CTX * 4}))
+        gens, toks = metric("ds4_generations_total"), metric("ds4_generated_tokens_total")
+        c = Conn(30)
+        c.send(request("POST", path, body))
+        if how == "half-closes":
+            c.s.shutdown(socket.SHUT_WR)
+        elif how == "closes after 0.1 s":
+            time.sleep(0.1)
+        c.close()
+        t0 = time.time()
+        freed = wait_for(lambda: metric("ds4_kv_slots_in_use") == 0 and metric("ds4_generations_total") > gens, 5)
+        took = time.time() - t0
+        wrote = metric("ds4_generated_tokens_total") - toks
+        if not freed or wrote > CTX // 2:
+            fail(f"a whole {path} reply whose client {how}: expected its generation cancelled and the slot freed, got "
+                 f"{wrote:.0f} tokens written (the context allows ~{CTX}), slots in use "
+                 f"{metric('ds4_kv_slots_in_use')} after {took:.1f} s")
+
     # A client that leaves mid-stream, and one that half-closes (shuts its
     # sending side after the request: httplib takes that end of input as
     # the client gone, as nginx does with its 499): the generation is

@@ -9,9 +9,10 @@
 # never a 206), unknown paths and methods, broken request lines; with
 # slow-loris clients and a stalled one alongside; then pipelining,
 # HTTP/1.0 (streams unchunked, closed at the end), a half-closed request, a
-# client that leaves mid-stream, and
-# hundreds of dropped connections). Before and after: the same greedy chat
-# gives the same text, and the server is alive.
+# client that leaves mid-stream, whole replies whose client closes or
+# half-closes (cancelled, slot freed), and hundreds of dropped
+# connections). Before and after: the same greedy chat gives the same
+# text, and the server is alive.
 set -euo pipefail
 bin=${DS4_BIN:?}
 src=${DS4_SOURCE_DIR:?}
