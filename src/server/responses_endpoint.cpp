@@ -53,6 +53,7 @@ void responses(ServerContext& ctx, const httplib::Request& req, httplib::Respons
     setup.memory = &ctx.tool_memory;
     setup.forced = p.forced;
     setup.tokenizer = &engine->tokenizer();
+    setup.logprobs = rr.generate.top_logprobs >= 0;
     auto reply = std::make_shared<ResponsesReply>(std::move(setup));
     if (rr.stream) return ctx.stream(res, g, sid, reply, id, req);
     const GenerateResult* done = ctx.wait(*g, sid, id, req, res);
