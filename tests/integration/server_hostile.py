@@ -11,8 +11,9 @@ served meanwhile) and one that stalls mid-headers (dropped after the read
 timeout). Then pipelined and HTTP/1.0 requests (streams too: unchunked,
 ended by the close), refusals that close the
 connection (their unread body must not be read as the next request), a
-client that leaves mid-stream and one that half-closes (cancelled, slot
-freed), and connections opened and dropped by the hundred (accepted at
+client that leaves mid-stream and one that half-closes, and clients of
+whole replies that close or half-close (each cancelled, its slot freed),
+and connections opened and dropped by the hundred (accepted at
 once, no descriptor kept).
 
 usage: server_hostile.py PORT KEY SERVER_PID CTX MAX_BODY_BYTES
