@@ -53,13 +53,17 @@ for (const endpoint of endpointsArg.split(",")) {
   }
   const gaveUp = performance.now();
   // The slot is free and the generation counted (polled every 20 ms, for
-  // at most 10 s).
+  // at most 10 s); then the request, once its handler has returned.
   let after = await metrics();
   while ((after.slots !== 0 || after.generations <= before.generations) && performance.now() - gaveUp < 10000) {
     await sleep(20);
     after = await metrics();
   }
   const freedAfter = performance.now() - gaveUp;
+  while (after.status499 <= before.status499 && performance.now() - gaveUp < 10000) {
+    await sleep(20);
+    after = { ...after, status499: (await metrics()).status499 };
+  }
   await sleep(300);
   const later = await metrics();
   const t1 = performance.now();

@@ -4,10 +4,11 @@
 # context (a reply to its end takes many seconds here), the official SDKs
 # with a 0.5 s timeout on each API (chat, completions, responses,
 # messages), over HTTP and over HTTPS (where the server finds the socket
-# another way). Each time: the SDK gave up, the slot is free within a
-# second of it, the generation counted as ended with far fewer tokens than
-# the context allows, no decode work after that, /metrics counts a 499,
-# and the next request on the same slot is served at once.
+# another way). Each time: the SDK gave up, the slot is free at once (a
+# few tens of ms here; within 2 s allowed), the generation counted as ended
+# with far fewer tokens than the context allows, no decode work after that,
+# /metrics counts a 499, and the next request on the same slot is served
+# at once.
 set -euo pipefail
 bin=${DS4_BIN:?}
 src=${DS4_SOURCE_DIR:?}
@@ -32,13 +33,15 @@ for r in json.load(open(sys.argv[1])):
     name = r["endpoint"]
     assert r["error"] and "Timeout" in r["error"] and 400 <= r["gaveUpAfter"] < 3000, \
         f"{name}: expected the SDK to give up after its 0.5 s timeout, got {r['error']} after {r['gaveUpAfter']:.0f} ms"
-    assert r["slots"] == 0 and r["generationsAfter"] == r["generationsBefore"] + 1 and r["freedAfter"] < 1000, \
-        f"{name}: expected the slot free and the generation ended within 1 s of the client leaving, got {r}"
-    assert 0 < r["generated"] < ctx // 4, \
+    # (Bounds with room for a sanitizer build on a busy machine: a reply
+    # run to the context's end takes ten times longer here.)
+    assert r["slots"] == 0 and r["generationsAfter"] == r["generationsBefore"] + 1 and r["freedAfter"] < 2000, \
+        f"{name}: expected the slot free and the generation ended within 2 s of the client leaving, got {r}"
+    assert 0 < r["generated"] < ctx // 2, \
         f"{name}: expected the cancelled generation to have written a few hundred tokens at most (not ~{ctx}), got {r['generated']}"
     assert r["decodeGrew"] == 0, f"{name}: expected no decode work after the cancel, got {r['decodeGrew']} more tokens"
     assert r["status499"] == 1, f"{name}: expected /metrics to count one 499, got {r['status499']}"
-    assert r["nextMs"] < 2000 and r["nextFinish"] in ("length", "stop"), \
+    assert r["nextMs"] < 3000 and r["nextFinish"] in ("length", "stop"), \
         f"{name}: expected the next request served at once, it took {r['nextMs']:.0f} ms"
     print(f"{name}: gave up after {r['gaveUpAfter']:.0f} ms, slot free {r['freedAfter']:.0f} ms later, "
           f"{r['generated']} tokens written, next request {r['nextMs']:.0f} ms")
