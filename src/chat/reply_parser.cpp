@@ -47,6 +47,9 @@ void ReplyParser::calls_to(const std::vector<ToolCallText>& calls, std::vector<R
 }
 
 void ReplyParser::answer(std::string_view text, std::vector<ReplyDelta>& out) {
+    // The splitter hands the answer over once it holds nothing back, so
+    // this piece ends where the text pushed so far ends.
+    if (answer_offset_ == std::string::npos && !text.empty()) answer_offset_ = raw_.size() - text.size();
     answer_ += text;
     const ToolCallScan scan = scan_tool_calls(syntax_, answer_, /*partial=*/true, types_);
     content_to(std::string_view(answer_).substr(0, scan.decided), out);
@@ -74,6 +77,7 @@ std::vector<ReplyDelta> ReplyParser::finish() {
             reply_.reasoning += p.text;
             out.push_back({ReplyDelta::Kind::reasoning, 0, p.text});
         } else {
+            if (answer_offset_ == std::string::npos && !p.text.empty()) answer_offset_ = raw_.size() - p.text.size();
             answer_ += p.text;
         }
     }

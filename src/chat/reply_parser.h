@@ -53,6 +53,13 @@ public:
     std::vector<ReplyDelta> finish();
     // The whole reply; complete once finish() has been called.
     const Reply& reply() const { return reply_; }
+    // Where the answer begins in the text pushed so far (its first byte's
+    // offset; whitespace after a reasoning block's close marker comes
+    // before it), or npos until some of the answer has been decided. The
+    // content is the answer's prefix, so its bytes sit at this offset on:
+    // a caller that knows each token's bytes can tell which tokens wrote
+    // it (the Responses API's output_text log probabilities).
+    size_t answer_offset() const { return answer_offset_; }
 
 private:
     void answer(std::string_view text, std::vector<ReplyDelta>& out);
@@ -64,6 +71,7 @@ private:
     ToolParamTypes types_;
     std::string raw_;                      // every byte pushed (the answer is its suffix)
     std::string answer_;                   // the answer so far
+    size_t answer_offset_ = std::string::npos;  // answer_'s first byte in raw_
     size_t content_sent_ = 0;              // bytes of content sent
     std::vector<std::string> args_sent_;   // per started call: its arguments sent
     Reply reply_;

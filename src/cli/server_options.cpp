@@ -68,6 +68,10 @@ std::string server_help_text() {
   --backend auto|cpu|cuda  compute backend (default auto: CUDA when present)
   -t, --threads N          CPU threads (default: one per core)
   --check-tensors          read every weight once at start, refuse NaN/Inf
+  --int8-activations       CUDA decode rounds activations to 8 bits per block of
+                           32 and multiplies with integer dot products, as
+                           llama.cpp's CUDA backend does: faster, less exact
+                           (default: float activations, the CPU's results)
   --chat-template NAME     a renderer ds4 knows, or raw (default: the model's)
   -c, --ctx N              tokens per sequence (default 4096)
   --parallel N             sequences decoded together (default 4)
@@ -113,7 +117,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
             kv_disk_dir, kv_disk_space_mb, kv_disk_compression, host, port, api_key_file, max_body_mb, alias,
             shutdown_timeout, ssl_cert_file, ssl_key_file;
         std::vector<std::string> api_keys, cors;
-        int check_tensors = 0, help = 0, version = 0;
+        int check_tensors = 0, int8_activations = 0, help = 0, version = 0;
         PipelineRawFlags pipeline;
         SsdRawFlags ssd;
     } raw;
@@ -126,6 +130,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     app.add_option("--backend", raw.backend);
     app.add_option("-t,--threads", raw.threads);
     app.add_flag("--check-tensors", raw.check_tensors);
+    app.add_flag("--int8-activations", raw.int8_activations);
     app.add_option("--chat-template", raw.chat_template);
     app.add_option("-c,--ctx", raw.ctx);
     app.add_option("--parallel", raw.parallel);
@@ -168,6 +173,11 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     if (given("--backend")) o.backend = parse_backend_value("--backend", raw.backend);
     if (given("--threads")) o.threads = int(parse_int_value("--threads", raw.threads, 1, 4096));
     o.check_tensors = raw.check_tensors > 0;
+    o.int8_activations = raw.int8_activations > 0;
+    // Refused rather than ignored: a user asking for the fast CUDA mode on
+    // the CPU would otherwise benchmark something else than they think.
+    if (o.int8_activations && o.backend == "cpu")
+        throw UsageError("--int8-activations is a CUDA mode; the CPU backend is always exact");
     if (given("--chat-template")) o.chat_template = parse_chat_template_value("--chat-template", raw.chat_template);
     if (given("--ctx")) o.ctx = int(parse_int_value("--ctx", raw.ctx, 2, 1 << 24));
     if (given("--parallel")) o.parallel = int(parse_int_value("--parallel", raw.parallel, 1, 4096));

@@ -46,7 +46,9 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
                                                   p.opens_thinking, p.tool_syntax, &ctx.tool_memory, p.forced,
                                                   p.tool_types);
     if (ar.stream) return ctx.stream(res, g, sid, reply, id, req);
-    const GenerateResult& r = ctx.wait(*g);
+    const GenerateResult* done = ctx.wait(*g, sid, id, req, res);
+    if (!done) return;  // the client left
+    const GenerateResult& r = *done;
     if (r.reason == StopReason::failed)
         return send_error(ctx, id, req, res, r.unavailable ? 503 : 500, r.error, g.get());
     res.set_content(dump_json(reply->message(r)), "application/json");

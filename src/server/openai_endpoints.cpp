@@ -48,7 +48,9 @@ void complete(ServerContext& ctx, const httplib::Request& req, httplib::Response
         ctx.stream(res, g, sid, reply, id, req);
         return;
     }
-    const GenerateResult& r = ctx.wait(*g);
+    const GenerateResult* done = ctx.wait(*g, sid, id, req, res);
+    if (!done) return;  // the client left
+    const GenerateResult& r = *done;
     if (r.reason == StopReason::failed) {
         const int status = r.unavailable ? 503 : 500;  // 503: a pipeline stage is gone; retry later
         res.status = status;

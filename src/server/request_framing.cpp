@@ -31,6 +31,8 @@ void read_body_as_is(const httplib::Request& req) {
     const_cast<httplib::Request&>(req).headers.erase("Content-Type");
 }
 
+void ignore_ranges(const httplib::Request& req) { const_cast<httplib::Request&>(req).ranges.clear(); }
+
 bool carries_body(const httplib::Request& req) {
     return req.has_header("Transfer-Encoding") ||
            (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");

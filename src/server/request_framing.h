@@ -32,6 +32,14 @@ std::optional<FramingRefusal> framing_refusal(const httplib::Request& req);
 // as it is, up to --max-body-mb.
 void read_body_as_is(const httplib::Request& req);
 
+// Every answer is whole: a Range header is ignored (RFC 9110 14.2: a
+// server may ignore it, and must for POST, where ranges mean nothing).
+// httplib 0.11 would answer 206 with a slice of the JSON (or of an event
+// stream), so the parsed ranges are dropped before routing. A Range it
+// cannot parse it refuses itself, before any handler runs: 416, with an
+// error body in the API's shape (server.cpp's error handler).
+void ignore_ranges(const httplib::Request& req);
+
 // A request whose body httplib has not read yet, were it refused now.
 bool carries_body(const httplib::Request& req);
 

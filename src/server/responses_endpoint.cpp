@@ -54,9 +54,12 @@ void responses(ServerContext& ctx, const httplib::Request& req, httplib::Respons
     setup.forced = p.forced;
     setup.types = p.tool_types;
     setup.tokenizer = &engine->tokenizer();
+    setup.logprobs = rr.generate.top_logprobs >= 0;
     auto reply = std::make_shared<ResponsesReply>(std::move(setup));
     if (rr.stream) return ctx.stream(res, g, sid, reply, id, req);
-    const GenerateResult& r = ctx.wait(*g);
+    const GenerateResult* done = ctx.wait(*g, sid, id, req, res);
+    if (!done) return;  // the client left
+    const GenerateResult& r = *done;
     if (r.reason == StopReason::failed)  // 503: a pipeline stage is gone; retry later
         return send_responses_error(ctx, id, req, res, r.unavailable ? 503 : 500, r.error, {}, g.get());
     res.set_content(dump_json(reply->response(r)), "application/json");

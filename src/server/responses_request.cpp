@@ -185,6 +185,28 @@ void responses_reasoning_options(const json& j, ResponsesRequest& r) {
     if (present(re, "summary")) r.echo["reasoning"]["summary"] = string_field(re, "summary", "reasoning.summary");
 }
 
+// Log probabilities, as OpenAI's Responses API asks for them: `include`
+// naming "message.output_text.logprobs" turns them on (the other values
+// name outputs ds4 has no part of, so they are accepted and change
+// nothing), `top_logprobs` (0..20) is how many alternatives each token
+// reports. `top_logprobs` alone reports nothing, as on OpenAI's API, and
+// is echoed.
+void responses_logprobs(const json& j, ResponsesRequest& r) {
+    bool wanted = false;
+    if (present(j, "include")) {
+        const json& inc = j["include"];
+        if (!inc.is_array()) bad_field("include", "'include' must be an array of strings.");
+        for (const json& x : inc) {
+            if (!x.is_string()) bad_field("include", "'include' must be an array of strings.");
+            if (x == "message.output_text.logprobs") wanted = true;
+        }
+    }
+    int top = 0;
+    if (present(j, "top_logprobs")) top = int(integer_field(j, "top_logprobs", 0, kMaxTopLogprobs));
+    if (wanted) r.generate.top_logprobs = top;
+    r.echo["top_logprobs"] = top;
+}
+
 // Fields of the API that need state or machinery ds4 does not have.
 void responses_refusals(const json& j) {
     if (present(j, "previous_response_id"))
@@ -194,7 +216,6 @@ void responses_refusals(const json& j) {
     if (present(j, "prompt")) bad_field("prompt", "'prompt' (a stored prompt template) is not supported; send 'instructions' and 'input'.");
     if (present(j, "background") && boolean_field(j, "background"))
         bad_field("background", "'background' runs are not supported by this server.");
-    if (present(j, "top_logprobs")) bad_field("top_logprobs", "'top_logprobs' is not supported on /v1/responses yet; /v1/chat/completions reports them.");
     if (present(j, "truncation")) {
         const std::string t = string_field(j, "truncation");
         if (t != "disabled") bad_field("truncation", "'truncation' must be disabled: ds4 never drops input items (a prompt the context cannot hold is a 400).");
@@ -207,12 +228,6 @@ void responses_refusals(const json& j) {
             if (!f.is_object() || !f.contains("type") || f["type"] != "text")
                 bad_field("text.format", "'text.format' must be {\"type\": \"text\"}; structured output is not supported by this server yet.");
         }
-    }
-    if (present(j, "include")) {
-        const json& inc = j["include"];
-        if (!inc.is_array()) bad_field("include", "'include' must be an array of strings.");
-        for (const json& x : inc)
-            if (!x.is_string()) bad_field("include", "'include' must be an array of strings.");
     }
     for (const char* k : {"store", "parallel_tool_calls"})
         if (present(j, k)) boolean_field(j, k);
@@ -251,6 +266,7 @@ ResponsesRequest parse_responses_request(const std::string& body) {
     r.echo["previous_response_id"] = nullptr;
     responses_sampling(j, r);
     responses_reasoning_options(j, r);
+    responses_logprobs(j, r);
     if (present(j, "stream")) r.stream = boolean_field(j, "stream");
     return r;
 }

@@ -22,6 +22,9 @@
 // Sampling defaults are OpenAI's (temperature 1, top_p 1; top_k, min_p off);
 // `max_output_tokens` bounds the reply; `reasoning.effort` as chat's
 // `reasoning_effort` ("none": the template's no-thinking mode).
+// `include: ["message.output_text.logprobs"]` asks for the output text's
+// log probabilities, with `top_logprobs` (0..20) alternatives each
+// (generate.top_logprobs; -1 when not asked).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -8,7 +8,9 @@ namespace ds4 {
 using json = nlohmann::json;
 
 ResponsesReply::ResponsesReply(ResponsesReplySetup setup)
-    : s_(std::move(setup)), parser_(s_.think, s_.opens_thinking, s_.syntax, s_.types), created_(unix_time()) {}
+    : s_(std::move(setup)), parser_(s_.think, s_.opens_thinking, s_.syntax, s_.types), created_(unix_time()) {
+    if (s_.logprobs && s_.tokenizer) logprobs_.emplace(*s_.tokenizer, s_.forced.size());
+}
 
 const char* ResponsesReply::status(const GenerateResult& r) const {
     switch (r.reason) {
@@ -70,7 +72,8 @@ json ResponsesReply::item_json(const Item& it, const char* st) const {
                     {"content", json::array({{{"type", "reasoning_text"}, {"text", it.text}}})}};
         case Kind::message:
             return {{"id", it.id}, {"type", "message"}, {"status", st}, {"role", "assistant"},
-                    {"content", json::array({{{"type", "output_text"}, {"text", it.text}, {"annotations", json::array()}}})}};
+                    {"content", json::array({{{"type", "output_text"}, {"text", it.text}, {"annotations", json::array()},
+                                              {"logprobs", it.logprobs}}})}};
         case Kind::function_call:
             return {{"id", it.id}, {"type", "function_call"}, {"status", st}, {"call_id", it.call_id},
                     {"name", it.name}, {"arguments", it.text}};
@@ -98,7 +101,8 @@ std::string ResponsesReply::open(Kind kind, std::string name) {
     if (kind == Kind::message)
         out += emit("response.content_part.added",
                     {{"item_id", it.id}, {"output_index", index}, {"content_index", 0},
-                     {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}});
+                     {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()},
+                               {"logprobs", json::array()}}}});
     if (kind == Kind::reasoning)
         out += emit("response.content_part.added", {{"item_id", it.id}, {"output_index", index}, {"content_index", 0},
                                                     {"part", {{"type", "reasoning_text"}, {"text", ""}}}});
@@ -121,7 +125,7 @@ std::string ResponsesReply::close(const char* st, bool next_is_call) {
         case Kind::message:
             item = item_json(it, st);
             out += emit("response.output_text.done", {{"item_id", it.id}, {"output_index", index}, {"content_index", 0},
-                                                      {"text", it.text}, {"logprobs", json::array()}});
+                                                      {"text", it.text}, {"logprobs", it.logprobs}});
             out += emit("response.content_part.done", {{"item_id", it.id}, {"output_index", index}, {"content_index", 0},
                                                        {"part", item["content"][0]}});
             break;
@@ -158,10 +162,18 @@ std::string ResponsesReply::events(const std::vector<ReplyDelta>& deltas) {
         it.text += d.text;
         const size_t index = items_.size() - 1;
         switch (kind) {
-            case Kind::message:
+            case Kind::message: {
+                json lp = json::array();
+                content_sent_ += d.text.size();
+                if (logprobs_) {
+                    const size_t at = parser_.answer_offset();  // known: content is answer
+                    lp = logprobs_->take(at, at + content_sent_);
+                    for (const json& e : lp) it.logprobs.push_back(e);
+                }
                 out += emit("response.output_text.delta", {{"item_id", it.id}, {"output_index", index}, {"content_index", 0},
-                                                           {"delta", d.text}, {"logprobs", json::array()}});
+                                                           {"delta", d.text}, {"logprobs", lp}});
                 break;
+            }
             case Kind::reasoning:
                 out += emit("response.reasoning_text.delta",
                             {{"item_id", it.id}, {"output_index", index}, {"content_index", 0}, {"delta", d.text}});
@@ -193,8 +205,13 @@ json ResponsesReply::response(const GenerateResult& r) {
     const Reply& reply = parser_.reply();
     if (!reply.reasoning.empty()) items_.push_back({Kind::reasoning, new_tool_call_id("rs_"), reply.reasoning, "", ""});
     // (a reply with nothing at all shows one empty message, as a stream does)
-    if (!reply.content.empty() || (reply.reasoning.empty() && reply.tool_calls.empty()))
+    if (!reply.content.empty() || (reply.reasoning.empty() && reply.tool_calls.empty())) {
         items_.push_back({Kind::message, new_tool_call_id("msg_"), reply.content, "", ""});
+        if (const size_t at = parser_.answer_offset(); logprobs_ && at != std::string::npos) {
+            logprobs_->add(r.logprobs);
+            items_.back().logprobs = logprobs_->take(at, at + reply.content.size());
+        }
+    }
     for (const ToolCallText& c : reply.tool_calls)
         items_.push_back({Kind::function_call, new_tool_call_id("fc_"), c.arguments, new_tool_call_id("call_"), c.name});
     const char* st = status(r);
@@ -214,6 +231,12 @@ std::string ResponsesReply::begin(int64_t) {
     return out + events(parser_.push(s_.forced));
 }
 
+void ResponsesReply::logprobs(std::span<const SampledLogprobs> tokens) {
+    if (!logprobs_) return;
+    logprobs_->add(tokens);
+    received_ += tokens.size();
+}
+
 std::string ResponsesReply::text(std::string_view piece) { return events(parser_.push(piece)); }
 
 std::string ResponsesReply::keep_alive() { return ": keep-alive\n\n"; }
@@ -221,6 +244,9 @@ std::string ResponsesReply::keep_alive() { return ": keep-alive\n\n"; }
 std::string ResponsesReply::end(const GenerateResult& r) {
     const char* st = status(r);
     if (std::string_view(st) == "failed") return emit("response.failed", {{"response", object(st, &r)}});
+    // The tokens no piece carried (text held back at the end).
+    if (logprobs_ && received_ < r.logprobs.size())
+        logprobs_->add(std::span<const SampledLogprobs>(r.logprobs).subspan(received_));
     std::string out = events(parser_.finish());
     if (items_.empty()) out += open(Kind::message);  // no text at all: one empty message
     out += close(std::string_view(st) == "incomplete" ? "incomplete" : "completed");

@@ -24,6 +24,11 @@
 // /v1/chat/completions, a call the stream announced that never closes ends
 // as an "incomplete" function_call item, and its text follows as a message.
 //
+// With log probabilities asked for (`include` names
+// message.output_text.logprobs), the output_text part carries those of the
+// tokens that wrote its text, and each output_text.delta those behind its
+// piece (server/responses_logprobs.h); otherwise both carry [].
+//
 // Usage: input_tokens (the prompt, cached ones included),
 // input_tokens_details.cached_tokens, output_tokens (sampled),
 // output_tokens_details.reasoning_tokens (sampled up to the end of the
@@ -40,6 +45,7 @@
 #include "chat/reply_parser.h"
 #include "chat/thinking.h"
 #include "engine/generate.h"
+#include "server/responses_logprobs.h"
 #include "server/server_context.h"
 
 namespace ds4 {
@@ -58,6 +64,9 @@ struct ResponsesReplySetup {
     std::string forced;                            // the opening of a call the prompt ended with
     ToolParamTypes types;                          // the offered tools' parameter types
     const Tokenizer* tokenizer = nullptr;          // counts reasoning tokens (null: 0)
+    // Report the output text's log probabilities (the generation was
+    // submitted with top_logprobs >= 0); needs `tokenizer`.
+    bool logprobs = false;
 };
 
 class ResponsesReply : public StreamFormat {
@@ -69,6 +78,7 @@ public:
 
     // StreamFormat: the events above.
     std::string begin(int64_t cached_tokens) override;
+    void logprobs(std::span<const SampledLogprobs> tokens) override;
     std::string text(std::string_view piece) override;
     std::string keep_alive() override;
     std::string end(const GenerateResult& result) override;
@@ -81,6 +91,7 @@ private:
         std::string text;     // reasoning or output text; a call's arguments
         std::string call_id;  // function_call
         std::string name;     // function_call
+        nlohmann::json logprobs = nlohmann::json::array();  // message: its text's tokens
     };
 
     std::string emit(const char* type, nlohmann::json data);
@@ -101,6 +112,9 @@ private:
     std::vector<nlohmann::json> done_;  // each item as output_item.done gave it
     bool open_ = false;                // items_.back() is still open
     size_t calls_ = 0;                 // function_call items so far
+    std::optional<ResponsesLogprobs> logprobs_;  // asked for
+    size_t received_ = 0;              // log probabilities received through logprobs()
+    size_t content_sent_ = 0;          // bytes of output text streamed, all message items
 };
 
 }  // namespace ds4

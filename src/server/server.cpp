@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "mapping/model_identity.h"
 #include "server/api_error.h"
+#include "server/api_key.h"
 #include "server/cors.h"
 #include "server/drain_gate.h"
 #include "server/request_framing.h"
@@ -83,10 +84,7 @@ struct Server::Impl {
 
     bool authorized(const httplib::Request& req) const {
         if (ctx.opts.api_keys.empty() || req.path == "/health") return true;
-        std::string key;
-        const std::string auth = req.get_header_value("Authorization");
-        if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
-        else key = req.get_header_value("x-api-key");
+        const std::string key = presented_api_key(req);
         for (const std::string& k : ctx.opts.api_keys)
             if (!key.empty() && key == k) return true;
         return false;
@@ -127,6 +125,7 @@ struct Server::Impl {
             // Browsers send the preflight without the API key.
             if (cors.answer_preflight(req, res)) return httplib::Server::HandlerResponse::Handled;
             read_body_as_is(req);
+            ignore_ranges(req);
             if (!authorized(req)) {
                 send_error(req, res, 401, "a valid API key is required (Authorization: Bearer KEY or x-api-key: KEY).");
             } else if (const auto refusal = framing_refusal(req)) {
@@ -141,20 +140,24 @@ struct Server::Impl {
         // Statuses httplib sets itself (404, 413, 400 for a malformed
         // request line) get the same JSON error shapes.
         http.set_error_handler([this, &opts](const httplib::Request& req, httplib::Response& res) {
+            ignore_ranges(req);  // a 416's half-parsed ranges would slice this answer too
             if (!res.body.empty() || res.content_length_ > 0) return;  // answered already (close_after)
             const std::string m = res.status == 404   ? "no endpoint " + req.method + " " + req.path + "."
                                   : res.status == 413 ? "the request body exceeds " + std::to_string(opts.max_body_bytes) + " bytes."
                                   : res.status == 405 ? "method not allowed."
+                                  : res.status == 416 ? "the Range header is malformed; this server answers whole responses, so send none."
                                                       : "the request could not be read.";
             send_error(req, res, res.status, m);
+            if (res.status == 416 && carries_body(req)) close_after(res);  // refused before the body was read
         });
         // Every response, just before its headers are written.
         http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
             cors.apply(req, res);  // errors too: a page can read why it was refused
-            if (gate.closed()) {  // stopping: no request after this one on the connection
-                res.headers.erase("Keep-Alive");
-                res.set_header("Connection", "close");
-            }
+            // Stopping: no request after this one on the connection.
+            if (gate.closed() && res.get_header_value("Connection") != "close") res.set_header("Connection", "close");
+            // httplib adds Keep-Alive to an answer a handler already marked
+            // to close the connection (an HTTP/1.0 stream, a refusal).
+            if (res.get_header_value("Connection") == "close") res.headers.erase("Keep-Alive");
         });
         // Every response written, once, with the status sent.
         http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {

@@ -3,7 +3,8 @@
 // connection; every request becomes a scheduler request, and the
 // scheduler's own thread runs the batched forward passes. Streaming
 // responses are Server-Sent Events fed from the request's text callback; a
-// client that goes away cancels its generation at the next step.
+// client that goes away cancels its generation at the next step (a whole
+// reply's client is watched on its socket: client_connection.h).
 //
 // The listener starts before the model loads, so GET /health can say
 // "loading" (503) until the engine arrives, then 200; other endpoints

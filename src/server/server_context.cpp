@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "server/api_error.h"
+#include "server/client_connection.h"
 
 namespace ds4 {
 
@@ -75,10 +76,23 @@ std::shared_ptr<Generation> ServerContext::submit(std::vector<int32_t> prompt, c
     return g;
 }
 
-const GenerateResult& ServerContext::wait(Generation& g) const {
+const GenerateResult* ServerContext::wait(Generation& g, uint64_t sid, uint64_t id, const httplib::Request& req,
+                                          httplib::Response& res) const {
+    const ClientConnection client(req);
     std::unique_lock<std::mutex> lock(g.mu);
-    g.cv.wait(lock, [&] { return g.done; });
-    return g.result;
+    bool left = false;
+    while (!g.cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return g.done; })) {
+        if (left || !client.gone()) continue;
+        left = true;
+        scheduler->cancel(sid);  // the generation ends at the scheduler's next step
+    }
+    if (!left) return &g.result;
+    lock.unlock();
+    res.status = 499;
+    res.set_content(error_body_for_path(req.path, 499, "the client closed the connection before the reply was complete."),
+                    "application/json");
+    log_request(id, req, 499, &g);
+    return nullptr;
 }
 
 void ServerContext::stream(httplib::Response& res, std::shared_ptr<Generation> g, uint64_t sid,
@@ -88,61 +102,74 @@ void ServerContext::stream(httplib::Response& res, std::shared_ptr<Generation> g
     // provider (httplib calls it while writing this response).
     auto state = std::make_shared<int>(0);
     const httplib::Request* rq = &req;
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, g, sid, format, state, id, rq](size_t, httplib::DataSink& sink) {
-            // A failed write (the client left) cancels the generation.
-            auto write = [&](const std::string& s) {
-                if (s.empty()) return true;
-                if (!sink.is_writable() || !sink.write(s.data(), s.size())) {
-                    scheduler->cancel(sid);
-                    return false;
-                }
-                return true;
-            };
-            std::deque<GeneratedPiece> got;
-            bool done = false, admitted = false, woke = false;
-            int64_t cached = 0;
-            {
-                std::unique_lock<std::mutex> lock(g->mu);
-                woke = g->cv.wait_for(lock, std::chrono::seconds(15), [&] {
-                    return g->done || !g->pieces.empty() || (*state == 0 && g->admitted);
-                });
-                got.swap(g->pieces);
-                done = g->done;
-                admitted = g->admitted;
-                cached = g->cached_tokens;
+    // HTTP/1.0 knows no chunked encoding (RFC 9112 7.1: never sent to a 1.0
+    // client): the events go unframed and the connection's close ends them,
+    // as h11 (vLLM's HTTP layer) answers such clients. nginx's proxy_pass
+    // speaks HTTP/1.0 to its upstream unless told otherwise, so refusing
+    // would break streaming behind a default nginx.
+    const bool close_delimited = req.version == "HTTP/1.0";
+    auto provider = [this, g, sid, format, state, id, rq, close_delimited](size_t, httplib::DataSink& sink) {
+        // A failed write (the client left) cancels the generation.
+        auto write = [&](const std::string& s) {
+            if (s.empty()) return true;
+            if (!sink.is_writable() || !sink.write(s.data(), s.size())) {
+                scheduler->cancel(sid);
+                return false;
             }
-            if (*state == 0) {
-                if (!admitted && !done) return write(format->keep_alive());  // still queued
-                *state = 1;
-                if (!write(format->begin(cached))) return false;
-            }
-            for (const GeneratedPiece& p : got) {
-                if (!p.logprobs.empty()) format->logprobs(p.logprobs);
-                if (!write(format->text(p.text))) return false;
-            }
-            if (!woke) return write(format->keep_alive());  // a long prefill: keep the connection
-            if (!done) return true;
-            write(format->end(g->result));
-            log_request(id, *rq, 200, g.get());
-            *state = 2;
-            sink.done();
             return true;
-        },
-        [this, g, sid, state, id, rq](bool) {
-            // The response ended. When the client went away first, the
-            // generation is cancelled; it ends at the scheduler's next
-            // step, and the request is logged with its reason.
-            if (*state == 2) return;
-            scheduler->cancel(sid);
+        };
+        std::deque<GeneratedPiece> got;
+        bool done = false, admitted = false, woke = false;
+        int64_t cached = 0;
+        {
             std::unique_lock<std::mutex> lock(g->mu);
-            g->cv.wait_for(lock, std::chrono::seconds(30), [&] { return g->done; });
-            if (g->done) {
-                lock.unlock();
-                log_request(id, *rq, 499, g.get());
-            }
-        });
+            woke = g->cv.wait_for(lock, std::chrono::seconds(15), [&] {
+                return g->done || !g->pieces.empty() || (*state == 0 && g->admitted);
+            });
+            got.swap(g->pieces);
+            done = g->done;
+            admitted = g->admitted;
+            cached = g->cached_tokens;
+        }
+        if (*state == 0) {
+            if (!admitted && !done) return write(format->keep_alive());  // still queued
+            *state = 1;
+            if (!write(format->begin(cached))) return false;
+        }
+        for (const GeneratedPiece& p : got) {
+            if (!p.logprobs.empty()) format->logprobs(p.logprobs);
+            if (!write(format->text(p.text))) return false;
+        }
+        if (!woke) return write(format->keep_alive());  // a long prefill: keep the connection
+        if (!done) return true;
+        write(format->end(g->result));
+        log_request(id, *rq, 200, g.get());
+        *state = 2;
+        sink.done();
+        // Failing after the last byte makes httplib close the
+        // connection, which ends a close-delimited body (an HTTP/1.0
+        // client may have asked to keep it alive).
+        return !close_delimited;
+    };
+    auto released = [this, g, sid, state, id, rq](bool) {
+        // The response ended. When the client went away first, the
+        // generation is cancelled; it ends at the scheduler's next
+        // step, and the request is logged with its reason.
+        if (*state == 2) return;
+        scheduler->cancel(sid);
+        std::unique_lock<std::mutex> lock(g->mu);
+        g->cv.wait_for(lock, std::chrono::seconds(30), [&] { return g->done; });
+        if (g->done) {
+            lock.unlock();
+            log_request(id, *rq, 499, g.get());
+        }
+    };
+    if (close_delimited) {
+        res.set_header("Connection", "close");
+        res.set_content_provider("text/event-stream", provider, released);
+    } else {
+        res.set_chunked_content_provider("text/event-stream", provider, released);
+    }
 }
 
 void ServerContext::log_request(uint64_t id, const httplib::Request& req, int status, const Generation* g) const {

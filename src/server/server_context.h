@@ -90,8 +90,12 @@ struct ServerContext {
     // parameter). `sid` receives the scheduler's id (for cancel).
     std::shared_ptr<Generation> submit(std::vector<int32_t> prompt, const GenerateOptions& options,
                                        const std::string& param, httplib::Response& res, uint64_t& sid);
-    // Blocks until the generation ends.
-    const GenerateResult& wait(Generation& g) const;
+    // Blocks until the generation ends. A client that closes its
+    // connection meanwhile (client_connection.h, looked at every 50 ms)
+    // cancels it: then null, the request logged and answered 499 (a status
+    // only /metrics and the log see).
+    const GenerateResult* wait(Generation& g, uint64_t sid, uint64_t id, const httplib::Request& req,
+                               httplib::Response& res) const;
     // Streams the generation as Server-Sent Events through `format`; a
     // client that goes away cancels it.
     void stream(httplib::Response& res, std::shared_ptr<Generation> g, uint64_t sid,

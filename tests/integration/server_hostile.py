@@ -8,10 +8,12 @@ routes, Anthropic's {"type": "error", "error": {"type", "message"}} under
 Around the table, at the same time: slow clients that send their request a
 byte at a time (served in the end, while every other request here is
 served meanwhile) and one that stalls mid-headers (dropped after the read
-timeout). Then pipelined and HTTP/1.0 requests, refusals that close the
+timeout). Then pipelined and HTTP/1.0 requests (streams too: unchunked,
+ended by the close), refusals that close the
 connection (their unread body must not be read as the next request), a
-client that leaves mid-stream and one that half-closes (cancelled, slot
-freed), and connections opened and dropped by the hundred (accepted at
+client that leaves mid-stream and one that half-closes, and clients of
+whole replies that close or half-close (each cancelled, its slot freed),
+and connections opened and dropped by the hundred (accepted at
 once, no descriptor kept).
 
 usage: server_hostile.py PORT KEY SERVER_PID CTX MAX_BODY_BYTES
@@ -186,9 +188,10 @@ def exchange(data, shut_wr=False, timeout=60):
 
 OPENAI_TYPE = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
                411: "invalid_request_error", 413: "request_too_large", 414: "invalid_request_error",
-               415: "invalid_request_error"}
+               415: "invalid_request_error", 416: "invalid_request_error"}
 ANTHROPIC_TYPE = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-                  411: "invalid_request_error", 413: "request_too_large", 415: "invalid_request_error"}
+                  411: "invalid_request_error", 413: "request_too_large", 415: "invalid_request_error",
+                  416: "invalid_request_error"}
 
 
 def anthropic_path(path):
@@ -274,6 +277,12 @@ def good_chat(name, headers, body):
         assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"] and u["prompt_tokens"] > 0, u
     except Exception as e:
         fail(f"{name}: expected a whole chat completion, got {body[:300]!r} ({e!r})")
+
+
+def sse_done(name, headers, body):
+    """A whole OpenAI event stream: data events, then [DONE]."""
+    if not headers.get("content-type", "").startswith("text/event-stream") or not body.rstrip().endswith(b"data: [DONE]"):
+        fail(f"{name}: expected an event stream ending with [DONE], got {headers.get('content-type')} {body[-200:]!r}")
 
 
 # ------------------------------------------------------- background clients
@@ -505,6 +514,41 @@ def table():
                           ("Authorization: Bearer", "an empty Bearer")):
             case(f"{method} {path} with {what}", request(method, path, b, key=key), 401, msg="API key")
 
+    # The scheme is case-insensitive (RFC 9110 11.1), spaces after it are
+    # one or more; anything else is still no key.
+    for header in ("Authorization: bearer " + KEY, "Authorization: BEARER " + KEY, "Authorization: Bearer   " + KEY):
+        case(f"GET /v1/models with '{header[:22]}...'", request("GET", "/v1/models", key=header, ctype=None), 200)
+        case(f"chat with '{header[:22]}...'", request("POST", CHAT, dict(GREEDY, max_tokens=1), key=header), 200,
+             check=good_chat)
+    for header in ("Authorization: Bearer" + KEY, "Authorization: bearerx " + KEY, "Authorization: Bear " + KEY):
+        case(f"GET /v1/models with '{header[:22]}...'", request("GET", "/v1/models", key=header, ctype=None), 401,
+             msg="API key")
+
+    # A Range header never makes an answer partial (206): ignored on every
+    # endpoint (RFC 9110 14.2 lets a server ignore it, and a POST must);
+    # one httplib cannot parse is a 416 in the API's error shape.
+    def whole_json(name, headers, body):
+        try:
+            json.loads(body)
+        except ValueError:
+            fail(f"{name}: expected the whole JSON answer, got {body[:200]!r}")
+        if "content-range" in headers:
+            fail(f"{name}: expected no Content-Range, got {headers['content-range']}")
+    for rng in ("bytes=0-5", "bytes=3-", "bytes=-4", "bytes=0-1,5-9"):
+        case(f"GET /v1/models with Range {rng}", request("GET", "/v1/models", ctype=None, headers=[f"Range: {rng}"]),
+             200, check=whole_json)
+        case(f"chat with Range {rng}", request("POST", CHAT, dict(GREEDY, max_tokens=1), headers=[f"Range: {rng}"]),
+             200, check=good_chat)
+    case("GET /health with Range", request("GET", "/health", key=None, ctype=None, headers=["Range: bytes=0-1"]), 200,
+         check=whole_json)
+    case("messages with Range", request("POST", MSG, {"max_tokens": 1, "messages": U}, headers=["Range: bytes=0-9"]),
+         200, check=whole_json)
+    case("a streamed chat with Range", request("POST", CHAT, dict(GREEDY, max_tokens=2, stream=True),
+                                               headers=["Range: bytes=0-9"]), 200, check=sse_done)
+    for method, path, body in (("POST", CHAT, {"messages": U}), ("POST", MSG, {"max_tokens": 1, "messages": U}),
+                               ("GET", "/v1/models", b"")):
+        case(f"{path}: a malformed Range", request(method, path, body, headers=["Range: lines=1-2"]), 416, msg="Range")
+
     # Unknown paths and methods.
     for method, path in (("GET", "/"), ("GET", "/v1/nothing"), ("GET", "/v2/models"), ("POST", CHAT + "/"),
                          ("POST", CHAT + "x"), ("GET", "/v1/models/m"), ("GET", "/../../etc/passwd"),
@@ -647,6 +691,56 @@ def connections():
         if r is None or r[0] != 200 or not c.at_eof(10):
             fail(f"{name}: expected 200 and then the connection closed, got {r and (r[0], r[2][:100])}")
         c.close()
+
+    # HTTP/1.0 streams: no chunked encoding (a 1.0 client cannot read it,
+    # RFC 9112 7.1), the events unframed, Connection: close, and the
+    # connection closed after the last event (also when the client asked
+    # to keep it alive), as h11 (vLLM) answers such clients.
+    for name, path, body, last in (
+            ("HTTP/1.0 chat stream", CHAT, dict(GREEDY, max_tokens=3, stream=True), b"data: [DONE]"),
+            ("HTTP/1.0 messages stream", MSG, {"max_tokens": 3, "messages": U, "stream": True}, b"event: message_stop"),
+            ("HTTP/1.0 keep-alive responses stream", RESP, {"input": "x", "max_output_tokens": 3, "stream": True},
+             b"event: response.")):
+        cases += 1
+        c = Conn()
+        keep = ["Connection: Keep-Alive"] if "keep-alive" in name else []
+        c.send(request("POST", path, body, version="HTTP/1.0", close=False, headers=keep))
+        h = c.head()
+        rest = b""
+        while c._fill():
+            pass
+        rest, c.buf = c.buf, b""
+        ok = (h is not None and h[0] == 200 and "transfer-encoding" not in h[1] and "content-length" not in h[1]
+              and h[1].get("connection") == "close" and "keep-alive" not in h[1])
+        events = [e for e in rest.split(b"\n\n") if e.strip()]
+        if not ok or not events or not any(last in e for e in events[-2:]) or b"\r\n0\r\n" in rest:
+            fail(f"{name}: expected 200, no Transfer-Encoding or Content-Length, Connection: close, the events "
+                 f"unframed up to {last!r} and the connection closed, got {h}, {rest[-200:]!r}")
+        c.close()
+
+    # A whole (non-streamed) reply whose client closes its connection, or
+    # half-closes it after its request: the generation is cancelled at once
+    # (not run to the context's end) and the slot freed. (A longer context
+    # and clients of the official SDKs: test_server_disconnect.sh.)
+    for how, path, body in (("closes at once", CHAT, {"messages": [{"role": "user", "content": "Go on."}]}),
+                            ("closes at once", MSG, {"messages": [{"role": "user", "content": "Go on."}]}),
+                            ("half-closes", RESP, {"input": "Go on."})):
+        cases += 1
+        body = dict(body, temperature=0, **({"max_output_tokens": CTX * 4} if path == RESP else {"max_tokens": CTX * 4}))
+        gens, toks = metric("ds4_generations_total"), metric("ds4_generated_tokens_total")
+        c = Conn(30)
+        c.send(request("POST", path, body))
+        if how == "half-closes":
+            c.s.shutdown(socket.SHUT_WR)
+        c.close()
+        t0 = time.time()
+        freed = wait_for(lambda: metric("ds4_kv_slots_in_use") == 0 and metric("ds4_generations_total") > gens, 5)
+        took = time.time() - t0
+        wrote = metric("ds4_generated_tokens_total") - toks
+        if not freed or wrote > CTX // 2:
+            fail(f"a whole {path} reply whose client {how}: expected its generation cancelled and the slot freed, got "
+                 f"{wrote:.0f} tokens written (the context allows ~{CTX}), slots in use "
+                 f"{metric('ds4_kv_slots_in_use')} after {took:.1f} s")
 
     # A client that leaves mid-stream, and one that half-closes (shuts its
     # sending side after the request: httplib takes that end of input as

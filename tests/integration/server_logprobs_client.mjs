@@ -1,8 +1,9 @@
 // Asks ds4-server for log probabilities through the official OpenAI SDK:
 // a greedy chat completion with logprobs + top_logprobs, whole and
 // streamed; the same prompt as a text completion (the chat template's text
-// written out), whole and streamed; a sampled chat completion; and bad
-// logprob parameters. Prints one JSON object for the shell test to check.
+// written out), whole and streamed; a sampled chat completion; the
+// Responses API's output_text logprobs for the same conversation, whole
+// and streamed, asked for and not; and bad logprob parameters. Prints one JSON object for the shell test to check.
 // usage: node server_logprobs_client.mjs NODE_MODULES BASE_URL API_KEY PROMPT RAW_PROMPT_JSON MAX_TOKENS TOP
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -41,6 +42,19 @@ for await (const c of await client.completions.create({ ...completionRequest, st
 
 const sampled = await client.chat.completions.create({ ...chatRequest, temperature: 1.5, seed: 7, top_logprobs: 3 });
 
+// The Responses API on the same conversation (reasoning.effort "none" is
+// chat's reasoning_effort "none"): whole, streamed (every event kept), and
+// without `include` (then every logprobs array is empty).
+const responsesRequest = { model: "m", input: prompt, reasoning: { effort: "none" }, max_output_tokens: maxTokens,
+                           temperature: 0, include: ["message.output_text.logprobs"], top_logprobs: top };
+const responses = await client.responses.create(responsesRequest);
+const responsesEvents = [];
+for await (const e of await client.responses.create({ ...responsesRequest, stream: true })) responsesEvents.push(e);
+const { include, ...unasked } = responsesRequest;
+const responsesUnasked = await client.responses.create(unasked);
+const responsesUnaskedEvents = [];
+for await (const e of await client.responses.create({ ...unasked, stream: true })) responsesUnaskedEvents.push(e);
+
 const refusals = [];
 const refuse = async (what, fn) => {
   try {
@@ -58,5 +72,10 @@ await refuse("top_logprobs without logprobs", () => client.chat.completions.crea
 await refuse("logprobs as a string", () => client.chat.completions.create({ ...base1, logprobs: "yes" }));
 await refuse("completions logprobs 21", () => client.completions.create({ model: "m", prompt: "x", max_tokens: 1, logprobs: 21 }));
 await refuse("completions logprobs true", () => client.completions.create({ model: "m", prompt: "x", max_tokens: 1, logprobs: true }));
+const base2 = { model: "m", input: "x", max_output_tokens: 1, include: ["message.output_text.logprobs"] };
+await refuse("responses top_logprobs 21", () => client.responses.create({ ...base2, top_logprobs: 21 }));
+await refuse("responses top_logprobs as a string", () => client.responses.create({ ...base2, top_logprobs: "5" }));
+await refuse("responses include not a list", () => client.responses.create({ ...base2, include: "message.output_text.logprobs" }));
 
-console.log(JSON.stringify({ chat, chatStream, completion, completionStream, sampled, refusals }));
+console.log(JSON.stringify({ chat, chatStream, completion, completionStream, sampled, responses, responsesEvents,
+                              responsesUnasked, responsesUnaskedEvents, refusals }));

@@ -56,6 +56,8 @@ run 2 "shutdown timeout not a number" -m "$MODEL" --shutdown-timeout soon
 run 2 "cors not an origin" -m "$MODEL" --cors example.com
 run 2 "cors origin with a path" -m "$MODEL" --cors https://example.com/
 run 2 "cors * and an origin" -m "$MODEL" --cors '*' --cors https://example.com
+run 2 "int8 activations on the cpu" -m "$MODEL" --backend cpu --int8-activations
+grep -q -- "--int8-activations is a CUDA mode" "$WORK/err" || fail "int8 activations on the cpu: $(cat "$WORK/err")"
 run 2 "certificate without key" -m "$MODEL" --ssl-cert-file "$WORK/keys"
 run 2 "key without certificate" -m "$MODEL" --ssl-key-file "$WORK/keys"
 run 2 "unreadable certificate" -m "$MODEL" --ssl-cert-file "$WORK/absent.pem" --ssl-key-file "$WORK/keys"
@@ -78,6 +80,24 @@ run 1 "port in use" -m "$MODEL" --backend cpu --port "$port"
 grep -q "cannot listen" "$WORK/err" || fail "a port in use: $(cat "$WORK/err")"
 kill -9 "$holder"
 wait "$holder" 2>/dev/null
+
+# --int8-activations on a real model: with the default backend it serves
+# (a CPU-only build says the flag is a CUDA mode and stays exact; a CUDA
+# build decodes on 8-bit activations), and the backend line says which.
+"$DS4_BIN/ds4-gguf" synth --arch qwen3moe --preset tiny --out "$WORK/q.gguf" >/dev/null 2>&1 || fail "synth"
+"$S" -m "$WORK/q.gguf" -t 2 --ctx 64 --parallel 1 --port "$port" --int8-activations </dev/null >/dev/null 2>"$WORK/int8" &
+server=$!
+for _ in $(seq 300); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ] && break
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.1
+done
+reply=$(curl -s "http://127.0.0.1:$port/v1/completions" -d '{"prompt":"x","max_tokens":2}')
+case "$reply" in *'"text_completion"'*) ;; *) fail "--int8-activations: no completion: $reply $(head -c 300 "$WORK/int8")" ;; esac
+grep -Eq "backend: (cuda .*8-bit decode activations|cpu.*--int8-activations is a CUDA mode)" "$WORK/int8" \
+    || fail "--int8-activations: the backend line does not say it: $(grep backend "$WORK/int8")"
+kill -TERM "$server"
+wait "$server" || fail "--int8-activations: exit status $? after SIGTERM"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "server args: ok"

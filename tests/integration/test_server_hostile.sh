@@ -5,11 +5,14 @@
 # connection: bad JSON, 100k-deep nesting, invalid UTF-8 and NUL bytes,
 # wrong types for every field, a prompt longer than the context, huge
 # max_tokens clamped, bodies over --max-body-mb however they are sent, keys
-# on every endpoint, unknown paths and methods, broken request lines; with
+# on every endpoint (the Bearer scheme in any case), Range headers (ignored:
+# never a 206), unknown paths and methods, broken request lines; with
 # slow-loris clients and a stalled one alongside; then pipelining,
-# HTTP/1.0, a half-closed request, a client that leaves mid-stream, and
-# hundreds of dropped connections). Before and after: the same greedy chat
-# gives the same text, and the server is alive.
+# HTTP/1.0 (streams unchunked, closed at the end), a half-closed request, a
+# client that leaves mid-stream, whole replies whose client closes or
+# half-closes (cancelled, slot freed), and hundreds of dropped
+# connections). Before and after: the same greedy chat gives the same
+# text, and the server is alive.
 set -euo pipefail
 bin=${DS4_BIN:?}
 src=${DS4_SOURCE_DIR:?}

@@ -12,8 +12,11 @@
 # alternatives come sorted and their probabilities sum to at most 1,
 # streamed chunks carry the same entries as the whole response, the text
 # completion of the same prompt reports the same numbers in the legacy
-# shape (text_offset counting bytes), a sampled reply's token is no more
-# likely than the first alternative, and bad logprob parameters are 400s.
+# shape (text_offset counting bytes), the Responses API (include
+# message.output_text.logprobs, top_logprobs) reports chat's entries in its
+# output_text part and, split, in its output_text.delta events, a sampled
+# reply's token is no more likely than the first alternative, and bad
+# logprob parameters are 400s.
 # One server start.
 set -euo pipefail
 bin=${DS4_BIN:?}
@@ -92,7 +95,42 @@ for k in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
 for e in d["sampled"]["choices"][0]["logprobs"]["content"]:
     lps = [x["logprob"] for x in e["top_logprobs"]]
     assert len(lps) == 3 and lps == sorted(lps, reverse=True) and e["logprob"] <= lps[0] + 1e-7, e
-params = ["top_logprobs", "top_logprobs", "top_logprobs", "logprobs", "logprobs", "logprobs"]
+# The Responses API: the output_text part's entries are chat's (the same
+# prompt, greedy), unless the random reply opened a reasoning block, whose
+# tokens the message does not carry: then a suffix of chat's. The streamed
+# deltas' entries concatenate to the part's, as does output_text.done's.
+def same(a, b):
+    return a["bytes"] == b["bytes"] and a["token"] == b["token"] and abs(a["logprob"] - b["logprob"]) <= 1e-6 and \
+        [(x["bytes"], round(x["logprob"], 6)) for x in a["top_logprobs"]] == [(x["bytes"], round(x["logprob"], 6)) for x in b["top_logprobs"]]
+def message_part(resp):
+    parts = [c for o in resp["output"] if o["type"] == "message" for c in o["content"]]
+    assert len(parts) == 1 and parts[0]["type"] == "output_text", resp["output"]
+    return parts[0]
+r = d["responses"]
+part = message_part(r)
+rl = part["logprobs"]
+assert r["top_logprobs"] == top and r["usage"]["output_tokens"] == n, (r["top_logprobs"], r["usage"], n)
+if "<think>" in text:
+    assert 0 < len(rl) < len(entries) and all(same(a, b) for a, b in zip(rl, entries[-len(rl):])), (rl, entries)
+else:
+    assert part["text"] == text and len(rl) == len(entries), (part["text"], text, len(rl), len(entries))
+    assert all(same(a, b) for a, b in zip(rl, entries)), (rl, entries)
+ev = d["responsesEvents"]
+deltas = [x for e in ev if e["type"] == "response.output_text.delta" for x in e["logprobs"]]
+done = [e for e in ev if e["type"] == "response.output_text.done"]
+assert len(done) == 1 and len(deltas) == len(rl) and all(same(a, b) for a, b in zip(deltas, rl)), (len(deltas), len(rl))
+assert all(same(a, b) for a, b in zip(done[0]["logprobs"], rl)) and len(done[0]["logprobs"]) == len(rl), done
+final = message_part(ev[-1]["response"])
+assert final["text"] == part["text"] and len(final["logprobs"]) == len(rl), final
+# Not asked for: the same text, every logprobs array empty.
+u = d["responsesUnasked"]
+assert message_part(u)["text"] == part["text"] and message_part(u)["logprobs"] == [], message_part(u)
+ue = d["responsesUnaskedEvents"]
+assert all(e["logprobs"] == [] for e in ue if e["type"] in ("response.output_text.delta", "response.output_text.done")), ue
+assert message_part(ue[-1]["response"])["logprobs"] == [], ue[-1]
+print("responses: %d output_text logprobs = chat's" % len(rl))
+params = ["top_logprobs", "top_logprobs", "top_logprobs", "logprobs", "logprobs", "logprobs",
+          "top_logprobs", "top_logprobs", "include"]
 assert [r["param"] for r in d["refusals"]] == params, d["refusals"]
 for r in d["refusals"]:
     assert r["status"] == 400 and r["type"] == "invalid_request_error", r

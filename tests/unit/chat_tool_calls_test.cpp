@@ -87,6 +87,12 @@ void expect_stream_matches(ToolCallSyntax syntax, const std::string& text, bool 
     }
     EXPECT_EQ(p.reply().content, w.content);
     EXPECT_EQ(p.reply().tool_section, w.tool_section);
+    // The content sits in the text where answer_offset() says, however the
+    // text was cut (the Responses API finds its tokens by it).
+    if (!w.content.empty()) {
+        ASSERT_NE(p.answer_offset(), std::string::npos) << where;
+        EXPECT_EQ(text.substr(p.answer_offset(), w.content.size()), w.content) << where;
+    }
 }
 
 void expect_every_cut_matches(ToolCallSyntax syntax, const std::string& text, bool opens_thinking) {

@@ -134,9 +134,20 @@ TEST_F(ServerOptionsTest, TlsNeedsBothReadableFiles) {
     }
 }
 
+// The fast CUDA decode mode is a backend option like the CLI's: off by
+// default, on with auto or cuda, and a bad command line with the CPU
+// (exact by construction: asking for the mode there is a mistake).
+TEST_F(ServerOptionsTest, Int8ActivationsNeedAGpuBackend) {
+    EXPECT_FALSE(parse({}).int8_activations);
+    EXPECT_TRUE(parse({"--int8-activations"}).int8_activations);
+    EXPECT_TRUE(parse({"--backend", "auto", "--int8-activations"}).int8_activations);
+    expect_usage({"--backend", "cpu", "--int8-activations"}, {"--int8-activations", "CUDA mode"});
+    expect_usage({"--int8-activations", "--backend", "cpu"}, {"--int8-activations", "CUDA mode"});
+}
+
 TEST_F(ServerOptionsTest, HelpNamesTheNewFlags) {
     const std::string h = server_help_text();
-    for (const char* f : {"--shutdown-timeout", "--cors", "--ssl-cert-file", "--ssl-key-file"})
+    for (const char* f : {"--shutdown-timeout", "--cors", "--ssl-cert-file", "--ssl-key-file", "--int8-activations"})
         EXPECT_NE(h.find(f), std::string::npos) << f;
 }
 

@@ -40,6 +40,21 @@ TEST(ResponsesRequest, AStringInputAndTheDefaults) {
     EXPECT_EQ(r.echo["temperature"], 1.0);
 }
 
+// Log probabilities are reported when `include` asks for them, with
+// top_logprobs alternatives (0 unless given); top_logprobs alone asks for
+// nothing, as on OpenAI's API, and is echoed either way.
+TEST(ResponsesRequest, LogprobsWhenIncluded) {
+    const auto top = [](const char* body) { return parse_responses_request(body).generate.top_logprobs; };
+    EXPECT_EQ(top(R"({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 3})"), 3);
+    EXPECT_EQ(top(R"({"input": "x", "include": ["reasoning.encrypted_content", "message.output_text.logprobs"]})"), 0);
+    EXPECT_EQ(top(R"({"input": "x", "top_logprobs": 5})"), -1);
+    EXPECT_EQ(parse_responses_request(R"({"input": "x", "top_logprobs": 5})").echo["top_logprobs"], 5);
+    EXPECT_EQ(top(R"({"input": "x", "include": ["reasoning.encrypted_content"], "top_logprobs": 20})"), -1);
+    EXPECT_EQ(parse_responses_request(R"({"input": "x"})").echo["top_logprobs"], 0);
+    EXPECT_EQ(parse_responses_request(R"({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 3})")
+                  .echo["top_logprobs"], 3);
+}
+
 TEST(ResponsesRequest, ItemsBecomeTheConversation) {
     // A second turn as a stateless client sends it: the first input, the
     // first response's output (reasoning, text, two calls), the calls'
@@ -171,7 +186,9 @@ TEST(ResponsesRequest, BadInputIsA400NamingTheField) {
     EXPECT_EQ(param(R"({"input": "x", "reasoning": {"effort": "extreme"}})"), "reasoning.effort");
     EXPECT_EQ(param(R"({"input": "x", "previous_response_id": "resp_1"})"), "previous_response_id");
     EXPECT_EQ(param(R"({"input": "x", "background": true})"), "background");
-    EXPECT_EQ(param(R"({"input": "x", "top_logprobs": 3})"), "top_logprobs");
+    EXPECT_EQ(param(R"({"input": "x", "top_logprobs": 21})"), "top_logprobs");
+    EXPECT_EQ(param(R"({"input": "x", "top_logprobs": "3"})"), "top_logprobs");
+    EXPECT_EQ(param(R"({"input": "x", "include": ["message.output_text.logprobs", 5]})"), "include");
     EXPECT_EQ(param(R"({"input": "x", "truncation": "auto"})"), "truncation");
     EXPECT_EQ(param(R"({"input": "x", "text": {"format": {"type": "json_object"}}})"), "text.format");
     EXPECT_EQ(param(R"({"input": "x", "tools": {"name": "f"}})"), "tools");

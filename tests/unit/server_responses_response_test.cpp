@@ -126,6 +126,10 @@ json check_lifecycle(const std::vector<Event>& events, std::vector<std::string>&
             EXPECT_EQ(item["type"], n == "response.output_text.delta" ? "message" : "reasoning");
             json& part = item["content"][d["content_index"].get<size_t>()];
             part["text"] = part["text"].get<std::string>() + d["delta"].get<std::string>();
+            if (n == "response.output_text.delta")  // each delta: the log probabilities of its tokens
+                for (const json& e : d["logprobs"]) part["logprobs"].push_back(e);
+            else
+                EXPECT_FALSE(d.contains("logprobs")) << d;
         } else if (n == "response.function_call_arguments.delta") {
             json& item = snapshot["output"][d["output_index"].get<size_t>()];
             EXPECT_EQ(d["item_id"], item["id"]);
@@ -133,6 +137,7 @@ json check_lifecycle(const std::vector<Event>& events, std::vector<std::string>&
         } else if (n == "response.output_text.done" || n == "response.reasoning_text.done") {
             const json& item = snapshot["output"][d["output_index"].get<size_t>()];
             EXPECT_EQ(d["text"], item["content"][0]["text"]);
+            if (n == "response.output_text.done") EXPECT_EQ(d["logprobs"], item["content"][0]["logprobs"]);
         } else if (n == "response.function_call_arguments.done") {
             const json& item = snapshot["output"][d["output_index"].get<size_t>()];
             EXPECT_EQ(d["arguments"], item["arguments"]);
@@ -172,7 +177,7 @@ TEST(ResponsesReply, ReasoningThenAnswer) {
     EXPECT_EQ(without_ids(whole["output"]), json::parse(R"([
         {"type": "reasoning", "status": "completed", "summary": [], "content": [{"type": "reasoning_text", "text": "why not"}]},
         {"type": "message", "status": "completed", "role": "assistant",
-         "content": [{"type": "output_text", "text": "Because.", "annotations": []}]}])"));
+         "content": [{"type": "output_text", "text": "Because.", "annotations": [], "logprobs": []}]}])"));
     EXPECT_EQ(whole["output"][0]["id"].get<std::string>().rfind("rs_", 0), 0u);
     EXPECT_EQ(whole["output"][1]["id"].get<std::string>().rfind("msg_", 0), 0u);
     EXPECT_EQ(whole["usage"], json::parse(R"({"input_tokens": 30, "input_tokens_details": {"cached_tokens": 12},
@@ -207,7 +212,7 @@ TEST(ResponsesReply, ToolCallsAreFunctionCallItemsRememberedByCallId) {
     EXPECT_EQ(whole["status"], "completed");
     EXPECT_EQ(without_ids(whole["output"]), json::parse(R"([
         {"type": "message", "status": "completed", "role": "assistant",
-         "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
+         "content": [{"type": "output_text", "text": "Checking.", "annotations": [], "logprobs": []}]},
         {"type": "function_call", "status": "completed", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
         {"type": "function_call", "status": "completed", "name": "get_weather", "arguments": "{\"city\":\"Lyon\"}"}])"));
     const json& out = whole["output"];

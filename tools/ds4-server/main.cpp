@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
         e.model = o.model;
         e.backend.name = o.backend;
         e.backend.threads = o.threads;
+        e.backend.int8_activations = o.int8_activations;
         e.check_tensors = o.check_tensors;
         e.chat_template = o.chat_template;
         e.ssd_streaming = o.ssd;
