@@ -93,7 +93,8 @@ for arch in qwen3moe deepseek4; do
   flags=(--ssd-streaming --ssd-streaming-cache-experts "$working" --ssd-streaming-profile "$prof")
   "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" -t 2 "${flags[@]}" 2>"$tmp/err" \
     || fail "$arch: profiled run failed: $(cat "$tmp/err")"
-  [[ $(head -1 "$prof") == "ds4-routing-profile 1" ]] || fail "$arch: no profile written"
+  [[ $(head -1 "$prof") == "ds4-routing-profile 2" ]] || fail "$arch: no profile written"
+  [[ $(tail -1 "$prof") == "end $(($(wc -l <"$prof") - 3))" ]] || fail "$arch: the profile's trailer does not count its lines"
   [[ $(wc -l <"$prof") -gt 3 ]] || fail "$arch: an empty profile"
   res=$(ls "$tmp"/res-*.bin | head -1)
   "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" -t 2 --prefill-chunk "$(basename "$res" .bin | cut -d- -f2)" \
