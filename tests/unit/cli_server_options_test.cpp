@@ -14,27 +14,13 @@
 
 #include "cli/server_options.h"
 #include "common/error.h"
+#include "support/temp_file.h"
 #include "support/test_seed.h"
 
 namespace ds4 {
 namespace {
 
-class TempFile {
-public:
-    explicit TempFile(const std::string& content = "x") {
-        char tmpl[] = "/tmp/ds4_server_cli_test_XXXXXX";
-        int fd = ::mkstemp(tmpl);
-        if (fd < 0) throw std::runtime_error("mkstemp failed");
-        ::close(fd);
-        path_ = tmpl;
-        std::ofstream(path_) << content;
-    }
-    ~TempFile() { std::remove(path_.c_str()); }
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
-};
+using test::TempFile;
 
 class ServerOptionsTest : public ::testing::Test {
 protected:
