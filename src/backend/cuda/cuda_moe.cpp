@@ -98,14 +98,16 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
     std::optional<cuda::OpProfile::Scope> t;
     const int32_t* experts = routing.experts.data;
 
+    // Both fused decode paths: gate and up alike, down from n_ff back to n_embd.
+    const bool fused_shapes = up.matrix_bytes == gate.matrix_bytes && up.row_bytes == gate.row_bytes &&
+                              gate.ne[0] == n_embd && down.ne[0] == n_ff && down.ne[1] == n_embd && out.cols == n_embd;
     // Decode on int8 activations: x quantized once, gate + up + SwiGLU, h
     // quantized, down + weighted combine (four launches).
     if (int8_activations_ && fused_moe_enabled() &&
         cuda::expert_q8_supported(gate.type, up.type, down.type, g_w, u_w, d_w, gate.matrix_bytes, gate.row_bytes,
                                   down.matrix_bytes, down.row_bytes, n_embd, n_ff, routing.n_used, pairs, x.data,
                                   x.cols) &&
-        up.matrix_bytes == gate.matrix_bytes && up.row_bytes == gate.row_bytes && gate.ne[0] == n_embd &&
-        down.ne[0] == n_ff && down.ne[1] == n_embd && out.cols == n_embd) {
+        fused_shapes) {
         Tensor xq = alloc(x.rows, cuda::q8_activation_bytes(n_embd) / 4), h = alloc(pairs, n_ff),
                hq = alloc(pairs, cuda::q8_activation_bytes(n_ff) / 4);
         t.emplace(timed("moe gate+up+swiglu q8", ggml_type_name(gate.type),
@@ -127,8 +129,7 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
         cuda::expert_fused_supported(gate.type, up.type, down.type, g_w, u_w, d_w, gate.matrix_bytes, gate.row_bytes,
                                      down.matrix_bytes, down.row_bytes, n_embd, n_ff, routing.n_used, pairs, x.data,
                                      x.cols) &&
-        up.matrix_bytes == gate.matrix_bytes && up.row_bytes == gate.row_bytes && gate.ne[0] == n_embd &&
-        down.ne[0] == n_ff && down.ne[1] == n_embd && out.cols == n_embd) {
+        fused_shapes) {
         Tensor h = alloc(pairs, n_ff);
         t.emplace(timed("moe gate+up+swiglu", ggml_type_name(gate.type),
                         (gate.matrix_bytes + up.matrix_bytes) * uint64_t(pairs)));
