@@ -48,6 +48,13 @@ tests="cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cud
 [ "$what" = memcheck ] || for t in $tests; do
   timeout ${DS4_TEST_TIMEOUT:-400} "./$t" > "$O/$t.txt" 2>&1; echo "$t rc=$?" >> "$O/$t.txt"
 done
+# The MoE batch paths chosen by size: each forced for every batch once (DS4_CUDA_MOE_GROUPED, read once per process).
+[ "$what" = memcheck ] || for g in 0 1; do
+  DS4_CUDA_MOE_GROUPED=$g timeout ${DS4_TEST_TIMEOUT:-400} ./cudabackend_ops_test --gtest_filter='*Moe*:*Matmul*' \
+    > "$O/cudabackend_ops_test-grouped$g.txt" 2>&1; echo "cudabackend_ops_test (grouped=$g) rc=$?" >> "$O/cudabackend_ops_test-grouped$g.txt"
+  DS4_CUDA_MOE_GROUPED=$g timeout ${DS4_TEST_TIMEOUT:-400} ./cudabackend_model_test --gtest_filter='-*RealShape*' \
+    > "$O/cudabackend_model_test-grouped$g.txt" 2>&1; echo "cudabackend_model_test (grouped=$g) rc=$?" >> "$O/cudabackend_model_test-grouped$g.txt"
+done
 [ "$what" = memcheck ] || grep -hE "^\[  (PASSED|FAILED) |rc=|Failure|worst|planted|excused" "$O"/cudabackend_*.txt
 [ "$what" = tests ] || for t in $tests; do
   timeout ${DS4_MEMCHECK_TIMEOUT:-600} compute-sanitizer --tool memcheck --error-exitcode 9 "./$t" \

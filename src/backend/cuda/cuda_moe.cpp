@@ -1,7 +1,8 @@
 // Routing and the routed-expert FFN on CUDA, for both families. Decode-sized
 // batches stay on the device end to end (moe_decode.cu: two launches per
-// layer, or five where the fused kernels do not apply; only the chosen
-// experts' rows read, nothing back to the host);
+// layer, or five where the fused kernels do not apply; moe_grouped.cu: three
+// for a batch of many sequences, each chosen expert read once for all its
+// pairs; only the chosen experts' rows read, nothing back to the host);
 // prefill-sized ones group the (token, slot) pairs by expert on the host and
 // run each chosen expert's matrices once over its tokens.
 #include <algorithm>
@@ -41,6 +42,25 @@ bool fused_moe_enabled() {
         return !(v && std::string(v) == "0");
     }();
     return on;
+}
+
+// Whether a decode batch of `pairs` (token, slot) pairs over n_exp experts
+// runs grouped by expert. Grouping saves a weight read and decode for every
+// pair beyond the first of its expert. With at least as many pairs as
+// experts a block column is an expert; with fewer, each block first finds
+// which expert its column serves (a scan of the routing), and that cost more
+// than it saved. Measured on the H200 with uniform routing over 128 experts
+// (2026-12-02, Qwen3-30B-A3B q4_k_m, aggregate decode t/s, grouped vs per
+// pair): 8 sequences 370 vs 405 (with the scan), 16: 439 vs 423, 32: 464 vs
+// 414, 64: 454 vs 418. DS4_CUDA_MOE_GROUPED=0 / 1: never / every batch of
+// two or more tokens (A/B and tests), read once.
+bool grouped_moe_wanted(int64_t rows, int64_t pairs, int64_t n_exp) {
+    static const int mode = [] {
+        const char* v = std::getenv("DS4_CUDA_MOE_GROUPED");
+        return v && std::string(v) == "0" ? 0 : v && std::string(v) == "1" ? 1 : 2;
+    }();
+    if (rows < 2 || mode == 0) return false;
+    return mode == 1 || pairs >= n_exp;
 }
 
 }  // namespace
@@ -124,12 +144,29 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
                                      reinterpret_cast<const int8_t*>(hq.data), out.data, stream_);
         return;
     }
+    const bool fused = fused_moe_enabled() && fused_shapes &&
+                       cuda::expert_fused_supported(gate.type, up.type, down.type, g_w, u_w, d_w, gate.matrix_bytes,
+                                                    gate.row_bytes, down.matrix_bytes, down.row_bytes, n_embd, n_ff,
+                                                    routing.n_used, pairs, x.data, x.cols);
+    // A batch of several tokens, grouped by expert: each chosen expert read
+    // once for every pair that chose it (gate + up + SwiGLU, down, combine).
+    if (fused && grouped_moe_wanted(x.rows, pairs, n_exp) && cuda::expert_grouped_supported(n_exp, pairs)) {
+        Tensor h = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
+        t.emplace(timed("moe gate+up+swiglu grouped", ggml_type_name(gate.type),
+                        (gate.matrix_bytes + up.matrix_bytes) * uint64_t(pairs)));
+        cuda::expert_gate_up_swiglu_grouped(gate.type, g_w, u_w, gate.matrix_bytes, gate.row_bytes, n_embd, n_ff,
+                                            n_exp, experts, pairs, routing.n_used, x.data, x.cols, sc.gate, sc.n_gate,
+                                            sc.up, sc.n_up, limit, h.data, stream_);
+        t.reset();
+        t.emplace(timed("moe down grouped+combine", ggml_type_name(down.type), down.matrix_bytes * uint64_t(pairs)));
+        cuda::expert_down_grouped(down.type, d_w, down.matrix_bytes, down.row_bytes, n_ff, n_embd, n_exp, experts,
+                                  pairs, h.data, d.data, stream_);
+        cuda::expert_combine(d.data, experts, routing.weights.data, sc.down, sc.n_down, x.rows, routing.n_used, n_embd,
+                             out.data, stream_);
+        return;
+    }
     // Decode, fused: gate + up + SwiGLU in one launch, down + weighted combine in another.
-    if (fused_moe_enabled() &&
-        cuda::expert_fused_supported(gate.type, up.type, down.type, g_w, u_w, d_w, gate.matrix_bytes, gate.row_bytes,
-                                     down.matrix_bytes, down.row_bytes, n_embd, n_ff, routing.n_used, pairs, x.data,
-                                     x.cols) &&
-        fused_shapes) {
+    if (fused) {
         Tensor h = alloc(pairs, n_ff);
         t.emplace(timed("moe gate+up+swiglu", ggml_type_name(gate.type),
                         (gate.matrix_bytes + up.matrix_bytes) * uint64_t(pairs)));

@@ -16,8 +16,13 @@ namespace ds4::cuda {
 // Copies the codebooks (IQ2_XXS grid) into the current device; once per device.
 void init_quant_tables();
 bool quant_type_supported(GgmlType type);
-// The most tokens matvec takes; more go through dequantize + cuBLAS.
-constexpr int64_t kMatvecMaxTokens = 8;
+// The most tokens matvec takes (a decode batch); more go through dequantize +
+// cuBLAS. Its kernels take kMatvecTile tokens at a time: the row-per-block
+// kernel loops over the tiles with the row in L1, the others launch per tile.
+// A batch of 16 once went through cuBLAS, decoding every matrix to float per
+// step (2026-12-02, H200: 21 ms of a 46 ms step at 16 sequences).
+constexpr int64_t kMatvecMaxTokens = 64;
+constexpr int64_t kMatvecTile = 8;
 // dst[r][0..k) = decoded row r of `w` (row r at w + r * row_bytes), r < n_rows;
 // with `ids`, row r is table row ids[r] instead.
 void dequantize_rows(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows,
@@ -75,6 +80,7 @@ void gather_rows(const float* src, int64_t src_rows, const int32_t* rows, int64_
 
 // ---- moe_decode.cu --------------------------------------------------------------
 void init_moe_decode_tables();
+void init_moe_grouped_tables();
 enum class RouteScore { Softmax, SqrtSoftplus };
 // Per token: scores of n_exp logits, top-n_used of score (+ bias) unless
 // `forced` names the experts: row forced_rows[t] (or t when null) of
@@ -116,6 +122,22 @@ void expert_gate_up_swiglu(GgmlType type, const uint8_t* gate, const uint8_t* up
 void expert_down_combine(GgmlType type, const uint8_t* down, size_t matrix_bytes, size_t row_bytes, int64_t n_ff,
                          int64_t n_embd, const int32_t* experts, const float* weights, const float* down_scale,
                          int64_t n_ds, int64_t n_tok, int n_used, const float* h, float* out, cudaStream_t stream);
+
+// ---- moe_grouped.cu: the fused pair grouped by expert, for decode batches ----
+// Whether the grouped kernels take n_pairs (token, slot) pairs over n_exp experts.
+bool expert_grouped_supported(int64_t n_exp, int64_t n_pairs);
+// expert_gate_up_swiglu with each chosen expert read once for all its pairs
+// (same types and shapes as expert_fused_supported; bit-identical results).
+void expert_gate_up_swiglu_grouped(GgmlType type, const uint8_t* gate, const uint8_t* up, size_t matrix_bytes,
+                                   size_t row_bytes, int64_t k, int64_t n_ff, int64_t n_exp, const int32_t* experts,
+                                   int64_t n_pairs, int x_div, const float* x, int64_t ld_x, const float* gate_scale,
+                                   int64_t n_gs, const float* up_scale, int64_t n_us, float limit, float* h,
+                                   cudaStream_t stream);
+// d[p] = down_e . h[p] (rows of n_embd), e = experts[p], each chosen expert read
+// once for all its pairs; expert_combine then gives expert_down_combine's output.
+void expert_down_grouped(GgmlType type, const uint8_t* down, size_t matrix_bytes, size_t row_bytes, int64_t n_ff,
+                         int64_t n_embd, int64_t n_exp, const int32_t* experts, int64_t n_pairs, const float* h,
+                         float* d, cudaStream_t stream);
 
 // ---- q8_matvec.cu: decode products on int8 activations (q8_dot.cuh) --------------
 // Bytes of one quantized activation row of k values (k int8, k / 32 float scales).

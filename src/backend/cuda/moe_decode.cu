@@ -368,22 +368,6 @@ void expert_combine(const float* d, const int32_t* experts, const float* weights
     check_launch("expert_combine_kernel");
 }
 
-}  // namespace ds4::cuda
-
-namespace ds4::cuda {
-
-namespace {
-// Shared memory for staging n_rows rows of row_bytes through cp.async, or 0
-// when the rows cannot be copied in 16-byte chunks (row length or alignment)
-// or would not fit the default 48 KiB a block may take without opting in.
-size_t stage_bytes(const uint8_t* a, const uint8_t* b, size_t matrix_bytes, size_t row_bytes, size_t n_rows) {
-    const bool aligned = reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0 &&
-                         matrix_bytes % 16 == 0 && row_bytes % 16 == 0;
-    const size_t bytes = row_bytes * n_rows;
-    return aligned && bytes <= 48 * 1024 ? bytes : 0;
-}
-}  // namespace
-
 bool expert_fused_supported(GgmlType gate_type, GgmlType up_type, GgmlType down_type, const void* gate,
                             const void* up, const void* down, size_t gu_matrix_bytes, size_t gu_row_bytes,
                             size_t d_matrix_bytes, size_t d_row_bytes, int64_t n_embd, int64_t n_ff, int n_used,

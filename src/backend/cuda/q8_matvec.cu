@@ -152,7 +152,7 @@ int64_t q8_activation_bytes(int64_t k) { return q8_row_bytes(k); }
 
 bool matvec_q8_supported(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, const float* x, int64_t ld_x,
                          int64_t n_tok) {
-    const int nt = n_tok <= 1 ? 1 : n_tok <= 2 ? 2 : n_tok <= 4 ? 4 : 8;
+    const int nt = n_tok <= 1 ? 1 : n_tok <= 2 ? 2 : n_tok <= 4 ? 4 : int(kMatvecTile);
     return n_tok >= 1 && n_tok <= kMatvecMaxTokens && q8_dot_usable(type, k, w, 0, row_bytes) &&
            reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0 && matvec_q8_smem(k, nt) <= 48 * 1024;
 }
@@ -160,6 +160,12 @@ bool matvec_q8_supported(GgmlType type, const uint8_t* w, size_t row_bytes, int6
 void matvec_q8(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
                int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream) {
     if (n_tok <= 0 || n_rows <= 0) return;
+    if (n_tok > kMatvecTile) {  // a block quantizes one tile of tokens into shared memory: one launch per tile
+        for (int64_t t0 = 0; t0 < n_tok; t0 += kMatvecTile)
+            matvec_q8(type, w, row_bytes, k, n_rows, x + t0 * ld_x, ld_x, std::min(kMatvecTile, n_tok - t0),
+                      y + t0 * ld_y, ld_y, stream);
+        return;
+    }
     const unsigned grid = unsigned((n_rows + kQ8RowsPerBlock - 1) / kQ8RowsPerBlock);
     const int nt = int(n_tok);
     dispatch_q8(type, [&](auto t) {

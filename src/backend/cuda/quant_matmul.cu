@@ -71,12 +71,18 @@ __global__ void matvec_warp_kernel(const uint8_t* __restrict__ w, size_t row_byt
     prefetch_l2(w + size_t(blockIdx.x) * row_bytes, row_bytes, int(threadIdx.x));
     wait_for_inputs();
     const int64_t r = blockIdx.x;
-    float acc[NT];
-    block_row_dot<T, NT>(w + size_t(r) * row_bytes, k, x, ld_x, n_tok, acc);
-    if (threadIdx.x == 0) {
+    // Tokens in tiles of NT: the row comes from memory once, later tiles find
+    // it in L1. A token's sum does not depend on the tile it is in.
+    for (int t0 = 0; t0 < n_tok; t0 += NT) {
+        const int nt = n_tok - t0 < NT ? n_tok - t0 : NT;
+        float acc[NT];
+        block_row_dot<T, NT>(w + size_t(r) * row_bytes, k, x + int64_t(t0) * ld_x, ld_x, nt, acc);
+        if (threadIdx.x == 0) {
 #pragma unroll
-        for (int t = 0; t < NT; ++t)
-            if (t < n_tok) y[t * ld_y + r] = acc[t];
+            for (int t = 0; t < NT; ++t)
+                if (t < nt) y[int64_t(t0 + t) * ld_y + r] = acc[t];
+        }
+        __syncthreads();  // block_row_dot's partial sums are rewritten by the next tile
     }
 }
 
@@ -108,6 +114,7 @@ __global__ void dequantize_kernel(const uint8_t* w, size_t row_bytes, int64_t k,
 void init_quant_tables() {
     upload_decode_tables();
     init_moe_decode_tables();
+    init_moe_grouped_tables();
 }
 
 bool quant_type_supported(GgmlType type) {
@@ -150,7 +157,9 @@ void dequantize_matrices(GgmlType type, const uint8_t* w, size_t matrix_bytes, s
 void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
             int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream) {
     if (n_tok <= 0 || n_rows <= 0) return;
-    if (n_tok > kMatvecMaxTokens) throw Error("CUDA matvec called with more than 8 tokens.");
+    if (n_tok > kMatvecMaxTokens)
+        throw Error("CUDA matvec called with " + std::to_string(n_tok) + " tokens, more than " +
+                    std::to_string(kMatvecMaxTokens) + ".");
     const unsigned grid = blocks_for(n_rows, kWarpsPerBlock);
     dispatch_type(type, [&](auto t) {
         constexpr GgmlType T = decltype(t)::value;
@@ -168,6 +177,12 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
                 check_launch("matvec_warp_kernel");
                 return;
             }
+        }
+        if (nt > kMatvecTile) {  // the kernels below take one tile of tokens per launch
+            for (int t0 = 0; t0 < nt; t0 += int(kMatvecTile))
+                matvec(type, w, row_bytes, k, n_rows, x + int64_t(t0) * ld_x, ld_x,
+                       std::min<int64_t>(kMatvecTile, nt - t0), y + int64_t(t0) * ld_y, ld_y, stream);
+            return;
         }
         if (k % kChunk == 0 && k / kChunk <= INT32_MAX) {
             if (nt == 1)

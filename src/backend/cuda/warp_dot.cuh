@@ -41,19 +41,29 @@ __device__ __forceinline__ float s8_to_f(uint32_t v) { return small_u2f_minus<12
 __device__ __forceinline__ float4 ldx4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
 __device__ __forceinline__ float2 ldx2(const float* p) { return __ldg(reinterpret_cast<const float2*>(p)); }
 
-// acc[i] += lane's share of rows[i][256 s .. 256 s + 255] . x[256 s ..]; x is
-// the start of the activation row (16-byte aligned, global memory); the rows
-// may be in global or shared memory (plain loads, no __ldg, for that reason).
-template <GgmlType T, int NR>
-__device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64_t s, const float* __restrict__ x,
-                                         int lane, float (&acc)[NR]) {
+// acc[i][a] += lane's share of rows[i][256 s .. 256 s + 255] . xs[a][256 s ..]
+// for NR weight rows and NA activation rows: each weight row is decoded once
+// and used for every activation (the grouped MoE decode gives a warp every
+// pair routed to one expert). xs[a] is the start of activation row a
+// (16-byte aligned, global memory); the rows may be in global or shared
+// memory (plain loads, no __ldg, for that reason). Every (row, activation)
+// product is the same expression whatever NR and NA are, so a pair's result
+// does not depend on which others share its step.
+template <GgmlType T, int NR, int NA>
+__device__ __forceinline__ void dot_step_n(const uint8_t* const (&rows)[NR], int64_t s,
+                                           const float* const (&xs)[NA], int lane, float (&acc)[NR][NA]) {
     if constexpr (T == GgmlType::IQ2_XXS) {
         // Super-block: d (f16), then 8 groups of 8 bytes (4 codebook indices, a
         // u32 of 4x7 sign bits and a 4-bit scale). Lane 4g + l: group g, index l
         // (8 elements 32 g + 8 l .. + 7).
         const int g = lane >> 2, l = lane & 3;
-        const float* xb = x + s * 256 + 32 * g + 8 * l;
-        const float4 x0 = ldx4(xb), x1 = ldx4(xb + 4);
+        float4 x0[NA], x1[NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) {
+            const float* xb = xs[a] + s * 256 + 32 * g + 8 * l;
+            x0[a] = ldx4(xb);
+            x1[a] = ldx4(xb + 4);
+        }
 #pragma unroll
         for (int i = 0; i < NR; ++i) {
             const uint8_t* blk = rows[i] + s * 66;
@@ -70,9 +80,12 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
                 const float m = small_u2f(uint32_t(grid >> (8 * e)) & 0xFFu);
                 return m * __uint_as_float(__float_as_uint(xv) ^ (((signs >> e) & 1u) << 31));
             };
-            const float sum = term(0, x0.x) + term(1, x0.y) + term(2, x0.z) + term(3, x0.w) + term(4, x1.x) +
-                              term(5, x1.y) + term(6, x1.z) + term(7, x1.w);
-            acc[i] += db * sum;
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+                const float sum = term(0, x0[a].x) + term(1, x0[a].y) + term(2, x0[a].z) + term(3, x0[a].w) +
+                                  term(4, x1[a].x) + term(5, x1[a].y) + term(6, x1[a].z) + term(7, x1[a].w);
+                acc[i][a] += db * sum;
+            }
         }
     } else if constexpr (T == GgmlType::Q2_K) {
         // Super-block: scales[16] (low nibble scale, high nibble min, per 16
@@ -80,13 +93,17 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
         // 128 h + 32 p + m for planes p = 0..3. Lane 16 h + j: bytes 2j, 2j + 1
         // of half h, i.e. elements 128 h + 32 p + 2 j (+1), sub-scale 8 h + 2 p + (j >> 3).
         const int h = lane >> 4, j = lane & 15;
-        const float* xb = x + s * 256 + 128 * h + 2 * j;
-        float2 xv[4];
+        float2 xv[NA][4];
+        float sx[NA][4];
 #pragma unroll
-        for (int p = 0; p < 4; ++p) xv[p] = ldx2(xb + 32 * p);
-        float sx[4];
+        for (int a = 0; a < NA; ++a) {
+            const float* xb = xs[a] + s * 256 + 128 * h + 2 * j;
 #pragma unroll
-        for (int p = 0; p < 4; ++p) sx[p] = xv[p].x + xv[p].y;
+            for (int p = 0; p < 4; ++p) {
+                xv[a][p] = ldx2(xb + 32 * p);
+                sx[a][p] = xv[a][p].x + xv[a][p].y;
+            }
+        }
 #pragma unroll
         for (int i = 0; i < NR; ++i) {
             const uint8_t* blk = rows[i] + s * 84;
@@ -97,22 +114,36 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
             const float d = __half2float(__ushort_as_half(uint16_t(dd & 0xFFFF))),
                         dmin = __half2float(__ushort_as_half(uint16_t(dd >> 16)));
             const int part = j >> 3;
-            float sum = 0.0f;
+            float dl[4], ml[4], q0[4], q1[4];
 #pragma unroll
             for (int p = 0; p < 4; ++p) {
                 // scales byte 8 h + 2 p + part: in s0 for p < 2, s1 for p >= 2.
                 const uint32_t sc = ((p < 2 ? s0 : s1) >> (8 * (2 * (p & 1) + part))) & 0xFFu;
-                const float dl = __fmul_rn(d, small_u2f(sc & 0xF)), ml = __fmul_rn(dmin, small_u2f(sc >> 4));
-                const float q0 = small_u2f((qq >> (2 * p)) & 3u), q1 = small_u2f((qq >> (8 + 2 * p)) & 3u);
-                sum += dl * (q0 * xv[p].x + q1 * xv[p].y) - ml * sx[p];
+                dl[p] = __fmul_rn(d, small_u2f(sc & 0xF));
+                ml[p] = __fmul_rn(dmin, small_u2f(sc >> 4));
+                q0[p] = small_u2f((qq >> (2 * p)) & 3u);
+                q1[p] = small_u2f((qq >> (8 + 2 * p)) & 3u);
             }
-            acc[i] += sum;
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+                float sum = 0.0f;
+#pragma unroll
+                for (int p = 0; p < 4; ++p) sum += dl[p] * (q0[p] * xv[a][p].x + q1[p] * xv[a][p].y) - ml[p] * sx[a][p];
+                acc[i][a] += sum;
+            }
         }
     } else if constexpr (T == GgmlType::Q4_K) {
         const int p = lane >> 3, q4 = lane & 7;  // sub-block pair p, bytes 4 q4 .. 4 q4 + 3 of its 32
-        const float* xb = x + s * 256 + 64 * p + 4 * q4;
-        const float4 x0 = ldx4(xb), x1 = ldx4(xb + 32);
-        const float sx0 = x0.x + x0.y + x0.z + x0.w, sx1 = x1.x + x1.y + x1.z + x1.w;
+        float4 x0[NA], x1[NA];
+        float sx0[NA], sx1[NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) {
+            const float* xb = xs[a] + s * 256 + 64 * p + 4 * q4;
+            x0[a] = ldx4(xb);
+            x1[a] = ldx4(xb + 32);
+            sx0[a] = x0[a].x + x0[a].y + x0[a].z + x0[a].w;
+            sx1[a] = x1[a].x + x1[a].y + x1[a].z + x1[a].w;
+        }
 #pragma unroll
         for (int i = 0; i < NR; ++i) {
             const uint8_t* blk = rows[i] + s * 144;
@@ -129,18 +160,26 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
                         dmin = __half2float(__ushort_as_half(uint16_t(hw >> 16)));
             const float a0 = __fmul_rn(d, small_u2f(sc0)), b0 = __fmul_rn(dmin, small_u2f(m0));
             const float a1 = __fmul_rn(d, small_u2f(sc1)), b1 = __fmul_rn(dmin, small_u2f(m1));
-            const float s0 = small_u2f(q & 0xF) * x0.x + small_u2f((q >> 8) & 0xF) * x0.y +
-                             small_u2f((q >> 16) & 0xF) * x0.z + small_u2f((q >> 24) & 0xF) * x0.w;
-            const float s1 = small_u2f((q >> 4) & 0xF) * x1.x + small_u2f((q >> 12) & 0xF) * x1.y +
-                             small_u2f((q >> 20) & 0xF) * x1.z + small_u2f(q >> 28) * x1.w;
-            acc[i] += (a0 * s0 - b0 * sx0) + (a1 * s1 - b1 * sx1);
+            const float v0 = small_u2f(q & 0xF), v1 = small_u2f((q >> 8) & 0xF), v2 = small_u2f((q >> 16) & 0xF),
+                        v3 = small_u2f((q >> 24) & 0xF);
+            const float u0 = small_u2f((q >> 4) & 0xF), u1 = small_u2f((q >> 12) & 0xF),
+                        u2 = small_u2f((q >> 20) & 0xF), u3 = small_u2f(q >> 28);
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+                const float s0 = v0 * x0[a].x + v1 * x0[a].y + v2 * x0[a].z + v3 * x0[a].w;
+                const float s1 = u0 * x1[a].x + u1 * x1[a].y + u2 * x1[a].z + u3 * x1[a].w;
+                acc[i][a] += (a0 * s0 - b0 * sx0[a]) + (a1 * s1 - b1 * sx1[a]);
+            }
         }
     } else if constexpr (T == GgmlType::Q6_K) {
         const int h = lane >> 4, m = lane & 15;  // half h, element pair 2m, 2m+1 of each quarter
-        const float* xb = x + s * 256 + 128 * h + 2 * m;
-        float2 xv[4];
+        float2 xv[NA][4];
 #pragma unroll
-        for (int qd = 0; qd < 4; ++qd) xv[qd] = ldx2(xb + 32 * qd);
+        for (int a = 0; a < NA; ++a) {
+            const float* xb = xs[a] + s * 256 + 128 * h + 2 * m;
+#pragma unroll
+            for (int qd = 0; qd < 4; ++qd) xv[a][qd] = ldx2(xb + 32 * qd);
+        }
 #pragma unroll
         for (int i = 0; i < NR; ++i) {
             const uint8_t* blk = rows[i] + s * 210;
@@ -149,7 +188,7 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
             const uint32_t hv = *reinterpret_cast<const uint16_t*>(blk + 128 + 32 * h + 2 * m);
             const float d = half_at(blk + 208);
             const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * h + (m >> 3));
-            float qv[4][2];
+            float qv[4][2], ds[4];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const uint32_t a = (la >> (8 * e)) & 0xFF, bb = (lb >> (8 * e)) & 0xFF, hb = (hv >> (8 * e)) & 0xFF;
@@ -159,50 +198,90 @@ __device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64
                 qv[3][e] = small_u2f_minus<32>((bb >> 4) | (((hb >> 6) & 3) << 4));
             }
 #pragma unroll
-            for (int qd = 0; qd < 4; ++qd)
-                acc[i] += __fmul_rn(d, s8_to_f(uint8_t(sc[2 * qd]))) * (qv[qd][0] * xv[qd].x + qv[qd][1] * xv[qd].y);
+            for (int qd = 0; qd < 4; ++qd) ds[qd] = __fmul_rn(d, s8_to_f(uint8_t(sc[2 * qd])));
+#pragma unroll
+            for (int a = 0; a < NA; ++a)
+#pragma unroll
+                for (int qd = 0; qd < 4; ++qd)
+                    acc[i][a] += ds[qd] * (qv[qd][0] * xv[a][qd].x + qv[qd][1] * xv[a][qd].y);
         }
     } else if constexpr (T == GgmlType::Q8_0) {
         const int bi = lane >> 2, quarter = lane & 3;  // block bi of the step's 8, elements 8 quarter .. + 7
         const int64_t b = 8 * s + bi;
-        const float* xb = x + b * 32 + 8 * quarter;
-        const float4 x0 = ldx4(xb), x1 = ldx4(xb + 4);
+        float4 x0[NA], x1[NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) {
+            const float* xb = xs[a] + b * 32 + 8 * quarter;
+            x0[a] = ldx4(xb);
+            x1[a] = ldx4(xb + 4);
+        }
 #pragma unroll
         for (int i = 0; i < NR; ++i) {
             const uint8_t* blk = rows[i] + b * 34;
             const uint16_t* q = reinterpret_cast<const uint16_t*>(blk + 2 + 8 * quarter);
             const uint32_t w0 = q[0], w1 = q[1], w2 = q[2], w3 = q[3];
             const float d = half_at(blk);
-            const float sum = s8_to_f(w0) * x0.x + s8_to_f(w0 >> 8) * x0.y + s8_to_f(w1) * x0.z +
-                              s8_to_f(w1 >> 8) * x0.w + s8_to_f(w2) * x1.x + s8_to_f(w2 >> 8) * x1.y +
-                              s8_to_f(w3) * x1.z + s8_to_f(w3 >> 8) * x1.w;
-            acc[i] += d * sum;
+            const float c0 = s8_to_f(w0), c1 = s8_to_f(w0 >> 8), c2 = s8_to_f(w1), c3 = s8_to_f(w1 >> 8),
+                        c4 = s8_to_f(w2), c5 = s8_to_f(w2 >> 8), c6 = s8_to_f(w3), c7 = s8_to_f(w3 >> 8);
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+                const float sum = c0 * x0[a].x + c1 * x0[a].y + c2 * x0[a].z + c3 * x0[a].w + c4 * x1[a].x +
+                                  c5 * x1[a].y + c6 * x1[a].z + c7 * x1[a].w;
+                acc[i][a] += d * sum;
+            }
         }
     } else if constexpr (T == GgmlType::F16) {
         const int64_t e0 = 256 * s + 8 * lane;  // one 16-byte load of 8 halves per lane and row
-        const float4 x0 = ldx4(x + e0), x1 = ldx4(x + e0 + 4);
+        float4 x0[NA], x1[NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) {
+            x0[a] = ldx4(xs[a] + e0);
+            x1[a] = ldx4(xs[a] + e0 + 4);
+        }
 #pragma unroll
         for (int i = 0; i < NR; ++i) {
             const uint4 v = *reinterpret_cast<const uint4*>(rows[i] + 2 * e0);  // global or staged in shared
-            const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v.x)),
-                         b = __half22float2(*reinterpret_cast<const __half2*>(&v.y)),
-                         c = __half22float2(*reinterpret_cast<const __half2*>(&v.z)),
-                         d = __half22float2(*reinterpret_cast<const __half2*>(&v.w));
-            acc[i] += a.x * x0.x + a.y * x0.y + b.x * x0.z + b.y * x0.w + c.x * x1.x + c.y * x1.y + d.x * x1.z +
-                      d.y * x1.w;
+            const float2 w01 = __half22float2(*reinterpret_cast<const __half2*>(&v.x)),
+                         w23 = __half22float2(*reinterpret_cast<const __half2*>(&v.y)),
+                         w45 = __half22float2(*reinterpret_cast<const __half2*>(&v.z)),
+                         w67 = __half22float2(*reinterpret_cast<const __half2*>(&v.w));
+#pragma unroll
+            for (int a = 0; a < NA; ++a)
+                acc[i][a] += w01.x * x0[a].x + w01.y * x0[a].y + w23.x * x0[a].z + w23.y * x0[a].w +
+                             w45.x * x1[a].x + w45.y * x1[a].y + w67.x * x1[a].z + w67.y * x1[a].w;
         }
     } else if constexpr (T == GgmlType::F32) {
         const int64_t e0 = 256 * s + 8 * lane;
-        const float4 x0 = ldx4(x + e0), x1 = ldx4(x + e0 + 4);
+        float4 x0[NA], x1[NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) {
+            x0[a] = ldx4(xs[a] + e0);
+            x1[a] = ldx4(xs[a] + e0 + 4);
+        }
 #pragma unroll
         for (int i = 0; i < NR; ++i) {
             const float* wr = reinterpret_cast<const float*>(rows[i]);
             const float4 w0 = *reinterpret_cast<const float4*>(wr + e0);  // global or staged in shared
             const float4 w1 = *reinterpret_cast<const float4*>(wr + e0 + 4);
-            acc[i] += w0.x * x0.x + w0.y * x0.y + w0.z * x0.z + w0.w * x0.w + w1.x * x1.x + w1.y * x1.y +
-                      w1.z * x1.z + w1.w * x1.w;
+#pragma unroll
+            for (int a = 0; a < NA; ++a)
+                acc[i][a] += w0.x * x0[a].x + w0.y * x0[a].y + w0.z * x0[a].z + w0.w * x0[a].w + w1.x * x1[a].x +
+                             w1.y * x1[a].y + w1.z * x1[a].z + w1.w * x1[a].w;
         }
     }
+}
+
+// acc[i] += lane's share of rows[i][256 s ..] . x[256 s ..]: one activation row.
+template <GgmlType T, int NR>
+__device__ __forceinline__ void dot_step(const uint8_t* const (&rows)[NR], int64_t s, const float* __restrict__ x,
+                                         int lane, float (&acc)[NR]) {
+    const float* const xs[1] = {x};
+    float a[NR][1];
+#pragma unroll
+    for (int i = 0; i < NR; ++i) a[i][0] = acc[i];
+    dot_step_n<T, NR, 1>(rows, s, xs, lane, a);
+#pragma unroll
+    for (int i = 0; i < NR; ++i) acc[i] = a[i][0];
 }
 
 // Whether dot_step may read matrices of this type: rows of whole 256-element
@@ -235,6 +314,16 @@ __device__ __forceinline__ void warp_stage(uint4* dst, const uint4* src, int n16
 __device__ __forceinline__ void warp_stage_wait() {
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncwarp();
+}
+
+// Shared memory for staging n_rows rows through warp_stage, or 0 when the
+// rows cannot be copied in 16-byte chunks (row length or alignment) or would
+// not fit the default 48 KiB a block may take without opting in.
+inline size_t stage_bytes(const uint8_t* a, const uint8_t* b, size_t matrix_bytes, size_t row_bytes, size_t n_rows) {
+    const bool aligned = reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0 &&
+                         matrix_bytes % 16 == 0 && row_bytes % 16 == 0;
+    const size_t bytes = row_bytes * n_rows;
+    return aligned && bytes <= 48 * 1024 ? bytes : 0;
 }
 
 }  // namespace

@@ -1,0 +1,279 @@
+// The routed-expert FFN for a decode batch of several sequences, grouped by
+// expert on the device. The fused kernels (moe_decode.cu) give every (token,
+// slot) pair its own blocks, so an expert that k of the batch's tokens chose
+// is read k times and each 256-element step of its rows decoded k times.
+// Here block (x, g) takes the g-th expert that any pair chose (in id order)
+// and every pair routed to it: its warps read their expert rows once and
+// decode each step once for up to four of those pairs (dot_step_n). The
+// grouping is read from the routing on the device, so the step can still be
+// recorded as a CUDA graph.
+//
+// A pair's products are the fused kernels' expressions (the same dot_step_n
+// code, the same epilogue), and the down products are combined by
+// expert_combine in slot order as expert_down_combine does: the results equal
+// the fused path's bit for bit, whichever sequences share the step.
+#include <type_traits>
+
+#include "backend/cuda/cuda_launch.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/moe_epilogue.cuh"
+#include "backend/cuda/quant_decode.cuh"
+#include "backend/cuda/warp_dot.cuh"
+
+namespace ds4::cuda {
+namespace {
+
+constexpr int kGroupWarps = 4;
+constexpr int kGroupDownRows = 2;           // down rows per warp, sharing the activation loads
+constexpr int kGroupMaxExperts = 32 * 32;   // one bit each in a warp's 32 words
+constexpr int kGroupMaxPairs = 512;         // cuda_moe.cpp's kMaxDevicePairs
+
+// Which expert block column g serves, and its pairs: warp 0 marks every
+// chosen expert in a bit set, finds the g-th set bit and lists, in pair
+// order, the pairs routed to that expert. Returns the number of pairs (0:
+// fewer than g + 1 experts were chosen); every thread of the block gets it.
+__device__ int expert_group(const int32_t* __restrict__ experts, int n_pairs, int n_exp, int g, int* list,
+                            int& expert) {
+    __shared__ unsigned used[kGroupMaxExperts / 32];
+    __shared__ int s_count, s_expert;
+    const int tid = int(threadIdx.x), lane = tid & 31;
+    if (n_exp <= n_pairs) {
+        // A column per expert: column g is expert g, no bit set needed.
+        if (tid < 32) {
+            int n = 0;
+            for (int base = 0; base < n_pairs; base += 32) {
+                const bool mine = base + lane < n_pairs && experts[base + lane] == g;
+                const unsigned m = __ballot_sync(0xffffffffu, mine);
+                if (mine) list[n + __popc(m & ((1u << lane) - 1u))] = base + lane;
+                n += __popc(m);
+            }
+            if (lane == 0) s_count = n;
+        }
+        __syncthreads();
+        expert = g;
+        return s_count;
+    }
+    if (tid < kGroupMaxExperts / 32) used[tid] = 0u;
+    __syncthreads();
+    for (int p = tid; p < n_pairs; p += int(blockDim.x)) {
+        const int e = experts[p];
+        if (e >= 0 && e < kGroupMaxExperts) atomicOr(&used[e >> 5], 1u << (e & 31));
+    }
+    __syncthreads();
+    if (tid < 32) {
+        // Lane i holds word i; an exclusive prefix count of set bits finds the word with bit g.
+        const unsigned w = used[lane];
+        const int c = __popc(w);
+        int incl = c;
+        for (int off = 1; off < 32; off <<= 1) {
+            const int o = __shfl_up_sync(0xffffffffu, incl, off);
+            if (lane >= off) incl += o;
+        }
+        const int excl = incl - c;
+        const bool here = g >= excl && g < incl;
+        const unsigned who = __ballot_sync(0xffffffffu, here);
+        int e = -1;
+        if (who) {
+            const int src = __ffs(who) - 1;
+            const int bit = here ? int(__fns(w, 0, g - excl + 1)) : 0;
+            e = __shfl_sync(0xffffffffu, 32 * lane + bit, src);
+        }
+        int n = 0;
+        if (e >= 0)
+            for (int base = 0; base < n_pairs; base += 32) {
+                const bool mine = base + lane < n_pairs && experts[base + lane] == e;
+                const unsigned m = __ballot_sync(0xffffffffu, mine);
+                if (mine) list[n + __popc(m & ((1u << lane) - 1u))] = base + lane;
+                n += __popc(m);
+            }
+        if (lane == 0) {
+            s_count = n;
+            s_expert = e;
+        }
+    }
+    __syncthreads();
+    expert = s_expert;
+    return s_count;
+}
+
+// f(NA, a0) over pairs [0, n) in tiles of 4, then 2, then 1 pair.
+template <class F>
+__device__ __forceinline__ void pair_tiles(int n, F&& f) {
+    int a = 0;
+    for (; a + 4 <= n; a += 4) f(std::integral_constant<int, 4>{}, a);
+    if (a + 2 <= n) {
+        f(std::integral_constant<int, 2>{}, a);
+        a += 2;
+    }
+    if (a < n) f(std::integral_constant<int, 1>{}, a);
+}
+
+// h[p][r] = SwiGLU(gate_e[r] . x[p / x_div], up_e[r] . x[p / x_div]) for the
+// pairs p of the block's expert e; warp w takes row blockIdx.x * kGroupWarps + w.
+template <GgmlType T, bool kStage>
+__global__ void __launch_bounds__(32 * kGroupWarps)
+    expert_gate_up_grouped_kernel(const uint8_t* __restrict__ gw, const uint8_t* __restrict__ uw,
+                                  size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_ff,
+                                  const int32_t* __restrict__ experts, int n_pairs, int n_exp, int x_div,
+                                  const float* __restrict__ x, int64_t ld_x, const float* gs, int64_t n_gs,
+                                  const float* us, int64_t n_us, float limit, float* __restrict__ h) {
+    wait_for_inputs();
+    __shared__ int list[kGroupMaxPairs];
+    int e;
+    const int n = expert_group(experts, n_pairs, n_exp, int(blockIdx.y), list, e);
+    const int lane = threadIdx.x & 31;
+    const int64_t r = int64_t(blockIdx.x) * kGroupWarps + (threadIdx.x >> 5);
+    if (n == 0 || r >= n_ff) return;
+    const size_t off = size_t(e) * matrix_bytes + size_t(r) * row_bytes;
+    const uint8_t* rows[2] = {gw + off, uw + off};
+    if constexpr (kStage) {
+        extern __shared__ uint4 stage[];
+        const int n16 = int(row_bytes / 16);
+        uint4* buf = stage + size_t(threadIdx.x >> 5) * 2 * n16;
+        warp_stage(buf, reinterpret_cast<const uint4*>(rows[0]), n16, lane);
+        warp_stage(buf + n16, reinterpret_cast<const uint4*>(rows[1]), n16, lane);
+        warp_stage_wait();
+        rows[0] = reinterpret_cast<const uint8_t*>(buf);
+        rows[1] = reinterpret_cast<const uint8_t*>(buf + n16);
+    }
+    const int64_t n_steps = k / 256;
+    pair_tiles(n, [&](auto tile, int a0) {
+        constexpr int NA = decltype(tile)::value;
+        const float* xs[NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) xs[a] = x + int64_t(list[a0 + a] / x_div) * ld_x;
+        float acc[2][NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) acc[0][a] = acc[1][a] = 0.0f;
+#pragma unroll 2
+        for (int64_t s = 0; s < n_steps; ++s) dot_step_n<T, 2, NA>(rows, s, xs, lane, acc);
+#pragma unroll
+        for (int a = 0; a < NA; ++a) {
+            const float gv = warp_sum(acc[0][a]), uv = warp_sum(acc[1][a]);
+            if (lane == 0)
+                h[int64_t(list[a0 + a]) * n_ff + r] = expert_swiglu_value(gv, uv, e, gs, n_gs, us, n_us, limit);
+        }
+    });
+}
+
+// d[p][c] = down_e[c] . h[p] for the pairs p of the block's expert e; warp w
+// takes rows c0 .. c0 + kGroupDownRows - 1, c0 = (blockIdx.x * kGroupWarps + w) * kGroupDownRows.
+template <GgmlType T, bool kStage>
+__global__ void __launch_bounds__(32 * kGroupWarps)
+    expert_down_grouped_kernel(const uint8_t* __restrict__ dw, size_t matrix_bytes, size_t row_bytes, int64_t k,
+                               int64_t n_embd, const int32_t* __restrict__ experts, int n_pairs, int n_exp,
+                               const float* __restrict__ h, float* __restrict__ d) {
+    wait_for_inputs();
+    __shared__ int list[kGroupMaxPairs];
+    int e;
+    const int n = expert_group(experts, n_pairs, n_exp, int(blockIdx.y), list, e);
+    const int lane = threadIdx.x & 31;
+    const int64_t c0 = (int64_t(blockIdx.x) * kGroupWarps + (threadIdx.x >> 5)) * kGroupDownRows;
+    if (n == 0 || c0 >= n_embd) return;
+    const int n_rows = c0 + kGroupDownRows <= n_embd ? kGroupDownRows : int(n_embd - c0);
+    const uint8_t* rows[kGroupDownRows];
+#pragma unroll
+    for (int i = 0; i < kGroupDownRows; ++i)  // a row past the end repeats the last one; its sum is not stored
+        rows[i] = dw + size_t(e) * matrix_bytes + size_t(c0 + (i < n_rows ? i : n_rows - 1)) * row_bytes;
+    if constexpr (kStage) {  // the warp's rows are consecutive: one copy
+        extern __shared__ uint4 stage[];
+        const int n16 = int(row_bytes / 16);
+        uint4* buf = stage + size_t(threadIdx.x >> 5) * kGroupDownRows * n16;
+        warp_stage(buf, reinterpret_cast<const uint4*>(rows[0]), n16 * n_rows, lane);
+        warp_stage_wait();
+#pragma unroll
+        for (int i = 0; i < kGroupDownRows; ++i)
+            rows[i] = reinterpret_cast<const uint8_t*>(buf + (i < n_rows ? i : n_rows - 1) * n16);
+    }
+    const int64_t n_steps = k / 256;
+    pair_tiles(n, [&](auto tile, int a0) {
+        constexpr int NA = decltype(tile)::value;
+        const float* xs[NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) xs[a] = h + int64_t(list[a0 + a]) * k;
+        float acc[kGroupDownRows][NA];
+#pragma unroll
+        for (int i = 0; i < kGroupDownRows; ++i)
+#pragma unroll
+            for (int a = 0; a < NA; ++a) acc[i][a] = 0.0f;
+#pragma unroll 2
+        for (int64_t s = 0; s < n_steps; ++s) dot_step_n<T, kGroupDownRows, NA>(rows, s, xs, lane, acc);
+#pragma unroll
+        for (int i = 0; i < kGroupDownRows; ++i)
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+                const float v = warp_sum(acc[i][a]);
+                if (lane == 0 && i < n_rows) d[int64_t(list[a0 + a]) * n_embd + c0 + i] = v;
+            }
+    });
+}
+
+// Block columns: one per expert that may be chosen (no more than the pairs).
+unsigned group_columns(int64_t n_pairs, int64_t n_exp) { return unsigned(n_pairs < n_exp ? n_pairs : n_exp); }
+
+}  // namespace
+
+// The IQ2_XXS codebook is a per-file device symbol (quant_decode.cuh): this
+// file's copy needs its own upload.
+void init_moe_grouped_tables() { upload_decode_tables(); }
+
+bool expert_grouped_supported(int64_t n_exp, int64_t n_pairs) {
+    return n_exp >= 1 && n_exp <= kGroupMaxExperts && n_pairs >= 1 && n_pairs <= kGroupMaxPairs;
+}
+
+void expert_gate_up_swiglu_grouped(GgmlType type, const uint8_t* gate, const uint8_t* up, size_t matrix_bytes,
+                                   size_t row_bytes, int64_t k, int64_t n_ff, int64_t n_exp, const int32_t* experts,
+                                   int64_t n_pairs, int x_div, const float* x, int64_t ld_x, const float* gate_scale,
+                                   int64_t n_gs, const float* up_scale, int64_t n_us, float limit, float* h,
+                                   cudaStream_t stream) {
+    if (n_pairs <= 0 || n_ff <= 0) return;
+    if (!expert_grouped_supported(n_exp, n_pairs))
+        throw Error("expert_gate_up_swiglu_grouped: " + std::to_string(n_pairs) + " pairs over " +
+                    std::to_string(n_exp) + " experts is beyond the grouped kernels.");
+    const dim3 grid(blocks_for(n_ff, kGroupWarps), group_columns(n_pairs, n_exp));
+    const int np = int(n_pairs);
+    dispatch_type(type, [&](auto t) {
+        constexpr GgmlType T = decltype(t)::value;
+        if constexpr (kHasDotStep<T>) {
+            const size_t shmem = stage_bytes(gate, up, matrix_bytes, row_bytes, 2 * kGroupWarps);
+            if (shmem)
+                launch(expert_gate_up_grouped_kernel<T, true>, grid, 32 * kGroupWarps, shmem, stream, gate, up,
+                       matrix_bytes, row_bytes, k, n_ff, experts, np, int(n_exp), x_div, x, ld_x, gate_scale, n_gs, up_scale, n_us,
+                       limit, h);
+            else
+                launch(expert_gate_up_grouped_kernel<T, false>, grid, 32 * kGroupWarps, 0, stream, gate, up,
+                       matrix_bytes, row_bytes, k, n_ff, experts, np, int(n_exp), x_div, x, ld_x, gate_scale, n_gs, up_scale, n_us,
+                       limit, h);
+        } else
+            throw Error("expert_gate_up_swiglu_grouped: no kernel for this type.");
+    });
+    check_launch("expert_gate_up_grouped_kernel");
+}
+
+void expert_down_grouped(GgmlType type, const uint8_t* down, size_t matrix_bytes, size_t row_bytes, int64_t n_ff,
+                         int64_t n_embd, int64_t n_exp, const int32_t* experts, int64_t n_pairs, const float* h,
+                         float* d, cudaStream_t stream) {
+    if (n_pairs <= 0 || n_embd <= 0) return;
+    if (!expert_grouped_supported(n_exp, n_pairs))
+        throw Error("expert_down_grouped: " + std::to_string(n_pairs) + " pairs over " + std::to_string(n_exp) +
+                    " experts is beyond the grouped kernels.");
+    const dim3 grid(blocks_for(n_embd, kGroupWarps * kGroupDownRows), group_columns(n_pairs, n_exp));
+    const int np = int(n_pairs);
+    dispatch_type(type, [&](auto t) {
+        constexpr GgmlType T = decltype(t)::value;
+        if constexpr (kHasDotStep<T>) {
+            const size_t shmem =
+                stage_bytes(down, down, matrix_bytes, row_bytes, size_t(kGroupDownRows) * kGroupWarps);
+            if (shmem)
+                launch(expert_down_grouped_kernel<T, true>, grid, 32 * kGroupWarps, shmem, stream, down, matrix_bytes,
+                       row_bytes, n_ff, n_embd, experts, np, int(n_exp), h, d);
+            else
+                launch(expert_down_grouped_kernel<T, false>, grid, 32 * kGroupWarps, 0, stream, down, matrix_bytes,
+                       row_bytes, n_ff, n_embd, experts, np, int(n_exp), h, d);
+        } else
+            throw Error("expert_down_grouped: no kernel for this type.");
+    });
+    check_launch("expert_down_grouped_kernel");
+}
+
+}  // namespace ds4::cuda
