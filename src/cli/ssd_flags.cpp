@@ -16,6 +16,7 @@ void add_ssd_flags(CLI::App& app, SsdRawFlags& raw) {
     app.add_option("--ssd-streaming-io", raw.io);
     app.add_option("--ssd-streaming-profile", raw.profile);
     app.add_option("--ssd-streaming-preload-experts", raw.preload);
+    app.add_option("--ssd-streaming-pack", raw.pack);
 }
 
 void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreaming& o) {
@@ -63,6 +64,18 @@ void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreami
         if (o.profile.empty()) throw UsageError("--ssd-streaming-preload-experts needs --ssd-streaming-profile FILE");
         o.preload = parse_int_value("--ssd-streaming-preload-experts", raw.preload, 0, int64_t(1) << 40);
     }
+    if (given("--ssd-streaming-pack")) {
+        // Only that it is there: whether it is a whole pack of this model
+        // is known once the model is open (exit 1 then).
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        if (raw.pack.empty()) throw UsageError("--ssd-streaming-pack needs a file name");
+        if (!fs::exists(raw.pack, ec))
+            throw UsageError("--ssd-streaming-pack: no file " + quote_value(raw.pack) + " (ds4-gguf pack MODEL FILE writes one)");
+        if (!fs::is_regular_file(raw.pack, ec))
+            throw UsageError("--ssd-streaming-pack " + quote_value(raw.pack) + " is not a regular file");
+        o.pack = raw.pack;
+    }
 }
 
 std::string ssd_help_text() {
@@ -90,6 +103,10 @@ std::string ssd_help_text() {
       --ssd-streaming-preload-experts N
                             preload the N hottest experts of the profile
                             (default: as many as the cache holds)
+      --ssd-streaming-pack FILE
+                            read each missed expert in one request from FILE, an
+                            expert-major copy of the model's routed experts
+                            written by ds4-gguf pack (the model is unchanged)
 )";
 }
 

@@ -39,6 +39,9 @@ struct SsdStreaming {
     // --ssd-streaming-preload-experts: how many of the profile's hottest
     // experts to load before the first token (default: as many as fit).
     std::optional<int64_t> preload;
+    // --ssd-streaming-pack: an expert pack of the model file (ds4-gguf
+    // pack); misses are read from it, one request per expert.
+    std::string pack;
 };
 
 }  // namespace ds4

@@ -174,6 +174,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         co.experts_per_token = used;
         co.prefill = o.ssd_streaming.prefill;
         co.reader.method = o.ssd_streaming.io;
+        co.pack = o.ssd_streaming.pack;
         auto cache = std::make_shared<ExpertCache>(*e->backend_, *e->map_, blocks, co);
         e->model_->set_expert_source(cache);
         log_info(cache->describe());

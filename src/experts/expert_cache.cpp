@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "mapping/model_identity.h"
 #include "mapping/model_map.h"
 
 namespace ds4 {
@@ -18,6 +19,7 @@ namespace {
 // Slot parts start on this boundary, so a matrix in a slot is aligned as
 // well as one in the mapped file (the vectorised row loads assume it).
 constexpr uint64_t kSlotAlign = 256;
+static_assert(kPackPartAlign % kSlotAlign == 0, "a pack's record read into a slot keeps its parts aligned");
 
 // A tensor the family bound (a scale the file has), data or not.
 bool bound(const WeightRef& w) { return !w.name.empty(); }
@@ -99,6 +101,14 @@ ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<Rout
       slot_bytes_(slot_bytes_for(blocks)) {
     if (options.slots < 0) throw Error("the expert cache needs a slot count of 0 (every expert) or more, not " +
                                        std::to_string(options.slots) + ".");
+    if (!options.pack.empty() && !blocks_.empty()) {
+        pack_ = std::make_unique<ExpertPack>(ExpertPack::open(options.pack));
+        pack_->check_matches(model_identity(map.file()), blocks_);
+        pack_reader_ = std::make_unique<ExpertReader>(options.pack, options.reader);
+        // A record is read whole into a slot: the slots are as long as the
+        // longest record of these blocks.
+        for (const RoutedExperts& b : blocks_) slot_bytes_ = std::max(slot_bytes_, pack_->block(b.layer)->record_bytes);
+    }
     int64_t total = 0, widest = 0;
     size_t n_scaled = 0;
     for (const RoutedExperts& b : blocks_) {
@@ -106,6 +116,14 @@ ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<Rout
         L.block = &b;
         L.up_offset = align_up(b.gate.matrix_bytes, kSlotAlign);
         L.down_offset = L.up_offset + align_up(b.up.matrix_bytes, kSlotAlign);
+        if (pack_) {
+            // The record's layout is the slot's (gate at 0; kPackPartAlign
+            // is kSlotAlign, checked below).
+            const PackBlock& p = *pack_->block(b.layer);
+            L.pack = &p;
+            L.up_offset = p.part(PackPart::up)->offset;
+            L.down_offset = p.part(PackPart::down)->offset;
+        }
         const WeightRef* scale[3] = {&b.gate_scale, &b.up_scale, &b.down_scale};
         bool scaled = false;
         for (int k = 0; k < 3; ++k) {
@@ -166,34 +184,34 @@ std::string ExpertCache::host_text() const {
 
 std::string ExpertCache::describe() const {
     char line[320];
-    std::snprintf(line, sizeof line,
-                  "experts: cache of %lld slots (+%lld scratch) x %.2f MiB (%.2f GiB)%s, read from the file on a miss "
-                  "(%s); prefill %s",
+    std::snprintf(line, sizeof line, "experts: cache of %lld slots (+%lld scratch) x %.2f MiB (%.2f GiB)%s, read from ",
                   static_cast<long long>(n_slots_), static_cast<long long>(n_scratch_), double(slot_bytes_) / double(1 << 20),
-                  double(n_slots_ + n_scratch_) * double(slot_bytes_) / double(uint64_t{1} << 30), host_text().c_str(),
-                  reader_.describe().c_str(), strategy_name(options_.prefill));
-    return line;
+                  double(n_slots_ + n_scratch_) * double(slot_bytes_) / double(uint64_t{1} << 30), host_text().c_str());
+    const std::string source = pack_ ? "the expert pack " + pack_->path() + ", one read per expert," : "the file";
+    return line + source + " on a miss (" + (pack_ ? pack_reader_.get() : &reader_)->describe() + "); prefill " +
+           strategy_name(options_.prefill);
 }
 
 ExpertSourceStats ExpertCache::stats() const {
     std::lock_guard<std::mutex> lock(stats_mu_);
     ExpertSourceStats s = stats_;
-    s.bytes_read = reader_.bytes_read();
-    s.read_seconds = reader_.wait_seconds();
+    s.bytes_read = reader_.bytes_read() + (pack_reader_ ? pack_reader_->bytes_read() : 0);
+    s.read_seconds = reader_.wait_seconds() + (pack_reader_ ? pack_reader_->wait_seconds() : 0);
     return s;
 }
 
 std::string ExpertCache::stats_line() const {
     const ExpertSourceStats s = stats();
-    char line[400];
+    char line[480];
     std::snprintf(line, sizeof line,
                   "experts: %llu lookups, %llu hits (%.1f%%), %llu misses (%llu from the host tier, %llu to scratch, "
-                  "%llu evictions), %llu full-layer reads; %.2f GiB read in %.2f s (%.2f GB/s)",
+                  "%llu evictions; %llu read requests), %llu full-layer reads; %.2f GiB read in %.2f s (%.2f GB/s)",
                   static_cast<unsigned long long>(s.lookups), static_cast<unsigned long long>(s.hits),
                   s.lookups ? 100.0 * double(s.hits) / double(s.lookups) : 0.0,
                   static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.host_hits),
                   static_cast<unsigned long long>(s.scratch_loads),
-                  static_cast<unsigned long long>(s.evictions), static_cast<unsigned long long>(s.full_layer_reads),
+                  static_cast<unsigned long long>(s.evictions), static_cast<unsigned long long>(s.miss_reads),
+                  static_cast<unsigned long long>(s.full_layer_reads),
                   double(s.bytes_read) / double(uint64_t{1} << 30), s.read_seconds,
                   s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0);
     return line;
@@ -343,13 +361,33 @@ void ExpertCache::load(Backend& backend, const BlockLayout& L, const std::vector
         if (!read_into[i] && !source[i]) source[i] = read_into[i] = stage + (k++) * slot_bytes_;
         if (!read_into[i]) continue;
         const int64_t expert = loads[i].second;
+        if (L.pack) {
+            // One aligned read of the whole record: gate, up, down (and the
+            // per-expert scales, unused here: the cache keeps them from the GGUF).
+            reads.push_back({L.pack->record_offset(expert), L.pack->record_bytes, read_into[i],
+                             "expert " + std::to_string(expert) + " of block " + std::to_string(b.layer)});
+            continue;
+        }
         const std::pair<const WeightRef*, uint64_t> parts[3] = {{&b.gate, 0}, {&b.up, L.up_offset}, {&b.down, L.down_offset}};
         for (const auto& [w, at] : parts)
             reads.push_back({w->offset + uint64_t(expert) * w->matrix_bytes, w->matrix_bytes, read_into[i] + at,
                              "expert " + std::to_string(expert) + " of '" + w->name + "'"});
     }
+    stats_.miss_reads += reads.size();
     try {
-        reader_.read_all(reads);
+        if (L.pack) {
+            pack_reader_->read_all(reads);
+            // A damaged record is an error for this step, never a wrong token.
+            for (size_t i = 0, r = 0; i < loads.size(); ++i) {
+                if (!read_into[i]) continue;
+                if (!pack_->record_intact(*L.pack, loads[i].second, read_into[i]))
+                    throw Error("reading " + reads[r].what + " from " + pack_->path() +
+                                " failed: the record does not match its checksum (the pack is damaged; pack the model again).");
+                ++r;
+            }
+        } else {
+            reader_.read_all(reads);
+        }
     } catch (...) {
         // Those slots hold partial bytes now: forget them, so a later step
         // reads the experts again instead of computing with garbage.

@@ -19,6 +19,15 @@
 // goes to a scratch slot instead of evicting a warmer one. Experts of the
 // current step are never evicted.
 //
+// With an expert pack (ExpertCacheOptions::pack, experts/expert_pack.h) a
+// miss is one read of the expert's record, its three matrices side by side,
+// straight into the slot (whose parts then sit where the record has them),
+// checked against the record's checksum; without one, three reads from the
+// GGUF's tensors. Full-layer reads and the host tier's start-up fill keep
+// reading the GGUF's whole tensors: three long sequential reads per block
+// are already the disk's best pattern, and the records interleave the
+// matrix kinds, which a full-layer step would have to copy apart.
+//
 // Where the slots are device memory (CUDA), a host tier in page-locked RAM
 // (HostTier) sits between the file and them: a device miss it holds is a
 // PCIe copy, not a disk read; a tier that holds every expert is filled at
@@ -33,6 +42,7 @@
 #include <vector>
 
 #include "common/ssd_streaming.h"
+#include "experts/expert_pack.h"
 #include "experts/expert_reader.h"
 #include "experts/expert_source.h"
 #include "experts/host_tier.h"
@@ -52,13 +62,17 @@ struct ExpertCacheOptions {
     int64_t host_slots = 0;
     // Steps (all blocks once) over which a routing count halves.
     double half_life_steps = 32;
+    // An expert pack of the model file (--ssd-streaming-pack): misses are
+    // read from it, one request per expert; "": from the GGUF.
+    std::string pack;
 };
 
 class ExpertCache final : public ExpertSource {
 public:
     // Slots for `options.slots` experts of `blocks`, attached to `backend`
-    // and read from `map`'s file. Throws ds4::Error for a negative count or
-    // a slot table larger than the address space.
+    // and read from `map`'s file. Throws ds4::Error for a negative count, a
+    // slot table larger than the address space, or an options.pack that is
+    // not a whole pack of this model file (one sentence each).
     ExpertCache(Backend& backend, ModelMap& map, const std::vector<RoutedExperts>& blocks,
                 const ExpertCacheOptions& options);
     ExpertCache(Backend& backend, ModelMap& map, const std::vector<RoutedExperts>& blocks, int64_t slots)
@@ -105,6 +119,7 @@ private:
         size_t scales = 0;     // index of the block's first scale array in scales_
         size_t first = 0;      // index of its expert 0 in heat_
         std::vector<float> scale_values[3];  // the file's gate/up/down scales (empty if none)
+        const PackBlock* pack = nullptr;     // its records in the expert pack, if one is read
     };
     struct Slot {
         int layer = -1;
@@ -145,6 +160,8 @@ private:
 
     std::vector<RoutedExperts> blocks_;
     ExpertReader reader_;
+    std::unique_ptr<ExpertPack> pack_;           // null: misses read from the GGUF
+    std::unique_ptr<ExpertReader> pack_reader_;
     ExpertCacheOptions options_;
     std::unique_ptr<HostTier> host_;  // null: none (the CPU, or no budget)
     StagingBuffer staging_;           // misses on their way to backend memory

@@ -42,6 +42,7 @@ struct ExpertSourceStats {
     uint64_t evictions = 0;         // misses that replaced a remembered expert
     uint64_t scratch_loads = 0;     // misses served from a scratch slot, remembering nothing
     uint64_t full_layer_reads = 0;  // steps that read a block's whole routed tensors
+    uint64_t miss_reads = 0;        // read requests for misses: one per expert from a pack, three from the GGUF
     uint64_t bytes_read = 0;
     double read_seconds = 0;        // wall time the steps waited on reads
 };

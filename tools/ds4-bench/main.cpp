@@ -57,7 +57,7 @@ const char* const kHelp =
     "                         (as ds4's; its hits, misses and bytes read are printed)\n"
     "  --ssd-streaming-cache-experts N|NGB, --ssd-streaming-prefill auto|per-expert|full-layer,\n"
     "  --ssd-streaming-io auto|io_uring|pread, --ssd-streaming-profile FILE,\n"
-    "  --ssd-streaming-preload-experts N\n"
+    "  --ssd-streaming-preload-experts N, --ssd-streaming-pack FILE\n"
     "                         as ds4's (see ds4 --help)\n"
     "  -t, --threads N        CPU threads (default: all cores)\n"
     "  --check-tensors        read every weight of the layers run before the walk and\n"
@@ -319,6 +319,7 @@ int run_bench(const BenchArgs& a) {
                                  {"evictions", es.evictions},
                                  {"scratch_loads", es.scratch_loads},
                                  {"full_layer_reads", es.full_layer_reads},
+                                 {"miss_reads", es.miss_reads},
                                  {"bytes_read", es.bytes_read},
                                  {"read_seconds", es.read_seconds},
                                  {"read_gb_per_s", es.read_seconds > 0 ? double(es.bytes_read) / es.read_seconds / 1e9 : 0.0}};

@@ -2,6 +2,7 @@
 //
 //   ds4-gguf inspect FILE
 //   ds4-gguf split --layers A:B|A:output IN OUT
+//   ds4-gguf pack IN OUT
 //   ds4-gguf synth --arch qwen3moe --preset tiny --out FILE [--seed N]
 //                  [--type f32|f16|bf16|q8_0|q4_k|q6_k|q4_k_m] [--embd-type T]
 //                  [--tokenizer-dir DIR | --no-tokenizer] [--n-layer N]
@@ -18,12 +19,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <random>
 #include <string>
 
 #include "cli/cli_values.h"
 #include "common/error.h"
+#include "experts/expert_pack_writer.h"
 #include "gguf/gguf_file.h"
 #include "inspect.h"
 #include "mapping/shard.h"
@@ -100,6 +103,12 @@ const char* kHelp = R"(usage:
       maps (its blocks, the embedding from block 0, the head with the last
       block), the model's metadata, and the slice and source identity; a
       stage runs it with the same --layers and maps it as one region
+  ds4-gguf pack IN OUT
+      write OUT, an expert pack of the model IN for --ssd-streaming-pack:
+      every routed expert's gate, up and down bytes (and per-expert scales)
+      side by side, one 4 KiB-aligned record per (block, expert), with IN's
+      identity and a checksum per record; IN is not changed (llama.cpp
+      still loads it), and ds4 then reads each missed expert in one request
   ds4-gguf --help | --version
 
 exit status: 0 ok, 1 unreadable or invalid file, 2 bad command line
@@ -122,6 +131,19 @@ std::string layers_note(int n_layer) {
     return n_layer == 0 ? "" : " truncated to " + std::to_string(n_layer) + " layers";
 }
 
+// pack's paths, before anything is read: OUT must not be IN (nor a
+// directory), and its directory must exist.
+void check_pack_paths(const std::string& in, const std::string& out) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (in.empty() || out.empty()) throw UsageError("pack needs two file names, IN and OUT");
+    if (in == out || fs::equivalent(in, out, ec)) throw UsageError("pack: IN and OUT are the same file");
+    if (fs::is_directory(out, ec)) throw UsageError("pack: OUT " + ds4::quote_value(out) + " is a directory");
+    const fs::path dir = fs::path(out).parent_path();
+    if (!dir.empty() && !fs::is_directory(dir, ec))
+        throw UsageError("pack: directory " + ds4::quote_value(dir.string()) + " does not exist");
+}
+
 int run(int argc, char** argv) {
     CLI::App app{"ds4-gguf"};
     app.set_help_flag();
@@ -138,6 +160,11 @@ int run(int argc, char** argv) {
     split->add_option("--layers", split_layers)->required();
     split->add_option("IN", split_in)->required();
     split->add_option("OUT", split_out)->required();
+
+    CLI::App* pack = app.add_subcommand("pack", "write an expert pack beside a model");
+    std::string pack_in, pack_out;
+    pack->add_option("IN", pack_in)->required();
+    pack->add_option("OUT", pack_out)->required();
 
     CLI::App* synth = app.add_subcommand("synth", "write a synthetic model");
     std::string arch, preset, out, seed_text, type_text, embd_type_text, tokenizer_dir, quant_text, template_file,
@@ -190,6 +217,15 @@ int run(int argc, char** argv) {
                   << " bytes\n";
         return 0;
     }
+    if (pack->parsed()) {
+        check_pack_paths(pack_in, pack_out);
+        const auto in = ds4::GgufFile::open(pack_in);
+        const ds4::PackWriteStats st = ds4::write_expert_pack(*in, ds4::model_identity(*in), pack_out);
+        std::printf("wrote %s: %llu experts of %s, %llu bytes in %.2f s (%.2f GB/s)\n", pack_out.c_str(),
+                    static_cast<unsigned long long>(st.records), pack_in.c_str(), static_cast<unsigned long long>(st.bytes),
+                    st.seconds, st.seconds > 0 ? double(st.bytes) / st.seconds / 1e9 : 0.0);
+        return 0;
+    }
     if (synth->parsed()) {
         const ds4::SynthFamily& family = ds4::synth_family(arch);
         ds4::SynthRequest r;
@@ -211,7 +247,7 @@ int run(int argc, char** argv) {
                   << " tensors, vocab " << res.n_vocab << ", " << res.file_bytes << " bytes, seed " << r.seed << "\n";
         return 0;
     }
-    throw UsageError("a command is required: inspect, split or synth (see --help)");
+    throw UsageError("a command is required: inspect, split, pack or synth (see --help)");
 }
 
 }  // namespace
