@@ -82,7 +82,8 @@ void check_pipeline_flags(const PipelineFlags& o, const FlagGiven& given, const 
             throw UsageError("--role coordinator needs --layers starting at block 0, got " + o.layers->spelling());
         if (o.layers->end == LayerRange::kThroughLast)
             throw UsageError("--role coordinator with --layers " + o.layers->spelling() +
-                             " leaves no block for a worker; give it the first blocks only (e.g. 0:11)");
+                             " leaves no block for a worker; give it the first blocks only (e.g. 0:11, or "
+                             "0:11,output to apply the head here)");
         if (!given("--listen")) throw UsageError("--role coordinator needs --listen HOST PORT (where workers register)");
         if (given("--coordinator")) throw UsageError("--coordinator is a worker's flag; a coordinator takes --listen");
     } else {
@@ -90,6 +91,10 @@ void check_pipeline_flags(const PipelineFlags& o, const FlagGiven& given, const 
         if (o.layers->begin == 0)
             throw UsageError("--role worker needs --layers after block 0 (the coordinator runs block 0), got " +
                              o.layers->spelling());
+        if (o.layers->head == LayerRange::Head::kOwned && o.layers->end != LayerRange::kThroughLast)
+            throw UsageError("--role worker takes --layers A:B or A:output, got " + o.layers->spelling() +
+                             " (a worker holds the head only with the last block; the head alone is the "
+                             "coordinator's: --layers 0:B,output)");
         if (!given("--coordinator")) throw UsageError("--role worker needs --coordinator HOST PORT");
         if (!given("--listen") && !is_loopback_host(o.coordinator_host))
             throw UsageError("--role worker with a coordinator on another host needs --listen HOST PORT "
@@ -113,11 +118,15 @@ void check_pipeline_flags(const PipelineFlags& o, const FlagGiven& given, const 
 }
 
 std::string pipeline_help_text(bool with_worker) {
-    std::string s = with_worker ? R"(      --layers A:B          run blocks A through B, both inclusive
+    std::string s = with_worker ? R"(      --layers A:B          run blocks A through B, both inclusive (no head)
       --layers N:output     run blocks N through the last, plus the output head
-      --role ROLE           coordinator: runs the first slice (--layers 0:B) and
-                            the prompt, waits for workers to cover the rest;
-                            worker: serves a later slice (--layers A:B|A:output)
+      --layers 0:B,output   coordinator: blocks 0..B plus the output head, which
+                            it applies to the final hidden state the last
+                            worker (--layers A:LAST) returns
+      --role ROLE           coordinator: runs the first slice (--layers 0:B or
+                            0:B,output) and the prompt, waits for workers to
+                            cover the rest; worker: serves a later slice
+                            (--layers A:B|A:output)
       --listen HOST PORT    coordinator: where workers register; worker: where
                             the previous stage reaches it (default on loopback:
                             127.0.0.1, a free port)
@@ -127,7 +136,9 @@ std::string pipeline_help_text(bool with_worker) {
                                 : R"(  --role coordinator       serve as a pipeline's coordinator: run the first
                            slice and route every step through workers
                            (`ds4 --role worker`) that cover the rest
-  --layers 0:B             the coordinator's slice (blocks 0..B)
+  --layers 0:B[,output]    the coordinator's slice (blocks 0..B; with ,output
+                           also the head, and the last worker returns its
+                           final hidden state)
   --listen HOST PORT       where workers register
 )";
     s += with_worker ? R"(      --cluster-key-file FILE

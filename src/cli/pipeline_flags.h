@@ -51,8 +51,10 @@ using FlagGiven = std::function<bool(const char*)>;
 // Parses the values into `out` (each flag's own checks).
 void parse_pipeline_values(const PipelineRawFlags& raw, const FlagGiven& given, PipelineFlags& out);
 
-// What each role needs: a coordinator --layers 0:B (not the last block) and
-// --listen; a worker --layers after block 0 and --coordinator (and --listen
+// What each role needs: a coordinator --layers 0:B or 0:B,output (not the
+// last block) and --listen; a worker --layers A:B or A:output after block 0
+// (the head apart from the last block is the coordinator's) and
+// --coordinator (and --listen
 // when the coordinator is not on loopback); pipeline flags without --role
 // are refused; an address off loopback needs a cluster key. `roles` lists
 // the roles this program takes ("coordinator" alone for ds4-server).

@@ -13,7 +13,7 @@ constexpr int kMaxLayer = 1 << 20;  // far beyond any model; keeps int math safe
 std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
 [[noreturn]] void malformed(std::string_view text) {
-    throw UsageError("--layers must be A:B or N:output, got " + quoted(text));
+    throw UsageError("--layers must be A:B, N:output or A:B,output, got " + quoted(text));
 }
 
 int parse_layer(std::string_view part, std::string_view whole) {
@@ -28,26 +28,41 @@ int parse_layer(std::string_view part, std::string_view whole) {
 
 }  // namespace
 
+LayerRange LayerRange::resolved(int n_layer) const {
+    return {begin, end_of(n_layer), has_output(n_layer) ? Head::kOwned : Head::kNone};
+}
+
 std::string LayerRange::spelling(int n_layer) const {
-    if (end_of(n_layer) >= n_layer) return std::to_string(begin) + ":output";
-    return std::to_string(begin) + ":" + std::to_string(end - 1);
+    const std::string blocks = std::to_string(begin) + ":" + std::to_string(end_of(n_layer) - 1);
+    if (!has_output(n_layer)) return blocks;
+    return has_last_block(n_layer) ? std::to_string(begin) + ":output" : blocks + ",output";
 }
 
 std::string LayerRange::spelling() const {
-    if (end == kThroughLast) return std::to_string(begin) + ":output";
-    return std::to_string(begin) + ":" + std::to_string(end - 1);
+    if (end == kThroughLast) return std::to_string(begin) + (head == Head::kNone ? ":last" : ":output");
+    const std::string blocks = std::to_string(begin) + ":" + std::to_string(end - 1);
+    return head == Head::kOwned ? blocks + ",output" : blocks;
 }
 
 LayerRange parse_layer_range(std::string_view text) {
-    const size_t colon = text.find(':');
-    if (colon == std::string_view::npos || text.find(':', colon + 1) != std::string_view::npos) malformed(text);
-    const std::string_view a = text.substr(0, colon), b = text.substr(colon + 1);
+    // "A:B,output": the blocks, and the head apart from them.
+    constexpr std::string_view kWithHead = ",output";
+    const bool with_head = text.ends_with(kWithHead);
+    const std::string_view blocks = with_head ? text.substr(0, text.size() - kWithHead.size()) : text;
+    const size_t colon = blocks.find(':');
+    if (colon == std::string_view::npos || blocks.find(':', colon + 1) != std::string_view::npos) malformed(text);
+    const std::string_view a = blocks.substr(0, colon), b = blocks.substr(colon + 1);
     LayerRange r;
     r.begin = parse_layer(a, text);
-    if (b == "output") return r;
+    if (b == "output") {
+        if (with_head) malformed(text);  // "A:output,output"
+        r.head = LayerRange::Head::kOwned;
+        return r;
+    }
     const int last = parse_layer(b, text);
     if (r.begin > last) throw UsageError("--layers A:B needs A <= B, got " + quoted(text));
     r.end = last + 1;
+    r.head = with_head ? LayerRange::Head::kOwned : LayerRange::Head::kNone;
     return r;
 }
 

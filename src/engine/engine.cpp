@@ -133,8 +133,8 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         e->chat_template_ = chat.name;
     }
     // A stage maps the embedding only when it starts at block 0 and the head
-    // only when it holds the last block (the embedding too when it is the
-    // head: tied embeddings). Without block_count the loader says so below.
+    // only when it owns it (the embedding too when it is the head: tied
+    // embeddings). Without block_count the loader says so below.
     MapSelection selection = stage_selection(*e->file_, o.layers);
     if (const auto n_layer = e->file_->get_uint(e->file_->architecture() + ".block_count"))
         check_shard_layers(*e->file_, o.layers, static_cast<int>(*n_layer));
@@ -248,8 +248,8 @@ std::unique_ptr<Scheduler> Engine::new_scheduler(const SchedulerOptions& options
 }
 
 void Engine::set_route(std::shared_ptr<Downstream> route) {
-    if (route && info().layers.has_output(info().n_layer))
-        throw Error("this process runs the model's last block and head, so no pipeline stage can follow it.");
+    if (route && info().layers.has_last_block(info().n_layer))
+        throw Error("this process runs the model's last block, so no pipeline stage can follow it.");
     route_ = std::move(route);
 }
 

@@ -25,8 +25,8 @@ SlotPool::SlotPool(const Model& model, Backend& backend, int n_slots, int64_t n_
     state_ = model_.new_state(backend_, n_ctx, n_slots);
     n_past_.assign(static_cast<size_t>(n_slots), 0);
     history_.assign(static_cast<size_t>(n_slots), TokenHistory{});
-    if (downstream_ && local_head())
-        throw Error("this process holds the output head, so no pipeline stage can follow it.");
+    if (downstream_ && model_.info().layers.has_last_block(model_.info().n_layer))
+        throw Error("this process runs the model's last block, so no pipeline stage can follow it.");
 }
 
 const std::vector<int32_t>& SlotPool::tokens(int slot) const {
@@ -120,6 +120,7 @@ std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requ
                                     r.all_logits});
         }
         out = downstream_->forward(seqs, local.values, local.cols, n_slots(), n_ctx_);
+        for (std::vector<float>& o : out) o = route_logits(std::move(o));
     } else {
         // Logits rows, or a middle stage's hidden rows (every row of every request).
         const std::vector<float>& all = local.values;
@@ -135,6 +136,22 @@ std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requ
     // Only now, with every stage done: a failed route leaves the positions
     // where they were, and the next step continues from there.
     commit(requests);
+    return out;
+}
+
+std::vector<float> SlotPool::route_logits(std::vector<float> from_route) {
+    if (!head_after_route()) return from_route;
+    const int64_t cols = hidden_cols(), rows = static_cast<int64_t>(from_route.size()) / cols;
+    if (rows < 1 || rows * cols != static_cast<int64_t>(from_route.size()))
+        throw Error("the pipeline route returned " + std::to_string(from_route.size()) +
+                    " values, not final hidden rows of " + std::to_string(cols) + ".");
+    Tensor hidden = backend_.alloc(rows, cols);
+    backend_.upload(hidden, from_route.data());
+    std::vector<int32_t> every(static_cast<size_t>(rows));
+    std::iota(every.begin(), every.end(), 0);
+    const Tensor logits = model_.head(backend_, hidden, backend_.ints(every.data(), rows), rows);
+    std::vector<float> out(static_cast<size_t>(logits.rows * logits.cols));
+    backend_.download(logits, out.data());
     return out;
 }
 

@@ -84,9 +84,15 @@ public:
                                const std::function<void(int64_t, int64_t)>& progress = {});
     bool embeds() const { return model_.info().layers.has_embedding(); }
     // Whether steps return logits: the local model holds the head, or a
-    // route after it does.
+    // route after it does (or runs the last blocks for the head here).
     bool has_head() const { return local_head() || downstream_ != nullptr; }
-    bool local_head() const { return model_.info().layers.has_output(model_.info().n_layer); }
+    // The local forward pass ends in the head: this process runs the last
+    // block and owns the head.
+    bool local_head() const { return model_.info().layers.head_follows_blocks(model_.info().n_layer); }
+    // This process owns the head while the route after it runs the last
+    // blocks (a coordinator with --layers 0:B,output): the route returns
+    // the final hidden rows, and the head runs here on them.
+    bool head_after_route() const { return model_.info().layers.head_apart(model_.info().n_layer); }
     // The tokens slot `slot` holds and the hash of its first n (a pipeline
     // stage checks them before continuing a sequence).
     const std::vector<int32_t>& tokens(int slot) const;
@@ -126,6 +132,10 @@ private:
     LocalRows run_local(std::span<const SeqStep> requests, std::span<const float> hidden_in);
     // The step's tokens now belong to their slots.
     void commit(std::span<const SeqStep> requests);
+    // What the route returned for one sequence, as logits: with the head
+    // here (head_after_route()), the head over its final hidden rows
+    // [k x hidden_cols()]; else the route's logits as they came.
+    std::vector<float> route_logits(std::vector<float> from_route);
     // prefill() along the route with a window of chunks in flight, from
     // tokens[*done]; *done and `out` grow as the route finishes chunks. On
     // a failure the slot is rolled back to the finished chunks (or reset,

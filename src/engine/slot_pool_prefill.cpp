@@ -72,7 +72,11 @@ void SlotPool::prefill_window(int slot, std::span<const int32_t> tokens, int64_t
         InFlight f = std::move(flight.front());
         flight.pop_front();
         std::vector<float> logits = std::move(f.step->wait().front());
-        if (all_logits || *done + f.n == n) out->insert(out->end(), logits.begin(), logits.end());
+        // The head (when it runs here) only for the rows kept.
+        if (all_logits || *done + f.n == n) {
+            logits = route_logits(std::move(logits));
+            out->insert(out->end(), logits.begin(), logits.end());
+        }
         *done += f.n;
         if (progress) progress(*done, n);
     };

@@ -48,7 +48,7 @@ void check_shard_layers(const GgufFile& file, const LayerRange& layers, int n_la
     const auto shard = shard_info(file);
     if (!shard) return;
     const LayerRange have = shard->layers.resolved(n_layer), want = layers.resolved(n_layer);
-    if (want.begin < have.begin || want.end > have.end)
+    if (want.begin < have.begin || want.end > have.end || (want.has_output(n_layer) && !have.has_output(n_layer)))
         throw Error(file.path() + " is a shard holding only blocks " + shard->layers.spelling(n_layer) +
                     " of the model (ds4-gguf split); run it with --layers " + shard->layers.spelling(n_layer) +
                     " or a part of that, not " + (layers.is_all() ? std::string("the whole model") : want.spelling(n_layer)) +

@@ -15,12 +15,12 @@ namespace ds4 {
 
 class GgufFile;
 
-inline constexpr char kShardLayersKey[] = "ds4.shard.layers";            // "A:B" or "A:output"
+inline constexpr char kShardLayersKey[] = "ds4.shard.layers";            // "A:B", "A:output" or "A:B,output"
 inline constexpr char kShardSourceKey[] = "ds4.shard.source_identity";  // the whole file's identity
 
 // The tensors a stage running `layers` of this file needs: its blocks'
 // tensors, the embedding when it starts at block 0, the output head when it
-// holds the last block (and the embedding then too when the head is tied).
+// owns it (and the embedding then too when the head is tied).
 MapSelection stage_selection(const GgufFile& file, const LayerRange& layers);
 
 struct ShardInfo {

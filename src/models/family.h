@@ -88,12 +88,22 @@ public:
     // A stage: the model runs its blocks (info().layers). The stage that
     // starts at block 0 embeds the batch's tokens (hidden_in null); a later
     // stage continues from the previous stage's hidden rows
-    // [batch.n x hidden_cols()]. The stage holding the last block returns
-    // the logits of batch.logit_rows ([n_logits x n_vocab]); any other
-    // stage returns the hidden rows of every batch row, for the next stage
-    // (same process, another GPU or another host).
+    // [batch.n x hidden_cols()]. The stage holding the last block and the
+    // head returns the logits of batch.logit_rows ([n_logits x n_vocab],
+    // through head()); any other stage returns the hidden rows of every
+    // batch row, for the next stage (same process, another GPU or another
+    // host) or, after the last block, for a coordinator that owns the head.
     virtual Tensor forward(Backend& backend, ModelState& state, const Batch& batch,
                            const Tensor* hidden_in = nullptr) const = 0;
+    // The output head over rows `logit_rows` (n_logits of them) of the
+    // final hidden state [rows x hidden_cols()] (after the last block):
+    // their logits [n_logits x n_vocab]. The one implementation of each
+    // family's head: forward() ends with it, and a pipeline coordinator
+    // that owns the head (--layers 0:B,output) applies it to the hidden
+    // rows its last worker returns. Throws ds4::Error when this process was
+    // loaded without the head.
+    virtual Tensor head(Backend& backend, const Tensor& hidden, const IntArray& logit_rows,
+                        int64_t n_logits) const = 0;
     // Width of the hidden state between stages: the residual stream (all
     // hyper-connection streams for DeepSeek V4).
     virtual int64_t hidden_cols() const = 0;
@@ -115,6 +125,9 @@ public:
 private:
     std::shared_ptr<ExpertSource> experts_ = std::make_shared<ResidentExperts>();
 };
+
+// Throws ds4::Error unless this process owns the output head (head()).
+void check_owns_head(const ModelInfo& info);
 
 // Throws ds4::Error unless `hidden_in` suits a stage running `info`'s
 // blocks: absent for the stage that embeds (block 0), [n x cols] otherwise.

@@ -35,6 +35,12 @@ void check_stage_input(const ModelInfo& info, const Tensor* hidden_in, int64_t n
                     " values, not " + std::to_string(hidden_in->rows) + " x " + std::to_string(hidden_in->cols) + ".");
 }
 
+void check_owns_head(const ModelInfo& info) {
+    if (!info.layers.has_output(info.n_layer))
+        throw Error("the stage running layers " + info.layers.spelling(info.n_layer) +
+                    " does not hold the output head (--layers ...:output or A:B,output).");
+}
+
 LayerRange layer_range(const LoadOptions& opts, int n_layer, const std::string& path) {
     if (const std::string problem = layer_range_problem(opts.layers, n_layer); !problem.empty())
         throw Error(path + ": layers " + problem + ".");

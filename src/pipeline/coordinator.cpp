@@ -89,10 +89,13 @@ void log_telemetry(const RouteTelemetry& t) {
 Coordinator::Coordinator(const Engine& engine, CoordinatorConfig config)
     : engine_(engine), config_(std::move(config)) {
     const ModelInfo& info = engine.info();
-    if (info.layers.has_output(info.n_layer))
+    if (info.layers.has_last_block(info.n_layer))
         throw Error("the coordinator's --layers reach the model's last block: no worker would have anything to run.");
     model_id_ = model_identity(engine.file());
-    table_ = std::make_unique<RouteTable>(info.n_layer, info.layers.end_of(info.n_layer));
+    // With --layers 0:B,output the head is this process's: the last worker
+    // returns its final hidden rows and the slot pool applies the head.
+    const bool head_here = info.layers.has_output(info.n_layer);
+    table_ = std::make_unique<RouteTable>(info.n_layer, info.layers.end_of(info.n_layer), head_here);
     registrar_ = std::make_unique<Registrar>(*this);
     grpc::ServerBuilder builder;
     configure_pipeline_server(builder);
@@ -118,7 +121,10 @@ Coordinator::Coordinator(const Engine& engine, CoordinatorConfig config)
         };
     }
     route_ = std::make_shared<RemoteStages>([table] { return table->hops(); }, config_.key, config_.tls,
-                                            config_.activation_bits, info.n_vocab, std::move(sink));
+                                            config_.activation_bits,
+                                            RemoteStages::RouteEnd{!head_here,
+                                                                   head_here ? engine.model().hidden_cols() : info.n_vocab},
+                                            std::move(sink));
 }
 
 Coordinator::~Coordinator() {

@@ -40,12 +40,12 @@ std::string describe_stage_failure(const wire::Hop& hop, const grpc::Status& sta
 }
 
 RemoteStages::RemoteStages(HopSource hops, std::optional<ClusterKey> key, std::shared_ptr<const TlsPems> tls,
-                           int activation_bits, int64_t n_vocab, TelemetrySink sink)
+                           int activation_bits, RouteEnd end, TelemetrySink sink)
     : hops_(std::move(hops)),
       key_(std::move(key)),
       tls_(std::move(tls)),
       bits_(activation_bits),
-      n_vocab_(n_vocab),
+      end_(end),
       sink_(std::move(sink)) {
     // Request ids name steps to the stages (telemetry, and which step a
     // pipelined one follows); a random start keeps a restarted
@@ -116,20 +116,26 @@ wire::Result RemoteStages::exchange(const Prepared& p, double* wait_ms) {
 }
 
 std::vector<std::vector<float>> RemoteStages::finish(const Prepared& p, const wire::Result& result, double wait_ms) {
-    if (!result.logits())
+    // The registration checks keep the head exactly once along the route;
+    // this catches a route that changed between them and this step.
+    if (!result.logits() && end_.logits)
         throw Error("the route ends at the worker " + p.last_address +
                     " without the output head, which this coordinator does not hold.");
+    if (result.logits() && !end_.logits)
+        throw Error("the worker " + p.last_address +
+                    " applied the output head, which this coordinator holds; the head must run once.");
     const wire::Activations& o = result.output();
-    if (o.rows() != p.out_rows || o.cols() != n_vocab_)
+    const int64_t cols = end_.cols;
+    if (o.rows() != p.out_rows || o.cols() != cols)
         throw Error("the worker at " + p.first.address() + " returned " + std::to_string(o.rows()) + " x " +
-                    std::to_string(o.cols()) + " logits, not " + std::to_string(p.out_rows) + " x " +
-                    std::to_string(n_vocab_) + ".");
+                    std::to_string(o.cols()) + (end_.logits ? " logits" : " final hidden values") + ", not " +
+                    std::to_string(p.out_rows) + " x " + std::to_string(cols) + ".");
     const std::vector<float> all = decode_activations(o);
     std::vector<std::vector<float>> out;
     size_t row = 0;
     for (const int64_t k : p.seq_rows) {
-        out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * n_vocab_),
-                         all.begin() + static_cast<ptrdiff_t>((row + size_t(k)) * n_vocab_));
+        out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * size_t(cols)),
+                         all.begin() + static_cast<ptrdiff_t>((row + size_t(k)) * size_t(cols)));
         row += size_t(k);
     }
     if (sink_) {

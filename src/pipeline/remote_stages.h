@@ -1,7 +1,7 @@
 // The rest of a pipeline route seen from one process: a Downstream that
 // sends each step's hidden rows to the next hop (which forwards them along
-// the route itself, worker to worker) and returns the logits that come
-// back. The coordinator's sessions use one; so does every worker that is
+// the route itself, worker to worker) and returns what comes back: logits,
+// or the final hidden rows when the head is the coordinator's. The coordinator's sessions use one; so does every worker that is
 // not the last. Calls may overlap (pipelined prefill: submit() returns
 // before the route answers; a worker relays several steps at once).
 #pragma once
@@ -47,11 +47,18 @@ public:
     // Called on the thread that collects the step's logits.
     using TelemetrySink = std::function<void(const RouteTelemetry&)>;
 
+    // What the route's last hop returns: logits (it applies the head), or
+    // its final hidden rows for a coordinator that owns the head.
+    struct RouteEnd {
+        bool logits = true;
+        int64_t cols = 0;  // n_vocab, or the hidden state's width
+    };
+
     // `hops` gives the route after this process at each forward() or
     // submit() (throws ds4::Error when it is incomplete); relay() is given
-    // its route instead.
+    // its route instead (and passes back whatever the route returned).
     RemoteStages(HopSource hops, std::optional<ClusterKey> key, std::shared_ptr<const TlsPems> tls,
-                 int activation_bits, int64_t n_vocab, TelemetrySink sink = {});
+                 int activation_bits, RouteEnd end, TelemetrySink sink = {});
 
     std::vector<std::vector<float>> forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
                                             int64_t cols, int n_slots, int64_t n_ctx) override;
@@ -70,7 +77,7 @@ public:
         wire::Work work;
         wire::Hop first;                 // the hop it goes to
         std::string last_address;        // the route's last hop (for the head check's sentence)
-        std::vector<int64_t> seq_rows;   // each sequence's logits rows
+        std::vector<int64_t> seq_rows;   // each sequence's rows back (logits or final hidden)
         int64_t rows = 0, out_rows = 0;
         double send_ms = 0, local_eval_ms = 0;
         uint64_t bytes_out = 0;
@@ -91,7 +98,7 @@ private:
     std::optional<ClusterKey> key_;
     std::shared_ptr<const TlsPems> tls_;
     int bits_;
-    int64_t n_vocab_;
+    RouteEnd end_;
     TelemetrySink sink_;
     std::mutex stubs_mu_;
     std::map<std::string, std::unique_ptr<wire::Stage::Stub>> stubs_;

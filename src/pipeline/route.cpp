@@ -30,7 +30,26 @@ wire::Slice make_slice(const LayerRange& layers, int n_layer) {
     return s;
 }
 
-RouteTable::RouteTable(int n_layer, int first_block) : n_layer_(n_layer), first_block_(first_block) {}
+RouteTable::RouteTable(int n_layer, int first_block, bool head_on_coordinator)
+    : n_layer_(n_layer), first_block_(first_block), head_on_coordinator_(head_on_coordinator) {}
+
+std::string RouteTable::head_problem(const wire::Slice& s) const {
+    // The coordinator's and the worker's spellings, for the advice.
+    const std::string mine = "0:" + std::to_string(first_block_ - 1);
+    const std::string theirs = std::to_string(s.begin()) + ":" + std::to_string(s.end() - 1);
+    if (s.output() && s.end() != n_layer_)
+        return "it holds the output head without the model's last block " + std::to_string(n_layer_ - 1) + ".";
+    if (s.output() && head_on_coordinator_)
+        return "it holds the output head (--layers " + std::to_string(s.begin()) +
+               ":output), and so does this coordinator (--layers " + mine +
+               ",output); the head runs once: start the last worker with --layers " + theirs +
+               ", or the coordinator with --layers " + mine + ".";
+    if (!s.output() && s.end() == n_layer_ && !head_on_coordinator_)
+        return "its " + describe_slice(s) + " end the model without the output head, and this coordinator does not " +
+               "hold it either (--layers " + mine + "); start the last worker with --layers " +
+               std::to_string(s.begin()) + ":output, or the coordinator with --layers " + mine + ",output.";
+    return "";
+}
 
 std::string RouteTable::add(const wire::Registration& r, Clock::time_point now) {
     const wire::Slice& s = r.slice();
@@ -39,6 +58,7 @@ std::string RouteTable::add(const wire::Registration& r, Clock::time_point now) 
                ") is not a block range of this model's " + std::to_string(n_layer_) + " blocks.";
     if (s.begin() < first_block_)
         return "its " + describe_slice(s) + " overlap the coordinator's " + blocks(0, first_block_) + ".";
+    if (std::string why = head_problem(s); !why.empty()) return why;
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
         if (it->reg.worker_id() == r.worker_id()) {
@@ -91,8 +111,10 @@ std::vector<wire::Hop> RouteTable::hops_locked(Clock::time_point now, std::strin
     };
     if (!missing.empty()) why = "no worker serves " + join(missing);
     if (!doubled.empty()) why += std::string(why.empty() ? "" : "; ") + "more than one worker serves " + join(doubled);
-    if (why.empty() && !hops.empty() && !hops.back().slice().output())
-        why = "the last worker (" + hops.back().address() + ") does not hold the output head";
+    if (why.empty() && !hops.empty() && !head_on_coordinator_ && !hops.back().slice().output())
+        why = "the last worker (" + hops.back().address() + ") does not hold the output head, nor does the coordinator";
+    if (why.empty() && !hops.empty() && head_on_coordinator_ && hops.back().slice().output())
+        why = "the last worker (" + hops.back().address() + ") and the coordinator both hold the output head";
     if (why.empty() && hops.empty()) why = "no worker has registered";
     if (problem) *problem = why.empty() ? "" : "the pipeline route is incomplete: " + why + ".";
     return hops;

@@ -16,6 +16,18 @@ namespace ds4 {
 
 namespace {
 grpc::Status bad(const std::string& why) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why); }
+
+// Each sequence's rows the coordinator wants logits of (every one with
+// all_logits, else its last), from the hidden rows of every token.
+std::vector<float> wanted_rows(const std::vector<std::vector<float>>& per_seq, const wire::Work& work, int64_t width) {
+    std::vector<float> flat;
+    for (int i = 0; i < work.seqs_size(); ++i) {
+        const std::vector<float>& rows = per_seq[size_t(i)];
+        const size_t keep = work.seqs(i).all_logits() ? rows.size() : size_t(width);
+        flat.insert(flat.end(), rows.end() - static_cast<ptrdiff_t>(keep), rows.end());
+    }
+    return flat;
+}
 }  // namespace
 
 StageService::StageService(const Engine& engine, StageConfig config)
@@ -55,7 +67,7 @@ SlotPool& StageService::pool_for(const wire::Work& work) {
         // relay() is given each step's route (the work names it).
         if (routed)
             next_ = std::make_shared<RemoteStages>([] { return std::vector<wire::Hop>{}; }, config_.key, config_.tls,
-                                                   work.activation_bits(), engine_.info().n_vocab);
+                                                   work.activation_bits(), RemoteStages::RouteEnd{});
         // The pool computes this slice only; run() relays its rows (outside
         // the lock, so the next step can compute meanwhile).
         pool_ = std::make_unique<SlotPool>(engine_.model(), engine_.backend(), work.n_slots(), work.n_ctx(),
@@ -172,9 +184,12 @@ grpc::Status StageService::run(const wire::Work& work, wire::Result& result) {
         *result.add_hops() = me;
         for (const wire::HopTelemetry& h : r.result.hops()) *result.add_hops() = h;
     } else {
-        // Logits (f32: the sampler's input), else the last hidden rows.
+        // Logits (f32: the sampler's input), else the final hidden rows for
+        // the coordinator that owns the head: only those whose logits it
+        // wants (a prefill chunk sends back one row per sequence, not all).
         const auto t_enc = std::chrono::steady_clock::now();
         const int64_t width = head ? info.n_vocab : engine_.model().hidden_cols();
+        if (!head) flat = wanted_rows(out, work, width);
         encode_activations(flat, static_cast<int64_t>(flat.size()) / width, width, head ? 32 : work.activation_bits(),
                            *result.mutable_output());
         result.set_logits(head);

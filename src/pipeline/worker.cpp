@@ -31,6 +31,9 @@ int run_worker(const Engine& engine, const WorkerConfig& config, const std::atom
     const ModelInfo& info = engine.info();
     if (info.layers.has_embedding())
         throw Error("a worker's --layers start after block 0 (the coordinator embeds the tokens).");
+    if (info.layers.head_apart(info.n_layer))
+        throw Error("a worker holds the output head only with the model's last block (--layers A:output); "
+                    "the head apart from the last blocks is the coordinator's (--layers 0:B,output).");
     wire::Registration reg;
     reg.set_protocol(kPipelineProtocol);
     *reg.mutable_slice() = make_slice(info.layers, info.n_layer);

@@ -94,6 +94,10 @@ usage "worker without coordinator" "--coordinator" "${M[@]}" --role worker --lay
 usage "coordinator without listen" "--listen" "${M[@]}" --role coordinator --layers 0:1
 usage "coordinator not at block 0" "block 0" "${M[@]}" --role coordinator --layers 1:2 --listen 127.0.0.1 9000
 usage "worker at block 0" "after block 0" "${M[@]}" --role worker --layers 0:2 --coordinator 127.0.0.1 9000
+usage "worker with the head apart" "the head alone is the coordinator's" "${M[@]}" --role worker --layers 1:2,output --coordinator 127.0.0.1 9000
+usage "coordinator through the head" "leaves no block" "${M[@]}" --role coordinator --layers 0:output --listen 127.0.0.1 9000
+usage "the head twice in --layers" "--layers must be" "${M[@]}" --role coordinator --layers 0:1,output,output --listen 127.0.0.1 9000
+usage "output alone" "--layers must be" "${M[@]}" --role coordinator --layers output --listen 127.0.0.1 9000
 usage "off loopback without key" "cluster key" "${M[@]}" --role coordinator --layers 0:1 --listen 0.0.0.0 9000
 usage "layers without role" "--role" "${M[@]}" --layers 0:1
 usage "bad activation bits" "--dist-activation-bits" "${M[@]}" --role coordinator --layers 0:1 --listen 127.0.0.1 9 --dist-activation-bits 12

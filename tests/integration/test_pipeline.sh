@@ -14,7 +14,13 @@
 #   - TLS (--tls-cert/--tls-key/--tls-ca) gives the same logits; a plaintext
 #     coordinator never takes a TLS worker;
 #   - a wrong cluster key, another model file and an overlapping slice are
-#     refused with a sentence on both sides; a short key is a usage error.
+#     refused with a sentence on both sides; a short key is a usage error;
+#   - the other topology: the coordinator owns the head (--layers 0:A,output,
+#     also as a shard) and the last worker runs blocks only (A+1:LAST) and
+#     returns its final hidden state: 2 and 3 stages give the one process's
+#     logits bit for bit at 32 bits, within the same bounds at 16 and 8; a
+#     greedy continuation is the one process's; the head on both sides or on
+#     neither is refused with a sentence on both sides.
 set -euo pipefail
 bin=${DS4_BIN:?}
 cmp_logits=$bin/tests/compare_logits
@@ -143,6 +149,52 @@ for arch in qwen3moe deepseek4; do
     2>"$tmp/err" || fail "$arch after restart: $(cat "$tmp/err")"
   cmp -s "$tmp/ref.bin" "$tmp/again.bin" || fail "$arch: logits after a worker restart differ"
   stop "$w1"; stop "$w2"
+
+  # The coordinator owns the head: the last worker runs blocks only and
+  # returns its final hidden state (DeepSeek V4: every hyper-connection
+  # stream), which the coordinator's head turns into logits. Two stages on
+  # shards (the coordinator's holds blocks 0..a and the head); a shard
+  # without the head cannot be run with it.
+  a=$((RANDOM % (nl - 1)))
+  "$bin/ds4-gguf" split --layers "0:$a,output" "$m" "$tmp/h0.gguf" >/dev/null
+  "$bin/ds4-gguf" split --layers "$((a + 1)):$((nl - 1))" "$m" "$tmp/h1.gguf" >/dev/null
+  port=$(free_port)
+  rc=0; "$bin/ds4" -m "$tmp/s0.gguf" --role coordinator --layers "0:$a,output" --listen 127.0.0.1 "$port" \
+    --token-ids "$tmp/ids.txt" --dump-logits "$tmp/x.bin" -t 1 2>"$tmp/err" || rc=$?
+  [[ $rc == 1 ]] && grep -q "is a shard holding only blocks" "$tmp/err" || fail "$arch: head from a shard without it: exit $rc: $(cat "$tmp/err")"
+  win=$((1 + RANDOM % 8))
+  start_worker "$tmp/h1.gguf" "$((a + 1)):$((nl - 1))" "$port" "$tmp/w.log"; w=$wpid
+  "$bin/ds4" -m "$tmp/h0.gguf" --role coordinator --layers "0:$a,output" --listen 127.0.0.1 "$port" \
+    --token-ids "$tmp/ids.txt" --dump-logits "$tmp/h2.bin" -t 1 --prefill-chunk "$chunk" --dist-prefill-window "$win" \
+    2>"$tmp/err" || fail "$arch 2 stages, head on the coordinator (0:$a,output | $((a + 1)):$((nl - 1))): $(cat "$tmp/err") / $(cat "$tmp/w.log")"
+  grep -q "^pipeline: coordinator listening on .*, running blocks\? [0-9.]* + head$" "$tmp/err" \
+    || fail "$arch: the coordinator does not say it holds the head: $(cat "$tmp/err")"
+  grep -q "^pipeline: route -> 127.0.0.1:[0-9]* (blocks\? [0-9.]*$((nl - 1)))$" "$tmp/err" \
+    || fail "$arch: the route's last worker should hold no head: $(grep route "$tmp/err")"
+  cmp -s "$tmp/ref.bin" "$tmp/h2.bin" \
+    || fail "$arch: 2 stages, head on the coordinator (0:$a,output | $((a + 1)):$((nl - 1)), chunk $chunk, window $win) differ"
+  stop "$w"
+  # Three stages at 32, 16 and 8 bits.
+  a=$((RANDOM % (nl - 2)))
+  b=$((a + 1 + RANDOM % (nl - a - 2)))
+  port=$(free_port)
+  start_worker "$m" "$((a + 1)):$b" "$port" "$tmp/w1.log"; w1=$wpid
+  start_worker "$m" "$((b + 1)):$((nl - 1))" "$port" "$tmp/w2.log"; w2=$wpid
+  chunk3=$((1 + RANDOM % 60)); win3=$((1 + RANDOM % 8))
+  for bits in 32 16 8; do
+    "$bin/ds4" -m "$m" --role coordinator --layers "0:$a,output" --listen 127.0.0.1 "$port" --token-ids "$tmp/ids.txt" \
+      --dump-logits "$tmp/h3-$bits.bin" -t 1 --prefill-chunk "$chunk3" --dist-prefill-window "$win3" \
+      --dist-activation-bits "$bits" 2>"$tmp/err" || fail "$arch 3 stages, head on the coordinator, $bits bits: $(cat "$tmp/err")"
+  done
+  cmp -s "$tmp/ref.bin" "$tmp/h3-32.bin" \
+    || fail "$arch: 3 stages, head on the coordinator (0:$a,output | $((a + 1)):$b | $((b + 1)):$((nl - 1)), chunk $chunk3, window $win3) differ"
+  read -r rel16 agr16 < <("$cmp_logits" "$tmp/ref.bin" "$tmp/h3-16.bin" "$n")
+  read -r rel8 agr8 < <("$cmp_logits" "$tmp/ref.bin" "$tmp/h3-8.bin" "$n")
+  echo "$arch, head on the coordinator: f16 activations: rel L2 $rel16, argmax $agr16; 8-bit: rel L2 $rel8, argmax $agr8"
+  python3 -c "import sys; sys.exit(0 if $rel16 <= $b16 and $agr16 >= 0.97 and $rel8 <= $b8 and $agr8 >= $agree8 else 1)" \
+    || fail "$arch, head on the coordinator: reduced activations beyond their bounds (f16 $rel16 > $b16 or 8-bit $rel8 > $b8, argmax $agr16 $agr8)"
+  [[ $rel16 != 0.0000e+00 && $rel8 != 0.0000e+00 ]] || fail "$arch, head on the coordinator: reduced activations gave exact logits"
+  stop "$w1"; stop "$w2"
 done
 
 # TLS on every connection (a throwaway CA; certificates for 127.0.0.1): exact
@@ -188,6 +240,14 @@ start_worker "$tmp/chat-s1.gguf" "1:output" "$port" "$tmp/w.log"; w=$wpid
   --listen 127.0.0.1 "$port" >"$tmp/two.txt" 2>"$tmp/err" || fail "chat through the route: $(cat "$tmp/err")"
 [[ -s "$tmp/one.txt" ]] || fail "chat: no text"
 cmp -s "$tmp/one.txt" "$tmp/two.txt" || fail "greedy text through the route differs: $(cat "$tmp/one.txt") / $(cat "$tmp/two.txt")"
+# The same with the head on the coordinator.
+stop "$w"
+port=$(free_port)
+start_worker "$m" "1:$((nl - 1))" "$port" "$tmp/w.log"; w=$wpid
+"$bin/ds4" -m "$m" -p "Tell me about pipelines" --temp 0 -n 40 -t 1 --role coordinator --layers 0:0,output \
+  --listen 127.0.0.1 "$port" >"$tmp/head.txt" 2>"$tmp/err" || fail "chat, head on the coordinator: $(cat "$tmp/err")"
+cmp -s "$tmp/one.txt" "$tmp/head.txt" \
+  || fail "greedy text with the head on the coordinator differs: $(cat "$tmp/one.txt") / $(cat "$tmp/head.txt")"
 
 # kill -9 during decode.
 : >"$tmp/w.log"; stop "$w"
@@ -226,6 +286,20 @@ if (( nl >= 3 )); then
   DS4_CLUSTER_KEY=the-right-key-0123456789 expect_refused "overlap" "overlap" -m "$m" --layers 1:output
   stop "$wo"
 fi
+# The head exactly once: a last worker without it, behind a coordinator without it ...
+DS4_CLUSTER_KEY=the-right-key-0123456789 expect_refused "nobody owns the head" \
+  "without the output head, and this coordinator does not hold it either (--layers 0:0); start the last worker with --layers 1:output, or the coordinator with --layers 0:0,output" \
+  -m "$m" --layers "1:$((nl - 1))"
+grep -q "refused the worker at .*without the output head" "$tmp/coord.err" || fail "coordinator did not report the missing head: $(cat "$tmp/coord.err")"
+stop "$c"
+# ... and a last worker with it, behind a coordinator that holds it too.
+port=$(free_port)
+"$bin/ds4" -m "$m" --role coordinator --layers 0:0,output --listen 127.0.0.1 "$port" -p hi -n 1 -t 1 >/dev/null 2>"$tmp/coord.err" &
+c=$!; pids+=("$c")
+expect_refused "the head twice" \
+  "holds the output head (--layers 1:output), and so does this coordinator (--layers 0:0,output); the head runs once" \
+  -m "$m" --layers 1:output
+grep -q "refused the worker at .*and so does this coordinator" "$tmp/coord.err" || fail "coordinator did not report the doubled head: $(cat "$tmp/coord.err")"
 stop "$c"
 # A key too short to be a secret is a usage error, before any model is loaded.
 rc=0; DS4_CLUSTER_KEY=short "$bin/ds4" -m "$m" --role worker --layers 1:output --coordinator 127.0.0.1 1 2>"$tmp/err" || rc=$?

@@ -7,7 +7,8 @@
 # worker is back the same conversation (its prefix reused from the slot, so
 # the new worker must be replayed) gives the same text again; /metrics
 # carries per-hop series (hop 0 the coordinator, hop 1 the worker by address
-# and layers) that move with each request.
+# and layers) that move with each request; with the head on the coordinator
+# server (--layers 0:1,output) and a blocks-only last worker, the same texts.
 set -euo pipefail
 bin=${DS4_BIN:?}
 tmp=$(mktemp -d)
@@ -122,4 +123,20 @@ ask "$base" "$p1" "$tmp/d1"
 [ "$(text "$tmp/a1")" = "$(text "$tmp/d1")" ] || fail "text after restart differs: '$(text "$tmp/a1")' vs '$(text "$tmp/d1")'"
 grep -q "holds 0 positions of sequence slot .*Replaying" "$tmp/coord.log" \
   || fail "the reused prefix was not replayed onto the new worker: $(grep -i replay "$tmp/coord.log")"
+kill "$w" "$c"; wait "$w" "$c" 2>/dev/null || true
+
+# The head on the coordinator server (--layers 0:1,output), blocks only on
+# the worker (2:LAST), which returns its final hidden state: the same texts.
+nl=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  qwen3moe.block_count *u32 *\([0-9]*\)$/\1/p")
+port=$(free_port); base=http://127.0.0.1:$port; pport=$(free_port)
+"$bin/ds4-server" -m "$m" --backend cpu -t 1 --parallel 2 --ctx 512 --port "$port" --role coordinator \
+  --layers 0:1,output --listen 127.0.0.1 "$pport" >"$tmp/coord-head.log" 2>&1 &
+c=$!; pids+=("$c")
+"$bin/ds4" -m "$m" --role worker --layers "2:$((nl - 1))" --coordinator 127.0.0.1 "$pport" --ctx 512 -t 1 >"$tmp/w3.log" 2>&1 &
+w=$!; pids+=("$w")
+wait_health "$base" "$c"
+ask "$base" "$p1" "$tmp/e1" & q1=$!; ask "$base" "$p2" "$tmp/e2" & q2=$!; wait "$q1" "$q2"
+[ "$(cat "$tmp/e1.code")" = 200 ] && [ "$(cat "$tmp/e2.code")" = 200 ] || fail "head on the coordinator: $(cat "$tmp/e1") $(cat "$tmp/e2")"
+[ "$(text "$tmp/a1")" = "$(text "$tmp/e1")" ] || fail "head on the coordinator, text 1 differs: '$(text "$tmp/a1")' vs '$(text "$tmp/e1")'"
+[ "$(text "$tmp/a2")" = "$(text "$tmp/e2")" ] || fail "head on the coordinator, text 2 differs: '$(text "$tmp/a2")' vs '$(text "$tmp/e2")'"
 echo "server pipeline: all checks passed (seed $seed)"

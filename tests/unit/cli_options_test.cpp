@@ -374,7 +374,16 @@ TEST_F(Ds4OptionsTest, EnumeratedValues) {
 }
 
 TEST_F(Ds4OptionsTest, LayersValue) {
-    expect_usage({"--layers", "3"}, {"--layers", "A:B or N:output", "'3'"});
+    expect_usage({"--layers", "3"}, {"--layers", "A:B, N:output or A:B,output", "'3'"});
+    expect_usage({"--layers", "0:3,output,output"}, {"--layers", "'0:3,output,output'"});
+    expect_usage({"--layers", "0:output,output"}, {"--layers"});
+    // The head apart from the last blocks is the coordinator's, never a worker's.
+    expect_usage({"--layers", "2:3,output", "--role", "worker", "--coordinator", "127.0.0.1", "9"},
+                 {"--role worker", "2:3,output", "coordinator"});
+    const Ds4Options c =
+        parse({"--layers", "0:3,output", "--role", "coordinator", "--listen", "127.0.0.1", "9"});
+    EXPECT_EQ(c.layers->end, 4);
+    EXPECT_TRUE(c.layers->head_apart(40));
     expect_usage({"--layers", "3-4"}, {"--layers", "'3-4'"});
     expect_usage({"--layers", "a:b"}, {"--layers"});
     expect_usage({"--layers", "4:3"}, {"--layers", "A <= B", "'4:3'"});

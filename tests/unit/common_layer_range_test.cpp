@@ -19,12 +19,49 @@ TEST(LayerRange, InclusiveSpellingIsHalfOpenRange) {
     EXPECT_EQ(r.end, 10);  // both ends inclusive on the command line
     EXPECT_FALSE(r.has_embedding());
     EXPECT_FALSE(r.has_output(48));
-    EXPECT_TRUE(r.has_output(10));  // the stage holding the last block applies the head
+    // Reaching the last block is not owning the head: only "output" says so
+    // (a coordinator with 0:2,output applies it after this worker's 3:9).
+    EXPECT_FALSE(r.has_output(10));
+    EXPECT_TRUE(r.has_last_block(10));
     EXPECT_EQ(r.end_of(48), 10);
     EXPECT_EQ(r.count(48), 7);
     EXPECT_EQ(r.spelling(48), "3:9");
-    EXPECT_EQ(r.spelling(10), "3:output");
+    EXPECT_EQ(r.spelling(10), "3:9");
     EXPECT_EQ(r.spelling(), "3:9");
+    // A range built in code keeps the head with the last block.
+    EXPECT_TRUE((LayerRange{3, 10}).has_output(10));
+    EXPECT_FALSE((LayerRange{3, 10}).has_output(48));
+    EXPECT_EQ((LayerRange{3, 10}).spelling(10), "3:output");
+}
+
+TEST(LayerRange, BlocksAndTheHeadApart) {
+    const LayerRange r = parse_layer_range("0:29,output");
+    EXPECT_EQ(r.begin, 0);
+    EXPECT_EQ(r.end, 30);
+    EXPECT_TRUE(r.has_embedding());
+    EXPECT_TRUE(r.has_output(43));
+    EXPECT_TRUE(r.head_apart(43));
+    EXPECT_FALSE(r.head_follows_blocks(43));
+    EXPECT_FALSE(r.has_last_block(43));
+    EXPECT_FALSE(r.is_all());
+    EXPECT_EQ(r.spelling(43), "0:29,output");
+    EXPECT_EQ(r.spelling(), "0:29,output");
+    EXPECT_EQ(r.resolved(43), parse_layer_range("0:29,output"));
+    EXPECT_EQ(layer_range_problem(r, 43), "");
+    EXPECT_EQ(layer_range_problem(r, 30), "");
+    EXPECT_EQ(layer_range_problem(r, 20), "0:29,output is outside the model's 20 layers (0..19)");
+    // Through the last block, ",output" is the same as ":output".
+    const LayerRange tail = parse_layer_range("30:42,output");
+    EXPECT_TRUE(tail.head_follows_blocks(43));
+    EXPECT_FALSE(tail.head_apart(43));
+    EXPECT_EQ(tail.spelling(43), "30:output");
+    EXPECT_EQ(tail.resolved(43), parse_layer_range("30:output").resolved(43));
+    EXPECT_NE(tail.resolved(43), parse_layer_range("30:42").resolved(43));
+    // The last worker of that route: blocks only.
+    const LayerRange last = parse_layer_range("30:42");
+    EXPECT_FALSE(last.has_output(43));
+    EXPECT_FALSE(last.head_follows_blocks(43));
+    EXPECT_TRUE(last.has_last_block(43));
 }
 
 TEST(LayerRange, ThroughOutput) {
@@ -42,7 +79,9 @@ TEST(LayerRange, ThroughOutput) {
 
 TEST(LayerRange, Malformed) {
     for (const char* bad : {"", ":", "3", "3:", ":3", "a:3", "3:b", "3:4:5", "3-4", " 3:4", "3:4 ", "+3:4",
-                            "-1:4", "3:OUTPUT", "output:3", "4:3", "99999999999:1", "1:99999999999", "0x1:2"}) {
+                            "-1:4", "3:OUTPUT", "output:3", "4:3", "99999999999:1", "1:99999999999", "0x1:2",
+                            "output", ",output", "3,output", "3:4,output,output", "3:output,output", "3:4, output",
+                            "3:4,OUTPUT", "3:4,out", "3:4output", "3:4,", ",output3:4", "4:3,output"}) {
         SCOPED_TRACE(bad);
         try {
             parse_layer_range(bad);
@@ -73,7 +112,9 @@ TEST(LayerRange, RandomRoundTrip) {
         int a = std::uniform_int_distribution<int>(0, 200)(rng);
         int b = std::uniform_int_distribution<int>(0, 200)(rng);
         bool out = rng() % 4 == 0;
-        std::string text = std::to_string(a) + ":" + (out ? std::string("output") : std::to_string(b));
+        const bool apart = !out && rng() % 3 == 0;  // "A:B,output"
+        std::string text = std::to_string(a) + ":" + (out ? std::string("output") : std::to_string(b)) +
+                           (apart ? ",output" : "");
         if (!out && a > b) {
             EXPECT_THROW(parse_layer_range(text), UsageError) << text;
             continue;
@@ -86,7 +127,10 @@ TEST(LayerRange, RandomRoundTrip) {
         if (fits) {
             EXPECT_EQ(layer_range_problem(r, n), "") << text << " n=" << n;
             EXPECT_EQ(r.end_of(n), out ? n : b + 1);
-            EXPECT_EQ(r.has_output(n), out || b + 1 == n);
+            EXPECT_EQ(r.has_output(n), out || apart) << text;
+            EXPECT_EQ(r.head_apart(n), apart && b + 1 < n) << text;
+            EXPECT_EQ(r.head_follows_blocks(n), out || (apart && b + 1 == n)) << text;
+            EXPECT_EQ(parse_layer_range(r.spelling(n)).resolved(n), r.resolved(n)) << text;
         } else {
             EXPECT_NE(layer_range_problem(r, n), "") << text << " n=" << n;
         }

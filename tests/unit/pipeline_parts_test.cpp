@@ -56,12 +56,45 @@ TEST(PipelineRoute, GapsOverlapsAndTheHead) {
     // Inside the coordinator's own blocks, or outside the model.
     EXPECT_NE(t.add(worker("e", 1, 3, 10)).find("coordinator"), std::string::npos);
     EXPECT_NE(t.add(worker("f", 8, 11, 10)), "");
-    // A route whose last worker lacks the head is incomplete.
-    RouteTable h(6, 2);
-    wire::Registration r = worker("g", 2, 6, 6);
-    r.mutable_slice()->set_output(false);
-    EXPECT_EQ(h.add(r), "");
-    EXPECT_NE(h.problem().find("output head"), std::string::npos) << h.problem();
+}
+
+// The head exactly once: on the last worker or on the coordinator; both or
+// neither is refused at registration with the spellings that fix it.
+TEST(PipelineRoute, TheHeadOnTheLastWorkerOrTheCoordinator) {
+    const uint64_t seed = test::test_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    std::mt19937 rng(static_cast<uint32_t>(seed));
+    for (int i = 0; i < 200; ++i) {
+        const int n = 2 + static_cast<int>(rng() % 60), cut = 1 + static_cast<int>(rng() % uint32_t(n - 1));
+        const bool coordinator_head = rng() % 2, worker_head = rng() % 2;
+        SCOPED_TRACE("n_layer " + std::to_string(n) + ", coordinator 0:" + std::to_string(cut - 1) +
+                     (coordinator_head ? ",output" : "") + ", worker head " + std::to_string(worker_head));
+        RouteTable t(n, cut, coordinator_head);
+        wire::Registration r = worker("w", cut, n, n);
+        r.mutable_slice()->set_output(worker_head);
+        const std::string why = t.add(r);
+        const std::string mine = "0:" + std::to_string(cut - 1), theirs = std::to_string(cut) + ":";
+        if (coordinator_head != worker_head) {
+            EXPECT_EQ(why, "");
+            EXPECT_EQ(t.problem(), "");
+            ASSERT_EQ(t.hops().size(), 1u);
+            EXPECT_EQ(t.hops()[0].slice().output(), worker_head);
+        } else if (worker_head) {  // both
+            EXPECT_NE(why.find("and so does this coordinator (--layers " + mine + ",output)"), std::string::npos) << why;
+            EXPECT_NE(why.find("--layers " + theirs + std::to_string(n - 1) + ","), std::string::npos) << why;
+            EXPECT_NE(t.problem().find("no worker serves"), std::string::npos);
+        } else {  // neither
+            EXPECT_NE(why.find("without the output head"), std::string::npos) << why;
+            EXPECT_NE(why.find("--layers " + theirs + "output"), std::string::npos) << why;
+            EXPECT_NE(why.find("--layers " + mine + ",output."), std::string::npos) << why;
+        }
+        EXPECT_EQ(why.find('\n'), std::string::npos);
+    }
+    // A middle worker never holds the head.
+    RouteTable t(10, 2, true);
+    wire::Registration mid = worker("m", 2, 6, 10);
+    mid.mutable_slice()->set_output(true);
+    EXPECT_NE(t.add(mid).find("without the model's last block 9"), std::string::npos) << t.add(mid);
 }
 
 TEST(PipelineRoute, HeartbeatsRestartsAndStaleWorkers) {

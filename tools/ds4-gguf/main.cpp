@@ -1,7 +1,7 @@
 // ds4-gguf: look inside GGUF files and write synthetic ones.
 //
 //   ds4-gguf inspect FILE
-//   ds4-gguf split --layers A:B|A:output IN OUT
+//   ds4-gguf split --layers A:B|A:output|A:B,output IN OUT
 //   ds4-gguf pack IN OUT
 //   ds4-gguf synth --arch qwen3moe --preset tiny --out FILE [--seed N]
 //                  [--type f32|f16|bf16|q8_0|q4_k|q6_k|q4_k_m] [--embd-type T]
@@ -98,10 +98,10 @@ const char* kHelp = R"(usage:
                              (default f32; rows must be whole blocks)
       --n-layer N            a truncated model: the first N trunk blocks and
                              the MTP block, 1 <= N <= the preset's trunk
-  ds4-gguf split --layers A:B|A:output IN OUT
+  ds4-gguf split --layers A:B|A:output|A:B,output IN OUT
       write a shard: only the tensors a pipeline stage running that slice
-      maps (its blocks, the embedding from block 0, the head with the last
-      block), the model's metadata, and the slice and source identity; a
+      maps (its blocks, the embedding from block 0, the head with :output or
+      ,output), the model's metadata, and the slice and source identity; a
       stage runs it with the same --layers and maps it as one region
   ds4-gguf pack IN OUT
       write OUT, an expert pack of the model IN for --ssd-streaming-pack:

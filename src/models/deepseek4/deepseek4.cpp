@@ -29,7 +29,7 @@ public:
         const LayerRange range = layer_range(opts, hp_.n_layer, file.path());
         first_ = range.begin;
         last_ = range.end;
-        w_ = bind_dsv4_weights(file, map, hp_, first_, last_, opts.resident_experts);
+        w_ = bind_dsv4_weights(file, map, hp_, first_, last_, range.has_output(hp_.n_layer), opts.resident_experts);
         info_.arch = "deepseek4";
         info_.name = file.get_string("general.name").value_or("");
         info_.n_vocab = hp_.n_vocab;
@@ -118,12 +118,19 @@ public:
             hc_post(be, ffn, x, site, y);
             std::swap(x, y);
         }
-        if (last_ != hp_.n_layer) return x;  // the next stage continues from the streams
+        // Without the head here, the next stage (or the coordinator that
+        // owns the head) continues from the streams.
+        if (!info_.layers.head_follows_blocks(hp_.n_layer)) return x;
+        return head(be, x, in.logit_rows, in.n_logits);
+    }
 
-        Tensor last = be.alloc(in.n_logits, x.cols);
-        be.gather_rows(x, in.logit_rows, last);
+    // The head collapses the hyper-connection streams, norms and projects.
+    Tensor head(Backend& be, const Tensor& x, const IntArray& logit_rows, int64_t n_logits) const override {
+        check_owns_head(info_);
+        Tensor last = be.alloc(n_logits, x.cols);
+        be.gather_rows(x, logit_rows, last);
         Tensor h = hc_head(be, hp_, w_.hc_head, last);
-        be.rms_norm(h, &w_.output_norm, hp_.rms_eps, E, h);
+        be.rms_norm(h, &w_.output_norm, hp_.rms_eps, hp_.n_embd, h);
         Tensor logits = be.alloc(last.rows, hp_.n_vocab);
         be.matmul(w_.output, h, logits);
         return logits;

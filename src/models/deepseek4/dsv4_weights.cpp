@@ -28,7 +28,7 @@ void check_hash_table(const WeightRef& t, const Dsv4Hparams& hp) {
 }  // namespace
 
 Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp, int first, int last,
-                              bool resident_experts) {
+                              bool has_head, bool resident_experts) {
     const Hparams meta(f, "deepseek4");
     WeightBinder wb(f, map);
     wb.experts_resident(resident_experts);
@@ -61,10 +61,11 @@ Dsv4Weights bind_dsv4_weights(const GgufFile& f, ModelMap& map, Dsv4Hparams& hp,
     const Dim used{hp.n_expert_used, k("expert_used_count")};
 
     // A stage binds the embedding only when it starts at block 0, the head
-    // (with its hyper-connection collapse) only when it holds the last block.
+    // (with its hyper-connection collapse) only when it owns it: with the
+    // last block, or on a coordinator that applies it to what the route returns.
     wb.bind_data(first == 0);
     w.tok_embd = wb.require("token_embd.weight", {E, V});
-    wb.bind_data(last == hp.n_layer);
+    wb.bind_data(has_head);
     w.output_norm = wb.require("output_norm.weight", {E});
     w.output = wb.require("output.weight", {E, V});
     w.hc_head.fn = wb.require("output_hc_fn.weight", {hc_dim, HC});

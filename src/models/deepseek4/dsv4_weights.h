@@ -52,9 +52,9 @@ struct Dsv4Weights {
 };
 
 // Binds every trunk tensor; throws ds4::Error naming the file and tensor.
-// Binds the non-layer tensors and those of blocks [first, last) (layers[0] is block `first`);
+// Binds the non-layer tensors (the head's only with has_head) and those of blocks [first, last) (layers[0] is block `first`);
 // the routed experts to their bytes only with resident_experts (LoadOptions).
 Dsv4Weights bind_dsv4_weights(const GgufFile& file, ModelMap& map, Dsv4Hparams& hp, int first, int last,
-                              bool resident_experts);
+                              bool has_head, bool resident_experts);
 
 }  // namespace ds4

@@ -39,7 +39,7 @@ public:
                         std::to_string(first_) + ", which reuses the lightning indexer of block " +
                         std::to_string(full) + "; a stage must start at a block with its own indexer.");
         }
-        w_ = bind_glm_dsa_weights(file, map, hp_, first_, last_, opts.resident_experts);
+        w_ = bind_glm_dsa_weights(file, map, hp_, first_, last_, range.has_output(hp_.n_layer), opts.resident_experts);
         info_.arch = "glm-dsa";
         info_.name = file.get_string("general.name").value_or("");
         info_.n_vocab = hp_.n_vocab;
@@ -117,10 +117,17 @@ public:
             const Tensor ffn = glm_ffn(be, hp_, L, l, h, expert_source());
             be.add(x, ffn, x);
         }
-        if (last_ != hp_.n_layer) return x;  // the next stage continues from here
+        // Without the head here, the next stage (or the coordinator that
+        // owns the head) continues from here.
+        if (!info_.layers.head_follows_blocks(hp_.n_layer)) return x;
+        return head(be, x, in.logit_rows, in.n_logits);
+    }
 
-        Tensor last = be.alloc(in.n_logits, E);
-        be.gather_rows(x, in.logit_rows, last);
+    Tensor head(Backend& be, const Tensor& x, const IntArray& logit_rows, int64_t n_logits) const override {
+        check_owns_head(info_);
+        const int64_t E = hp_.n_embd;
+        Tensor last = be.alloc(n_logits, E);
+        be.gather_rows(x, logit_rows, last);
         be.rms_norm(last, &w_.output_norm, hp_.rms_eps, E, last);
         Tensor logits = be.alloc(last.rows, hp_.n_vocab);
         be.matmul(w_.output, last, logits);

@@ -97,7 +97,7 @@ GlmDsaLayerWeights bind_block(WeightBinder& wb, const GlmDsaHparams& hp, const G
 }  // namespace
 
 GlmDsaWeights bind_glm_dsa_weights(const GgufFile& f, ModelMap& map, GlmDsaHparams& hp, int first, int last,
-                                   bool resident_experts) {
+                                   bool has_head, bool resident_experts) {
     const Hparams meta(f, "glm-dsa");
     WeightBinder wb(f, map);
     wb.experts_resident(resident_experts);
@@ -106,10 +106,9 @@ GlmDsaWeights bind_glm_dsa_weights(const GgufFile& f, ModelMap& map, GlmDsaHpara
     const GlmDims d = dims(meta, hp);
 
     // A stage binds the embedding only when it starts at block 0, the head
-    // only when it holds the last trunk block (tied embeddings: the
-    // embedding serves as the head there too).
+    // only when it owns it (tied embeddings: the embedding serves as the
+    // head there too).
     const bool tied = f.find_tensor("output.weight") == nullptr;
-    const bool has_head = last == hp.n_layer;
     wb.bind_data(first == 0 || (has_head && tied));
     w.tok_embd = wb.require("token_embd.weight", {d.E, d.V});
     wb.bind_data(has_head);

@@ -49,11 +49,11 @@ struct GlmDsaWeights {
     std::vector<GlmDsaLayerWeights> layers;  // blocks [first, last)
 };
 
-// Binds the non-layer tensors and those of blocks [first, last) (layers[0]
+// Binds the non-layer tensors (the head's only with has_head) and those of blocks [first, last) (layers[0]
 // is block `first`), the routed experts to their bytes only with
 // resident_experts; checks the shapes of the MTP blocks when the file has
 // them. Throws ds4::Error naming the file and tensor.
 GlmDsaWeights bind_glm_dsa_weights(const GgufFile& file, ModelMap& map, GlmDsaHparams& hp, int first, int last,
-                                   bool resident_experts);
+                                   bool has_head, bool resident_experts);
 
 }  // namespace ds4

@@ -142,10 +142,17 @@ public:
                           m.scale_of(m.down_scale), proj);
         }
         if (!layers_.empty()) be.add(x, proj, x);  // the last block's MoE output
-        if (!info_.layers.has_output(info_.n_layer)) return x;  // the next stage continues from here
+        // Without the head here, the next stage (or the coordinator that
+        // owns the head) continues from here.
+        if (!info_.layers.head_follows_blocks(info_.n_layer)) return x;
+        return head(be, x, in.logit_rows, in.n_logits);
+    }
 
-        Tensor last = be.alloc(in.n_logits, E);
-        be.gather_rows(x, in.logit_rows, last);
+    Tensor head(Backend& be, const Tensor& x, const IntArray& logit_rows, int64_t n_logits) const override {
+        check_owns_head(info_);
+        const int64_t E = hp_.n_embd;
+        Tensor last = be.alloc(n_logits, E);
+        be.gather_rows(x, logit_rows, last);
         Tensor normed = be.alloc(last.rows, E);
         be.rms_norm(last, &output_norm_, hp_.rms_eps, E, normed);
         Tensor logits = be.alloc(last.rows, hp_.n_vocab);
@@ -213,7 +220,7 @@ private:
         const bool ff_given = f.find(hp.key("expert_feed_forward_length")) != nullptr;
 
         // A stage binds the embedding only when it starts at block 0, the
-        // head only when it holds the last block (tied embeddings: the
+        // head only when it owns it (tied embeddings: the
         // embedding serves as the head there too).
         const LayerRange range = layer_range(opts, hp_.n_layer, f.path());
         const int first = range.begin, last = range.end;
