@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <utility>
 
@@ -76,6 +77,41 @@ protected:
         g.weights = gpu_->alloc(r.weights.rows, r.weights.cols);
         gpu_->upload(g.weights, r.weights.data);
         return g;
+    }
+
+    // Routing of T tokens over n_exp experts skewed towards a few popular
+    // ones (up to +4 on the logits of the first eighth), so that a batch has
+    // experts chosen by 1 to T of its tokens.
+    Routing skewed_routing(int64_t T, int64_t n_exp, int n_used) {
+        std::vector<float> logits = random_floats(rng_, size_t(T * n_exp), -3.0f, 3.0f);
+        for (int64_t i = 0; i < T; ++i)
+            for (int64_t e = 0; e < n_exp / 8; ++e) logits[size_t(i * n_exp + e)] += 4.0f * float(e % 3) / 2.0f;
+        auto [lc, lg] = same(logits, T, n_exp);
+        return cpu_->route_softmax_topk(lc, n_used, true, 0.0f);
+    }
+
+    // Every token of the GPU batch result `all` (x: the batch's CPU copy,
+    // routed by r) equals, bit for bit, the same MoE run on that token alone.
+    void expect_each_token_alone(const Tensor& x, const Routing& r, const std::vector<float>& all,
+                                 const std::function<void(const Tensor&, const Routing&, Tensor&)>& moe,
+                                 const std::string& what) {
+        const int64_t T = x.rows, E = x.cols;
+        const auto experts = host_ints(*cpu_, r.experts);
+        for (int64_t i = 0; i < T; ++i) {
+            auto [x1c, x1g] = same(std::vector<float>(x.data + i * E, x.data + (i + 1) * E), 1, E);
+            Routing one;
+            one.n_used = r.n_used;
+            one.rows = 1;
+            one.experts = gpu_->ints(experts.data() + i * r.n_used, r.n_used);
+            one.weights = gpu_->alloc(1, r.n_used);
+            gpu_->upload(one.weights, r.weights.data + i * r.n_used);
+            auto [o1c, o1g] = zeros(1, E);
+            moe(x1g, one, o1g);
+            const auto alone = host(o1g);
+            for (int64_t c = 0; c < E; ++c)
+                ASSERT_EQ(alone[size_t(c)], all[size_t(i * E + c)])
+                    << what << ": token " << i << " of " << T << ", column " << c;
+        }
     }
 };
 
@@ -560,51 +596,61 @@ TEST_F(CudaOps, MoeBatchGroupedByExpertEqualsEachTokenAlone) {
             const WeightRef gate = weight(t, E, F, n_exp), up = weight(t, E, F, n_exp), down = weight(td, F, E, n_exp);
             const WeightRef gs = f32_vector(random_floats(rng_, size_t(n_exp), 0.5f, 2.0f));
             const WeightRef ds_each = f32_vector(random_floats(rng_, size_t(n_exp), 0.5f, 2.0f));
-            const std::string what = std::string(ggml_type_name(t)) + "/" + std::string(ggml_type_name(td)) + " with " +
-                                     std::to_string(n_exp) + " experts";
+            const std::string what = std::string(ggml_type_name(t)) + "/" + std::string(ggml_type_name(td)) +
+                                     " with " + std::to_string(n_exp) + " experts";
             for (int64_t T : {int64_t(2), mid(rng_), int64_t(512 / n_used)}) {
                 auto [xc, xg] = pair(T, E);
-                // Popular experts: a bias of up to +4 on the logits of the first eighth.
-                std::vector<float> logits = random_floats(rng_, size_t(T * n_exp), -3.0f, 3.0f);
-                for (int64_t i = 0; i < T; ++i)
-                    for (int64_t e = 0; e < n_exp / 8; ++e) logits[size_t(i * n_exp + e)] += 4.0f * float(e % 3) / 2.0f;
-                auto [lc, lg] = same(logits, T, n_exp);
-                const Routing r = cpu_->route_softmax_topk(lc, n_used, true, 0.0f);
+                const Routing r = skewed_routing(T, n_exp, n_used);
                 const Routing rg = to_gpu(r);
-                const auto experts = host_ints(*cpu_, r.experts);
                 for (float limit : {0.0f, 0.05f}) {
-                    auto [oc, og] = zeros(T, E);
-                    if (limit > 0.0f) {
-                        dsv4_ops(*cpu_).moe_swiglu_clamp(xc, r, gate, up, down, limit, oc);
-                        gpu_->moe_swiglu_clamp(xg, rg, gate, up, down, limit, og);
-                    } else {
-                        cpu_->moe_swiglu(xc, r, gate, up, down, &gs, nullptr, &ds_each, oc);
-                        gpu_->moe_swiglu(xg, rg, gate, up, down, &gs, nullptr, &ds_each, og);
-                    }
-                    // The clamp leaves sums that cancel (see MoeSwigluReadsSelectedExperts).
-                    EXPECT_TRUE(close(oc, og, limit > 0.0f ? 5e-4 : 1e-5,
-                                      what + " batch of " + std::to_string(T) + " vs CPU, limit " + std::to_string(limit)));
-                    const auto all = host(og);
-                    for (int64_t i = 0; i < T; ++i) {
-                        auto [x1c, x1g] = same(std::vector<float>(xc.data + i * E, xc.data + (i + 1) * E), 1, E);
-                        Routing one;
-                        one.n_used = n_used;
-                        one.rows = 1;
-                        one.experts = gpu_->ints(experts.data() + i * n_used, n_used);
-                        one.weights = gpu_->alloc(1, n_used);
-                        gpu_->upload(one.weights, r.weights.data + i * n_used);
-                        auto [o1c, o1g] = zeros(1, E);
+                    auto moe = [&](const Tensor& x, const Routing& rr, Tensor& o) {
                         if (limit > 0.0f)
-                            gpu_->moe_swiglu_clamp(x1g, one, gate, up, down, limit, o1g);
+                            gpu_->moe_swiglu_clamp(x, rr, gate, up, down, limit, o);
                         else
-                            gpu_->moe_swiglu(x1g, one, gate, up, down, &gs, nullptr, &ds_each, o1g);
-                        const auto alone = host(o1g);
-                        for (int64_t c = 0; c < E; ++c)
-                            ASSERT_EQ(alone[size_t(c)], all[size_t(i * E + c)])
-                                << what << ": token " << i << " of " << T << ", column " << c << ", limit " << limit;
-                    }
+                            gpu_->moe_swiglu(x, rr, gate, up, down, &gs, nullptr, &ds_each, o);
+                    };
+                    auto [oc, og] = zeros(T, E);
+                    if (limit > 0.0f)
+                        dsv4_ops(*cpu_).moe_swiglu_clamp(xc, r, gate, up, down, limit, oc);
+                    else
+                        cpu_->moe_swiglu(xc, r, gate, up, down, &gs, nullptr, &ds_each, oc);
+                    moe(xg, rg, og);
+                    // The clamp leaves sums that cancel (see MoeSwigluReadsSelectedExperts).
+                    const std::string how = what + " batch of " + std::to_string(T) + ", limit " + std::to_string(limit);
+                    EXPECT_TRUE(close(oc, og, limit > 0.0f ? 5e-4 : 1e-5, how + " vs CPU"));
+                    expect_each_token_alone(xc, r, host(og), moe, how);
+                    if (HasFatalFailure()) return;
                 }
             }
+        }
+    }
+}
+
+// The same on int8 activations (the grouped int8 kernels against the
+// per-pair ones); the CPU comparison of that path is
+// MoeRoundsTheInputAndTheHiddenActivations.
+TEST_F(CudaInt8Ops, MoeBatchEqualsEachTokenAlone) {
+    const int64_t E = 512, F = 768;
+    std::uniform_int_distribution<int64_t> mid(3, 40);
+    for (const auto& [t, td] : {std::pair<GgmlType, GgmlType>{GgmlType::Q4_K, GgmlType::Q6_K},
+                                {GgmlType::Q8_0, GgmlType::Q8_0}}) {
+        const int64_t n_exp = 128;
+        const int n_used = 8;
+        const WeightRef gate = weight(t, E, F, n_exp), up = weight(t, E, F, n_exp), down = weight(td, F, E, n_exp);
+        const WeightRef gs = f32_vector(random_floats(rng_, size_t(n_exp), 0.5f, 2.0f));
+        const WeightRef ds_each = f32_vector(random_floats(rng_, size_t(n_exp), 0.5f, 2.0f));
+        for (int64_t T : {int64_t(2), mid(rng_), int64_t(64)}) {
+            auto [xc, xg] = same(activations(T, E), T, E);
+            const Routing r = skewed_routing(T, n_exp, n_used);
+            auto moe = [&](const Tensor& x, const Routing& rr, Tensor& o) {
+                gpu_->moe_swiglu(x, rr, gate, up, down, &gs, nullptr, &ds_each, o);
+            };
+            auto [oc, og] = zeros(T, E);
+            moe(xg, to_gpu(r), og);
+            expect_each_token_alone(xc, r, host(og), moe,
+                                    std::string(ggml_type_name(t)) + "/" + std::string(ggml_type_name(td)) +
+                                        " int8 batch of " + std::to_string(T));
+            if (HasFatalFailure()) return;
         }
     }
 }

@@ -130,6 +130,26 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
         fused_shapes) {
         Tensor xq = alloc(x.rows, cuda::q8_activation_bytes(n_embd) / 4), h = alloc(pairs, n_ff),
                hq = alloc(pairs, cuda::q8_activation_bytes(n_ff) / 4);
+        if (grouped_moe_wanted(x.rows, pairs, n_exp) && cuda::expert_grouped_supported(n_exp, pairs)) {
+            // A batch grouped by expert, as the float path below.
+            Tensor d = alloc(pairs, n_embd);
+            t.emplace(timed("moe gate+up+swiglu q8 grouped", ggml_type_name(gate.type),
+                            (gate.matrix_bytes + up.matrix_bytes) * uint64_t(pairs)));
+            cuda::quantize_rows_q8(x.data, x.cols, x.rows, n_embd, reinterpret_cast<int8_t*>(xq.data), stream_);
+            cuda::expert_gate_up_swiglu_grouped_q8(gate.type, g_w, u_w, gate.matrix_bytes, gate.row_bytes, n_embd,
+                                                   n_ff, n_exp, experts, pairs, routing.n_used,
+                                                   reinterpret_cast<const int8_t*>(xq.data), sc.gate, sc.n_gate, sc.up,
+                                                   sc.n_up, limit, h.data, stream_);
+            t.reset();
+            t.emplace(timed("moe down q8 grouped+combine", ggml_type_name(down.type),
+                            down.matrix_bytes * uint64_t(pairs)));
+            cuda::quantize_rows_q8(h.data, n_ff, pairs, n_ff, reinterpret_cast<int8_t*>(hq.data), stream_);
+            cuda::expert_down_grouped_q8(down.type, d_w, down.matrix_bytes, down.row_bytes, n_ff, n_embd, n_exp,
+                                         experts, pairs, reinterpret_cast<const int8_t*>(hq.data), d.data, stream_);
+            cuda::expert_combine(d.data, experts, routing.weights.data, sc.down, sc.n_down, x.rows, routing.n_used,
+                                 n_embd, out.data, stream_);
+            return;
+        }
         t.emplace(timed("moe gate+up+swiglu q8", ggml_type_name(gate.type),
                         (gate.matrix_bytes + up.matrix_bytes) * uint64_t(pairs)));
         cuda::quantize_rows_q8(x.data, x.cols, x.rows, n_embd, reinterpret_cast<int8_t*>(xq.data), stream_);

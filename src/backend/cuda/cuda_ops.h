@@ -169,6 +169,19 @@ void expert_down_combine_q8(GgmlType type, const uint8_t* down, size_t matrix_by
                             int64_t n_ds, int64_t n_tok, int n_used, const int8_t* hq, float* out,
                             cudaStream_t stream);
 
+// ---- moe_grouped_q8.cu: the int8 pair grouped by expert (expert_grouped_supported) ----
+// expert_gate_up_swiglu_q8 with each chosen expert read once for all its pairs.
+void expert_gate_up_swiglu_grouped_q8(GgmlType type, const uint8_t* gate, const uint8_t* up, size_t matrix_bytes,
+                                      size_t row_bytes, int64_t k, int64_t n_ff, int64_t n_exp,
+                                      const int32_t* experts, int64_t n_pairs, int x_div, const int8_t* xq,
+                                      const float* gate_scale, int64_t n_gs, const float* up_scale, int64_t n_us,
+                                      float limit, float* h, cudaStream_t stream);
+// d[p] = down_e . h'[p] over hq (rows of quantize_rows_q8, one per pair); expert_combine then
+// gives expert_down_combine_q8's output.
+void expert_down_grouped_q8(GgmlType type, const uint8_t* down, size_t matrix_bytes, size_t row_bytes, int64_t n_ff,
+                            int64_t n_embd, int64_t n_exp, const int32_t* experts, int64_t n_pairs, const int8_t* hq,
+                            float* d, cudaStream_t stream);
+
 // ---- elementwise.cu -----------------------------------------------------------
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void scale(float* x, float s, int64_t n, cudaStream_t stream);

@@ -12,11 +12,10 @@
 // code, the same epilogue), and the down products are combined by
 // expert_combine in slot order as expert_down_combine does: the results equal
 // the fused path's bit for bit, whichever sequences share the step.
-#include <type_traits>
-
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/moe_epilogue.cuh"
+#include "backend/cuda/moe_groups.cuh"
 #include "backend/cuda/quant_decode.cuh"
 #include "backend/cuda/warp_dot.cuh"
 
@@ -25,88 +24,6 @@ namespace {
 
 constexpr int kGroupWarps = 4;
 constexpr int kGroupDownRows = 2;           // down rows per warp, sharing the activation loads
-constexpr int kGroupMaxExperts = 32 * 32;   // one bit each in a warp's 32 words
-constexpr int kGroupMaxPairs = 512;         // cuda_moe.cpp's kMaxDevicePairs
-
-// Which expert block column g serves, and its pairs: warp 0 marks every
-// chosen expert in a bit set, finds the g-th set bit and lists, in pair
-// order, the pairs routed to that expert. Returns the number of pairs (0:
-// fewer than g + 1 experts were chosen); every thread of the block gets it.
-__device__ int expert_group(const int32_t* __restrict__ experts, int n_pairs, int n_exp, int g, int* list,
-                            int& expert) {
-    __shared__ unsigned used[kGroupMaxExperts / 32];
-    __shared__ int s_count, s_expert;
-    const int tid = int(threadIdx.x), lane = tid & 31;
-    if (n_exp <= n_pairs) {
-        // A column per expert: column g is expert g, no bit set needed.
-        if (tid < 32) {
-            int n = 0;
-            for (int base = 0; base < n_pairs; base += 32) {
-                const bool mine = base + lane < n_pairs && experts[base + lane] == g;
-                const unsigned m = __ballot_sync(0xffffffffu, mine);
-                if (mine) list[n + __popc(m & ((1u << lane) - 1u))] = base + lane;
-                n += __popc(m);
-            }
-            if (lane == 0) s_count = n;
-        }
-        __syncthreads();
-        expert = g;
-        return s_count;
-    }
-    if (tid < kGroupMaxExperts / 32) used[tid] = 0u;
-    __syncthreads();
-    for (int p = tid; p < n_pairs; p += int(blockDim.x)) {
-        const int e = experts[p];
-        if (e >= 0 && e < kGroupMaxExperts) atomicOr(&used[e >> 5], 1u << (e & 31));
-    }
-    __syncthreads();
-    if (tid < 32) {
-        // Lane i holds word i; an exclusive prefix count of set bits finds the word with bit g.
-        const unsigned w = used[lane];
-        const int c = __popc(w);
-        int incl = c;
-        for (int off = 1; off < 32; off <<= 1) {
-            const int o = __shfl_up_sync(0xffffffffu, incl, off);
-            if (lane >= off) incl += o;
-        }
-        const int excl = incl - c;
-        const bool here = g >= excl && g < incl;
-        const unsigned who = __ballot_sync(0xffffffffu, here);
-        int e = -1;
-        if (who) {
-            const int src = __ffs(who) - 1;
-            const int bit = here ? int(__fns(w, 0, g - excl + 1)) : 0;
-            e = __shfl_sync(0xffffffffu, 32 * lane + bit, src);
-        }
-        int n = 0;
-        if (e >= 0)
-            for (int base = 0; base < n_pairs; base += 32) {
-                const bool mine = base + lane < n_pairs && experts[base + lane] == e;
-                const unsigned m = __ballot_sync(0xffffffffu, mine);
-                if (mine) list[n + __popc(m & ((1u << lane) - 1u))] = base + lane;
-                n += __popc(m);
-            }
-        if (lane == 0) {
-            s_count = n;
-            s_expert = e;
-        }
-    }
-    __syncthreads();
-    expert = s_expert;
-    return s_count;
-}
-
-// f(NA, a0) over pairs [0, n) in tiles of 4, then 2, then 1 pair.
-template <class F>
-__device__ __forceinline__ void pair_tiles(int n, F&& f) {
-    int a = 0;
-    for (; a + 4 <= n; a += 4) f(std::integral_constant<int, 4>{}, a);
-    if (a + 2 <= n) {
-        f(std::integral_constant<int, 2>{}, a);
-        a += 2;
-    }
-    if (a < n) f(std::integral_constant<int, 1>{}, a);
-}
 
 // h[p][r] = SwiGLU(gate_e[r] . x[p / x_div], up_e[r] . x[p / x_div]) for the
 // pairs p of the block's expert e; warp w takes row blockIdx.x * kGroupWarps + w.
@@ -208,18 +125,13 @@ __global__ void __launch_bounds__(32 * kGroupWarps)
     });
 }
 
-// Block columns: one per expert that may be chosen (no more than the pairs).
-unsigned group_columns(int64_t n_pairs, int64_t n_exp) { return unsigned(n_pairs < n_exp ? n_pairs : n_exp); }
-
 }  // namespace
 
 // The IQ2_XXS codebook is a per-file device symbol (quant_decode.cuh): this
 // file's copy needs its own upload.
 void init_moe_grouped_tables() { upload_decode_tables(); }
 
-bool expert_grouped_supported(int64_t n_exp, int64_t n_pairs) {
-    return n_exp >= 1 && n_exp <= kGroupMaxExperts && n_pairs >= 1 && n_pairs <= kGroupMaxPairs;
-}
+bool expert_grouped_supported(int64_t n_exp, int64_t n_pairs) { return groups_fit(n_exp, n_pairs); }
 
 void expert_gate_up_swiglu_grouped(GgmlType type, const uint8_t* gate, const uint8_t* up, size_t matrix_bytes,
                                    size_t row_bytes, int64_t k, int64_t n_ff, int64_t n_exp, const int32_t* experts,

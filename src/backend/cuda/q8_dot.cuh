@@ -212,5 +212,16 @@ inline bool q8_dot_usable(GgmlType type, int64_t k, const void* base, size_t mat
     return reinterpret_cast<uintptr_t>(base) % align == 0 && matrix_bytes % align == 0 && row_bytes % align == 0;
 }
 
+// f(std::integral_constant<GgmlType, T>) for the three types with a q8 dot.
+template <class F>
+void dispatch_q8(GgmlType type, F&& f) {
+    switch (type) {
+        case GgmlType::Q4_K: f(std::integral_constant<GgmlType, GgmlType::Q4_K>{}); return;
+        case GgmlType::Q6_K: f(std::integral_constant<GgmlType, GgmlType::Q6_K>{}); return;
+        case GgmlType::Q8_0: f(std::integral_constant<GgmlType, GgmlType::Q8_0>{}); return;
+        default: throw Error("no int8-activation kernel for " + std::string(ggml_type_name(type)) + ".");
+    }
+}
+
 }  // namespace
 }  // namespace ds4::cuda

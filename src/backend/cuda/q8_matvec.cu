@@ -132,17 +132,6 @@ __global__ void __launch_bounds__(32 * kMaxSlotsQ8)
     }
 }
 
-// f(std::integral_constant<GgmlType, T>) for the three types with a q8 dot.
-template <class F>
-void dispatch_q8(GgmlType type, F&& f) {
-    switch (type) {
-        case GgmlType::Q4_K: f(std::integral_constant<GgmlType, GgmlType::Q4_K>{}); return;
-        case GgmlType::Q6_K: f(std::integral_constant<GgmlType, GgmlType::Q6_K>{}); return;
-        case GgmlType::Q8_0: f(std::integral_constant<GgmlType, GgmlType::Q8_0>{}); return;
-        default: throw Error("no int8-activation kernel for " + std::string(ggml_type_name(type)) + ".");
-    }
-}
-
 // Shared memory of the dense kernel: NT quantized rows.
 size_t matvec_q8_smem(int64_t k, int nt) { return size_t(nt) * size_t(q8_row_bytes(k)); }
 
