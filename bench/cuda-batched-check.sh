@@ -1,9 +1,9 @@
 #!/bin/bash
-# this session's last device call: the CUDA tests (real-shape cases left out), memcheck of the batch kernels,
+# One device call for batched decode (issue 9): the CUDA tests (real-shape cases left out), both MoE batch paths
+# forced, memcheck of the batch tests, and decode at 1, 8, 32 sequences (float) and 32 (int8, grouped vs per pair).
 #
 # Here: bash bench/cuda-correctness.sh --pack build; cp bench/cuda-batched-check.sh .gpurun/
 # There (carry [".gpurun"]): bash .gpurun/cuda-batched-check.sh   (output under $OUT)
-# the batched decode table (float, and int8 grouped vs per pair)
 set -u
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 B=$(mktemp -d); xz -dc .gpurun/pk.tar.xz | tar xf - -C "$B"
