@@ -26,12 +26,12 @@ for arch in qwen3moe deepseek4; do
   m=$tmp/$arch.gguf
   "$bin/ds4-gguf" synth --arch "$arch" --preset tiny --no-tokenizer --seed "$seed" --out "$m" >/dev/null
   v=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  $arch.vocab_size *u32 *\([0-9]*\)$/\1/p")
-  ids $((100 + RANDOM % 100)) "$v" >"$tmp/ids.txt"
-  total=
-  for run in 1 2; do
+  ids $((60 + RANDOM % 100)) "$v" >"$tmp/ids.txt"
+  # One run per family (CI time): budget, chunk and strategy drawn fresh.
+  for run in 1; do
     chunk=$(shuf -n1 -e 1 32 600)
     strategy=$(shuf -n1 -e auto per-expert full-layer)
-    [[ -z "$total" ]] && budget=$((1 + RANDOM % 8)) || budget=$((1 + RANDOM % total))
+    budget=$((1 + RANDOM % 24))
     "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/l.bin" -t 2 --prefill-chunk "$chunk" \
       --ssd-streaming --ssd-streaming-cache-experts "$budget" --ssd-streaming-prefill "$strategy" \
       --ssd-streaming-trace-out "$tmp/run.trace" 2>"$tmp/err" || fail "$arch: ds4 failed (seed $seed): $(cat "$tmp/err")"
