@@ -17,6 +17,7 @@ void add_ssd_flags(CLI::App& app, SsdRawFlags& raw) {
     app.add_option("--ssd-streaming-profile", raw.profile);
     app.add_option("--ssd-streaming-preload-experts", raw.preload);
     app.add_option("--ssd-streaming-pack", raw.pack);
+    app.add_option("--ssd-streaming-trace-out", raw.trace_out);
 }
 
 void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreaming& o) {
@@ -76,6 +77,18 @@ void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreami
             throw UsageError("--ssd-streaming-pack " + quote_value(raw.pack) + " is not a regular file");
         o.pack = raw.pack;
     }
+    if (given("--ssd-streaming-trace-out")) {
+        // Created at load, written while the run goes, ended at exit.
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        if (raw.trace_out.empty()) throw UsageError("--ssd-streaming-trace-out needs a file name");
+        const fs::path dir = fs::path(raw.trace_out).parent_path();
+        if (!dir.empty() && !fs::is_directory(dir, ec))
+            throw UsageError("--ssd-streaming-trace-out: directory " + quote_value(dir.string()) + " does not exist");
+        if (fs::is_directory(raw.trace_out, ec))
+            throw UsageError("--ssd-streaming-trace-out " + quote_value(raw.trace_out) + " is a directory, not a file");
+        o.trace_out = raw.trace_out;
+    }
 }
 
 std::string ssd_help_text() {
@@ -107,6 +120,10 @@ std::string ssd_help_text() {
                             read each missed expert in one request from FILE, an
                             expert-major copy of the model's routed experts
                             written by ds4-gguf pack (the model is unchanged)
+      --ssd-streaming-trace-out FILE
+                            write every step's routing, as the expert cache saw
+                            it, to FILE (a routing trace: ds4-trace replay FILE
+                            replays it through the cache's policy at any budget)
 )";
 }
 

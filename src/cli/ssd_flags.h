@@ -17,18 +17,19 @@ namespace ds4 {
 // The flags as typed, for CLI11.
 struct SsdRawFlags {
     int enabled = 0;
-    std::string cache, host_cache, prefill, io, profile, preload, pack;
+    std::string cache, host_cache, prefill, io, profile, preload, pack, trace_out;
 };
 
 // Registers --ssd-streaming, --ssd-streaming-cache-experts, --ssd-streaming-host-cache,
 // --ssd-streaming-prefill, --ssd-streaming-io, --ssd-streaming-profile,
-// --ssd-streaming-preload-experts and --ssd-streaming-pack.
+// --ssd-streaming-preload-experts, --ssd-streaming-pack and --ssd-streaming-trace-out.
 void add_ssd_flags(CLI::App& app, SsdRawFlags& raw);
 
 // Parses the values into `out`; every other flag needs --ssd-streaming,
 // --ssd-streaming-preload-experts needs a profile, and the profile's
 // directory must exist (it is written at exit); the pack must be an existing
-// regular file (its contents are checked against the model at load).
+// regular file (its contents are checked against the model at load); the
+// trace's directory must exist.
 void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreaming& out);
 
 // The names of the flags that take a value (for programs that check that
@@ -36,7 +37,8 @@ void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreami
 inline constexpr const char* kSsdValueFlags[] = {"--ssd-streaming-cache-experts", "--ssd-streaming-host-cache",
                                                  "--ssd-streaming-prefill",
                                                  "--ssd-streaming-io", "--ssd-streaming-profile",
-                                                 "--ssd-streaming-preload-experts", "--ssd-streaming-pack"};
+                                                 "--ssd-streaming-preload-experts", "--ssd-streaming-pack",
+                                                 "--ssd-streaming-trace-out"};
 
 // The help lines of these flags.
 std::string ssd_help_text();

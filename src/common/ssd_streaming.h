@@ -42,6 +42,9 @@ struct SsdStreaming {
     // --ssd-streaming-pack: an expert pack of the model file (ds4-gguf
     // pack); misses are read from it, one request per expert.
     std::string pack;
+    // --ssd-streaming-trace-out: every step's routing, as the expert cache
+    // saw it, written there (experts/routing_trace.h) for ds4-trace replay.
+    std::string trace_out;
 };
 
 }  // namespace ds4

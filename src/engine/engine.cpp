@@ -175,6 +175,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         co.prefill = o.ssd_streaming.prefill;
         co.reader.method = o.ssd_streaming.io;
         co.pack = o.ssd_streaming.pack;
+        co.trace_out = o.ssd_streaming.trace_out;
         auto cache = std::make_shared<ExpertCache>(*e->backend_, *e->map_, blocks, co);
         e->model_->set_expert_source(cache);
         log_info(cache->describe());
@@ -184,6 +185,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         const int64_t capacity = cache->slots() + cache->scratch_slots();
         if (o.ssd_streaming.prefill == PrefillStrategy::per_expert && used > 0 && capacity > 0)
             e->max_prefill_chunk_ = std::max<int64_t>(1, capacity / used);
+        if (!o.ssd_streaming.trace_out.empty()) e->expert_cache_ = cache;
         if (!o.ssd_streaming.profile.empty()) {
             e->expert_cache_ = cache;
             e->profile_ = o.ssd_streaming.profile;
@@ -205,8 +207,16 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
 }
 
 Engine::~Engine() {
-    // The routing counts of this run, added to the profile for the next.
+    // The routing trace's trailer: a run that ends here ends its trace.
     if (expert_cache_) {
+        try {
+            expert_cache_->finish_trace();
+        } catch (const Error& err) {
+            log_warning(std::string("ssd-streaming: ") + err.what());
+        }
+    }
+    // The routing counts of this run, added to the profile for the next.
+    if (expert_cache_ && !profile_.empty()) {
         try {
             write_routing_profile(profile_, identity_, expert_cache_->routing_counts());
         } catch (const Error& err) {

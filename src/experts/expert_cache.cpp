@@ -50,8 +50,6 @@ WeightRef slot_view(const WeightRef& w, uint8_t* base, uint64_t slot_bytes, int6
     return v;
 }
 
-uint64_t key(int layer, int64_t expert) { return (uint64_t(uint32_t(layer)) << 32) | uint32_t(expert); }
-
 const char* strategy_name(PrefillStrategy s) {
     switch (s) {
         case PrefillStrategy::per_expert: return "per-expert";
@@ -100,7 +98,7 @@ ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<Rout
       staging_(backend),
       slot_bytes_(slot_bytes_for(blocks)) {
     if (options.slots < 0) throw Error("the expert cache needs a slot count of 0 (every expert) or more, not " +
-                                       std::to_string(options.slots) + ".");
+                                       std::to_string(options.slots) + ".");  // before any read
     if (!options.pack.empty() && !blocks_.empty()) {
         pack_ = std::make_unique<ExpertPack>(ExpertPack::open(options.pack));
         pack_->check_matches(model_identity(map.file()), blocks_);
@@ -109,8 +107,8 @@ ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<Rout
         // longest record of these blocks.
         for (const RoutedExperts& b : blocks_) slot_bytes_ = std::max(slot_bytes_, pack_->block(b.layer)->record_bytes);
     }
-    int64_t total = 0, widest = 0;
     size_t n_scaled = 0;
+    std::vector<PolicyBlock> policy_blocks;
     for (const RoutedExperts& b : blocks_) {
         BlockLayout& L = layout_[b.layer];
         L.block = &b;
@@ -136,25 +134,27 @@ ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<Rout
             scaled = true;
         }
         L.scales = scaled ? n_scaled++ : std::numeric_limits<size_t>::max();
-        L.first = size_t(total);
-        total += b.n_expert();
-        widest = std::max(widest, b.n_expert());
+        policy_blocks.push_back(PolicyBlock{b.layer, b.n_expert()});
     }
-    heat_.resize(size_t(total));
-    half_life_ticks_ = std::max(1.0, options.half_life_steps * double(blocks_.size()));
-    // More slots than experts would never be filled; a cache that holds
-    // every expert needs no scratch.
-    n_slots_ = options.slots == 0 ? total : std::min<int64_t>(options.slots, total);
-    n_scratch_ = n_slots_ < total ? std::min(std::max<int64_t>(0, options.experts_per_token), widest) : 0;
+    reads_in_place_ = backend.reads_attached_buffers_in_place();
+    CachePolicyOptions po;
+    po.slots = options.slots;
+    po.experts_per_token = options.experts_per_token;
+    // A host tier only where the device slots are not host memory already
+    // (the policy adds: and do not hold every expert).
+    po.host_slots = reads_in_place_ ? 0 : options.host_slots;
+    po.half_life_steps = options.half_life_steps;
+    po.prefill = options.prefill;
+    policy_ = std::make_unique<CachePolicy>(policy_blocks, po);
+    n_slots_ = policy_->slots();
+    n_scratch_ = policy_->scratch_slots();
+    if (!options.trace_out.empty())
+        trace_ = std::make_unique<RoutingTraceWriter>(options.trace_out, "ds4 run of model " + model_identity(map.file()),
+                                                      policy_blocks, options.experts_per_token);
     const int64_t capacity = n_slots_ + n_scratch_;
     if (capacity == 0) return;  // a slice without MoE blocks
-    slot_.resize(size_t(n_slots_));
-    reads_in_place_ = backend.reads_attached_buffers_in_place();
-    // A host tier only where the device slots are not host memory already
-    // and do not hold every expert; no larger than all experts.
-    if (!reads_in_place_ && options.host_slots > 0 && n_slots_ < total)
-        host_ = std::make_unique<HostTier>(backend, std::min(options.host_slots, total), slot_bytes_);
-    if (host_ && host_->slots() >= total) warm_host_tier();
+    if (policy_->host_slots() > 0) host_ = std::make_unique<HostTier>(backend, policy_->host_slots(), slot_bytes_);
+    if (host_ && host_->slots() >= policy_->total_experts()) warm_host_tier();
     // One slot of slack: a block's up and down views start inside slot 0 and
     // span `capacity` strides, so their last matrix ends past the table.
     bytes_size_ = checked_product(uint64_t(capacity) + 1, slot_bytes_);
@@ -178,7 +178,7 @@ std::string ExpertCache::host_text() const {
     char b[128];
     std::snprintf(b, sizeof b, "; host tier of %lld slots (%.2f GiB, %s%s)", static_cast<long long>(host_->slots()),
                   double(host_->bytes()) / double(uint64_t{1} << 30), host_->page_locked() ? "page-locked" : "pageable",
-                  size_t(host_->slots()) >= heat_.size() ? ", every expert, read at start" : "");
+                  host_->slots() >= policy_->total_experts() ? ", every expert, read at start" : "");
     return b;
 }
 
@@ -194,7 +194,9 @@ std::string ExpertCache::describe() const {
 
 ExpertSourceStats ExpertCache::stats() const {
     std::lock_guard<std::mutex> lock(stats_mu_);
-    ExpertSourceStats s = stats_;
+    ExpertSourceStats s = policy_->counts();
+    s.full_layer_reads = stats_.full_layer_reads;
+    s.miss_reads = stats_.miss_reads;
     s.bytes_read = reader_.bytes_read() + (pack_reader_ ? pack_reader_->bytes_read() : 0);
     s.read_seconds = reader_.wait_seconds() + (pack_reader_ ? pack_reader_->wait_seconds() : 0);
     return s;
@@ -217,36 +219,6 @@ std::string ExpertCache::stats_line() const {
     return line;
 }
 
-double ExpertCache::heat_now(const Heat& h) const {
-    return h.score * std::exp2(-double(tick_ - h.at) / half_life_ticks_);
-}
-
-void ExpertCache::warm(const BlockLayout& L, int64_t expert) {
-    Heat& h = heat_[L.first + size_t(expert)];
-    h.score = heat_now(h) + 1;
-    h.at = tick_;
-    ++h.count;
-}
-
-std::vector<ExpertCache::Refill> ExpertCache::refill_order(size_t wanted) const {
-    std::vector<Refill> order;
-    for (int64_t s = 0; s < n_slots_; ++s) {
-        const Slot& c = slot_[size_t(s)];
-        if (c.layer < 0) order.push_back(Refill{s, false, 0});
-        else if (c.last_use != tick_) order.push_back(Refill{s, true, heat_now(heat_[c.heat])});  // not this step's
-    }
-    const auto colder = [&](const Refill& x, const Refill& y) {
-        if (x.occupied != y.occupied) return !x.occupied;
-        if (x.heat != y.heat) return x.heat < y.heat;
-        const uint64_t ux = slot_[size_t(x.slot)].last_use, uy = slot_[size_t(y.slot)].last_use;
-        return ux != uy ? ux < uy : x.slot < y.slot;
-    };
-    const size_t k = std::min(wanted, order.size());
-    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(k), order.end(), colder);
-    order.resize(k);
-    return order;
-}
-
 ExpertMatrices ExpertCache::resolve(Backend& backend, const RoutedExperts& block, Routing& routing) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     const auto lay = layout_.find(block.layer);
@@ -256,71 +228,13 @@ ExpertMatrices ExpertCache::resolve(Backend& backend, const RoutedExperts& block
     const int64_t n = routing.rows * routing.n_used;
     std::vector<int32_t> ids(static_cast<size_t>(n));
     backend.download_ints(routing.experts, ids.data());
-    std::vector<int32_t> wanted(ids);
-    std::sort(wanted.begin(), wanted.end());
-    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
-    ++tick_;
-    for (int32_t e : wanted) {
-        if (e < 0 || e >= block.n_expert())
-            throw Error("routing chose expert " + std::to_string(e) + " of " + std::to_string(block.n_expert()) +
-                        " in block " + std::to_string(block.layer) + ".");
-        warm(L, e);
-    }
-    std::unordered_map<int32_t, int32_t> slot_of;
-    std::vector<int32_t> misses;
-    for (int32_t e : wanted) {
-        const auto it = where_.find(key(block.layer, e));
-        if (it != where_.end()) slot_of[e] = int32_t(it->second);
-        else misses.push_back(e);
-    }
-    // The whole block when the slots cannot hold this step, or when a
-    // multi-row step would read most of the block anyway: three long reads
-    // beat many short ones, and the slots keep what decode wants.
-    const bool multi_row = routing.rows > 1;
-    bool whole = int64_t(wanted.size()) > n_slots_ + n_scratch_;
-    if (!whole && multi_row && options_.prefill == PrefillStrategy::full_layer) whole = true;
-    if (!whole && multi_row && options_.prefill == PrefillStrategy::automatic)
-        whole = int64_t(misses.size()) * 4 >= block.n_expert() * 3;
-    if (whole) return full_layer(backend, L);
-
-    stats_.lookups += wanted.size();
-    stats_.hits += wanted.size() - misses.size();
-    for (const auto& [e, s] : slot_of) slot_[size_t(s)].last_use = tick_;
-    // The hottest misses take remembered slots first; a miss colder than
-    // every evictable expert goes to scratch while scratch lasts.
-    std::sort(misses.begin(), misses.end(), [&](int32_t a, int32_t b) {
-        return heat_[L.first + size_t(a)].score > heat_[L.first + size_t(b)].score;
-    });
-    // The slots to refill, coldest first, ranked once per step (not once
-    // per miss: a cache of thousands of slots is scanned on every block).
-    const std::vector<Refill> order = misses.empty() ? std::vector<Refill>{} : refill_order(misses.size());
-    size_t next = 0;
-    int64_t next_scratch = n_slots_;
-    std::vector<std::pair<int64_t, int64_t>> loads;  // (slot, expert)
-    for (int32_t e : misses) {
-        ++stats_.misses;
-        const bool scratch_left = next_scratch < n_slots_ + n_scratch_;
-        const bool colder = next < order.size() && order[next].occupied &&
-                            heat_now(heat_[L.first + size_t(e)]) < order[next].heat;
-        int64_t s;
-        if (scratch_left && (next == order.size() || colder)) {
-            s = next_scratch++;
-            ++stats_.scratch_loads;
-        } else {
-            s = order[next++].slot;  // counted above: a slot not in use exists
-            Slot& v = slot_[size_t(s)];
-            if (v.layer >= 0) {
-                where_.erase(key(v.layer, v.expert));
-                ++stats_.evictions;
-            }
-            v = Slot{block.layer, e, tick_, L.first + size_t(e)};
-            where_[key(block.layer, e)] = s;
-        }
-        loads.emplace_back(s, e);
-        slot_of[e] = int32_t(s);
-    }
-    load(backend, L, loads);
-    for (int32_t& id : ids) id = slot_of[id];
+    const SlotPlan plan = policy_->plan(block.layer, ids, routing.rows);
+    // The routing as planned (ids checked), before any read can fail: a
+    // replay of the trace makes the same decisions in the same order.
+    if (trace_) trace_->record(block.layer, routing.rows, routing.n_used, ids);
+    if (plan.whole) return full_layer(backend, L);
+    load(backend, L, plan.loads);
+    for (int32_t& id : ids) id = plan.slot_of.at(id);
     backend.upload_ints(routing.experts, ids.data());
     return slot_matrices(L);
 }
@@ -333,27 +247,19 @@ void ExpertCache::load(Backend& backend, const BlockLayout& L, const std::vector
     // buffer, or (the CPU) the slot itself.
     std::vector<const uint8_t*> source(loads.size(), nullptr);
     std::vector<uint8_t*> read_into(loads.size(), nullptr);
-    std::vector<int64_t> claimed;  // experts the host tier holds once the reads succeed
+    const HostPlan host = policy_->plan_host(b.layer, loads);
     size_t staged = 0;
     for (size_t i = 0; i < loads.size(); ++i) {
-        const auto [slot, expert] = loads[i];
+        const int64_t slot = loads[i].first;
         if (reads_in_place_) {
             read_into[i] = bytes_ + uint64_t(slot) * slot_bytes_;
-            continue;
+        } else if (host.route[i] == HostRoute::hit) {
+            source[i] = host_->slot(host.slot[i]);
+        } else if (host.route[i] == HostRoute::claimed) {
+            source[i] = read_into[i] = host_->slot(host.slot[i]);
+        } else {
+            ++staged;
         }
-        if (host_) {
-            if (const uint8_t* h = host_->find(b.layer, expert, tick_)) {
-                source[i] = h;
-                ++stats_.host_hits;
-                continue;
-            }
-            if (uint8_t* h = host_->claim(b.layer, expert, tick_)) {
-                source[i] = read_into[i] = h;
-                claimed.push_back(expert);
-                continue;
-            }
-        }
-        ++staged;
     }
     uint8_t* stage = staged ? staging_.get(staged * slot_bytes_) : nullptr;
     std::vector<ExpertReader::Request> reads;
@@ -391,12 +297,7 @@ void ExpertCache::load(Backend& backend, const BlockLayout& L, const std::vector
     } catch (...) {
         // Those slots hold partial bytes now: forget them, so a later step
         // reads the experts again instead of computing with garbage.
-        for (const auto& [slot, expert] : loads) {
-            if (slot >= n_slots_) continue;
-            where_.erase(key(b.layer, expert));
-            slot_[size_t(slot)] = Slot{};
-        }
-        for (int64_t expert : claimed) host_->forget(b.layer, expert);
+        policy_->forget(b.layer, loads, host);
         throw;
     }
     const int64_t capacity = n_slots_ + n_scratch_;
@@ -480,9 +381,16 @@ ExpertMatrices ExpertCache::full_layer(Backend& backend, const BlockLayout& L) {
 }
 
 void ExpertCache::warm_host_tier() {
-    // Block by block, three long reads each (the disk's best pattern), then
-    // each expert's matrices into its host slot: a run whose experts all fit
-    // in RAM never reads the file again.
+    // Every expert's host slot first (the policy's), then block by block,
+    // three long reads each (the disk's best pattern), each expert's
+    // matrices into its slot: a run whose experts all fit in RAM never
+    // reads the file again.
+    std::unordered_map<int, std::vector<int64_t>> host_slot;  // by layer, by expert
+    policy_->fill_host([&](int layer, int64_t e, int64_t s) {
+        std::vector<int64_t>& v = host_slot[layer];
+        if (v.size() <= size_t(e)) v.resize(size_t(e) + 1, -1);
+        v[size_t(e)] = s;
+    });
     for (const RoutedExperts& b : blocks_) {
         const BlockLayout& L = layout_.at(b.layer);
         const LayerParts parts = layer_parts(b);
@@ -491,7 +399,7 @@ void ExpertCache::warm_host_tier() {
         const WeightRef* w[3] = {&b.gate, &b.up, &b.down};
         const uint64_t at[3] = {0, L.up_offset, L.down_offset};
         for (int64_t e = 0; e < b.n_expert(); ++e) {
-            uint8_t* slot = host_->claim(b.layer, e, 0);
+            uint8_t* slot = host_->slot(host_slot.at(b.layer).at(size_t(e)));
             for (int k = 0; k < 3; ++k)
                 std::memcpy(slot + at[k], stage + parts.at[k] + uint64_t(e) * w[k]->matrix_bytes, w[k]->matrix_bytes);
         }
@@ -500,33 +408,17 @@ void ExpertCache::warm_host_tier() {
 
 void ExpertCache::preload(Backend& backend, const std::vector<std::pair<int, int64_t>>& experts) {
     std::lock_guard<std::mutex> lock(stats_mu_);
-    std::unordered_map<int, std::vector<std::pair<int64_t, int64_t>>> by_layer;
-    int64_t free = 0;
-    for (const Slot& s : slot_) free += s.layer < 0;
-    for (const auto& [layer, expert] : experts) {
-        if (free == 0) break;
-        const auto lay = layout_.find(layer);
-        if (lay == layout_.end() || expert < 0 || expert >= lay->second.block->n_expert()) continue;
-        if (where_.count(key(layer, expert))) continue;
-        int64_t s = 0;
-        while (slot_[size_t(s)].layer >= 0) ++s;
-        slot_[size_t(s)] = Slot{layer, expert, 0, lay->second.first + size_t(expert)};
-        where_[key(layer, expert)] = s;
-        heat_[lay->second.first + size_t(expert)].score = 1;
-        by_layer[layer].emplace_back(s, expert);
-        --free;
-    }
-    for (const auto& [layer, loads] : by_layer) load(backend, layout_.at(layer), loads);
+    for (const auto& [layer, loads] : policy_->preload(experts)) load(backend, layout_.at(layer), loads);
 }
 
 ExpertCounts ExpertCache::routing_counts() const {
-    ExpertCounts out;
-    for (const RoutedExperts& b : blocks_) {
-        const BlockLayout& L = layout_.at(b.layer);
-        for (int64_t e = 0; e < b.n_expert(); ++e)
-            if (const uint64_t c = heat_[L.first + size_t(e)].count) out.push_back({{b.layer, e}, c});
-    }
-    return out;
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return policy_->routing_counts();
+}
+
+void ExpertCache::finish_trace() {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    if (trace_) trace_->finish();
 }
 
 }  // namespace ds4

@@ -17,7 +17,8 @@
 // frequency that decays with a half-life of a few dozen steps, the least
 // recently used first among equals; an expert colder than every cached one
 // goes to a scratch slot instead of evicting a warmer one. Experts of the
-// current step are never evicted.
+// current step are never evicted. Those decisions are CachePolicy's
+// (experts/cache_policy.h), which a routing-trace replay runs alone.
 //
 // With an expert pack (ExpertCacheOptions::pack, experts/expert_pack.h) a
 // miss is one read of the expert's record, its three matrices side by side,
@@ -44,9 +45,11 @@
 #include "common/ssd_streaming.h"
 #include "experts/expert_pack.h"
 #include "experts/expert_reader.h"
+#include "experts/cache_policy.h"
 #include "experts/expert_source.h"
 #include "experts/host_tier.h"
 #include "experts/routing_profile.h"
+#include "experts/routing_trace_writer.h"
 
 namespace ds4 {
 
@@ -65,6 +68,9 @@ struct ExpertCacheOptions {
     // An expert pack of the model file (--ssd-streaming-pack): misses are
     // read from it, one request per expert; "": from the GGUF.
     std::string pack;
+    // --ssd-streaming-trace-out: every step's routing, as the cache saw it,
+    // written to this file (experts/routing_trace.h); "": none.
+    std::string trace_out;
 };
 
 class ExpertCache final : public ExpertSource {
@@ -104,48 +110,25 @@ public:
     // Routing counts so far, by (layer, expert), undecayed: what a profile
     // records for the next run's preload.
     ExpertCounts routing_counts() const;
+    // Ends the routing trace, if one is written (its trailer, then close).
+    // Throws ds4::Error when the file could not be written.
+    void finish_trace();
 
     int64_t slots() const { return n_slots_; }
-    int64_t host_slots() const { return host_ ? host_->slots() : 0; }
+    int64_t host_slots() const { return policy_->host_slots(); }
     int64_t scratch_slots() const { return n_scratch_; }
     uint64_t slot_bytes() const { return slot_bytes_; }
 
 private:
-    // Where block b's matrices sit inside a slot, its scales, and where its
-    // experts' routing statistics start.
+    // Where block b's matrices sit inside a slot, and its scales.
     struct BlockLayout {
         const RoutedExperts* block = nullptr;
         uint64_t up_offset = 0, down_offset = 0;
         size_t scales = 0;     // index of the block's first scale array in scales_
-        size_t first = 0;      // index of its expert 0 in heat_
         std::vector<float> scale_values[3];  // the file's gate/up/down scales (empty if none)
         const PackBlock* pack = nullptr;     // its records in the expert pack, if one is read
     };
-    struct Slot {
-        int layer = -1;
-        int64_t expert = -1;
-        uint64_t last_use = 0;
-        size_t heat = 0;  // its index in heat_
-    };
-    // Decayed routing frequency of one (layer, expert).
-    struct Heat {
-        double score = 0;
-        uint64_t at = 0;  // tick of the last update
-        uint64_t count = 0;
-    };
 
-    double heat_now(const Heat& h) const;
-    void warm(const BlockLayout& L, int64_t expert);
-    // A remembered slot this step may refill: free, or holding an expert
-    // the step does not use (with its decayed routing frequency).
-    struct Refill {
-        int64_t slot = 0;
-        bool occupied = false;
-        double heat = 0;
-    };
-    // The `wanted` coldest of them: free ones first, then by decayed
-    // routing frequency, least recently used among equals.
-    std::vector<Refill> refill_order(size_t wanted) const;
     // Reads the misses of one step into their slots, all in flight at once.
     void load(Backend& backend, const BlockLayout& L, const std::vector<std::pair<int64_t, int64_t>>& slot_expert);
     ExpertMatrices slot_matrices(const BlockLayout& L) const;
@@ -163,15 +146,13 @@ private:
     std::unique_ptr<ExpertPack> pack_;           // null: misses read from the GGUF
     std::unique_ptr<ExpertReader> pack_reader_;
     ExpertCacheOptions options_;
+    std::unique_ptr<CachePolicy> policy_;  // what each slot holds; what a miss evicts
     std::unique_ptr<HostTier> host_;  // null: none (the CPU, or no budget)
     StagingBuffer staging_;           // misses on their way to backend memory
     int64_t n_slots_ = 0, n_scratch_ = 0;
     uint64_t slot_bytes_ = 0;
     std::unordered_map<int, BlockLayout> layout_;   // by layer
-    std::vector<Slot> slot_;
-    std::unordered_map<uint64_t, int64_t> where_;   // (layer << 32 | expert) -> slot
-    std::vector<Heat> heat_;
-    double half_life_ticks_ = 1;
+    std::unique_ptr<RoutingTraceWriter> trace_;     // --ssd-streaming-trace-out, if asked
     uint8_t* bytes_ = nullptr;                       // (n_slots_ + n_scratch_ + 1) * slot_bytes_
     uint64_t bytes_size_ = 0;
     float* scales_ = nullptr;                        // per block, per matrix kind: one float per slot
@@ -179,11 +160,10 @@ private:
     uint8_t* layer_ = nullptr;                       // one block's routed tensors, mapped on first use
     uint64_t layer_size_ = 0;
     int layer_holds_ = -1;                           // the block in layer_, if any
-    uint64_t tick_ = 0;
     // Counters, read by other threads (/metrics) while steps run: every
     // resolve holds the lock, so a reader sees whole steps.
     mutable std::mutex stats_mu_;
-    ExpertSourceStats stats_;
+    ExpertSourceStats stats_;  // the reads; the policy counts the rest
 };
 
 }  // namespace ds4

@@ -3,7 +3,8 @@
 // device slots stay in page-locked host memory, so a later miss is a copy
 // over PCIe (tens of GB/s) instead of a read from the disk (one or a few).
 // Every expert read from the file passes through this tier on its way to
-// the device. Least recently used first.
+// the device. Which expert a slot holds is the cache policy's
+// (experts/cache_policy.h: least recently used first); this is the memory.
 //
 // Reuse is safe without events: a step overwrites host slots only after it
 // read the routing back from the device, which waits for every copy issued
@@ -11,8 +12,6 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
-#include <vector>
 
 #include "backend/backend.h"
 
@@ -27,32 +26,20 @@ public:
     HostTier(const HostTier&) = delete;
     HostTier& operator=(const HostTier&) = delete;
 
-    // The slot holding (layer, expert), marked used at `tick`; null if none.
-    const uint8_t* find(int layer, int64_t expert, uint64_t tick);
-    // A slot for (layer, expert) to be filled now: the least recently used
-    // one not used at `tick`; null when every slot is (the caller stages
-    // the bytes elsewhere).
-    uint8_t* claim(int layer, int64_t expert, uint64_t tick);
-    // Drops (layer, expert): its slot holds partial bytes after a failed read.
-    void forget(int layer, int64_t expert);
+    // Slot i's bytes.
+    uint8_t* slot(int64_t i) const { return base_ + uint64_t(i) * slot_bytes_; }
 
-    int64_t slots() const { return int64_t(slot_.size()); }
+    int64_t slots() const { return slots_; }
     uint64_t bytes() const { return bytes_; }
     bool page_locked() const { return pinned_; }
 
 private:
-    struct Slot {
-        int layer = -1;
-        int64_t expert = -1;
-        uint64_t last_use = 0;
-    };
     Backend& backend_;
+    int64_t slots_;
     uint64_t slot_bytes_;
     uint64_t bytes_ = 0;
     uint8_t* base_ = nullptr;
     bool pinned_ = false;
-    std::vector<Slot> slot_;
-    std::unordered_map<uint64_t, int64_t> where_;
 };
 
 // A host buffer that grows to the largest size asked, page-locked where the
