@@ -58,12 +58,14 @@ if [[ "${DS4_SKIP_SANITIZE:-0}" != 1 ]]; then
   # under ASan in the other server scripts, the hostile one included) and the
   # disk KV cache's kill-during-write script (~1.5 minutes in Release, several
   # times that here; the snapshot files' code runs under ASan in
-  # engine_snapshot_disk_test and the server scripts). All six run in the
-  # Release step above. CI's limit is 90 minutes; this step is the one to
-  # trim when the total nears it (the last full runs: ~79 minutes).
+  # engine_snapshot_disk_test and the server scripts), and the expert-pack
+  # script (~75 s in Release; the pack's reader and writer run under ASan in
+  # expert_pack_test and experts_pack_test). All seven run in the Release
+  # step above. CI's limit is 90 minutes; this step is the one to trim when
+  # the total nears it (the last full runs: ~72 and ~79 minutes).
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
-    ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1800 -E '^(DeepSeek4\.LongPromptMatchesLlama|Slots/BatchedEqualsAlone\.DeepSeek4/5|integration_test_pipeline|integration_test_ssd_streaming|integration_test_server_load|integration_test_server_kv_disk)$'
+    ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1800 -E '^(DeepSeek4\.LongPromptMatchesLlama|Slots/BatchedEqualsAlone\.DeepSeek4/5|integration_test_pipeline|integration_test_ssd_streaming|integration_test_ssd_streaming_pack|integration_test_server_load|integration_test_server_kv_disk)$'
 
   step "libFuzzer: GGUF reader, model loaders, server request parser"
   for target in fuzz_gguf fuzz_models fuzz_server_request; do
