@@ -1,6 +1,7 @@
 #include "engine/generate.h"
 
 #include <chrono>
+#include <cmath>
 #include <optional>
 
 #include "common/error.h"
@@ -13,6 +14,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
+
+int32_t sample_next(Sampler& sampler, std::span<const float> logits, const Tokenizer& tokenizer, bool ignore_eos,
+                    std::vector<float>& scratch) {
+    if (!ignore_eos) return sampler.sample(logits);
+    scratch.assign(logits.begin(), logits.end());
+    for (int32_t id : tokenizer.eog_ids())
+        if (id >= 0 && static_cast<size_t>(id) < scratch.size()) scratch[static_cast<size_t>(id)] = -INFINITY;
+    return sampler.sample(scratch);
+}
 
 const char* finish_reason(StopReason reason) {
     switch (reason) {
@@ -47,6 +57,7 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
     if (options.prefix_cache) options.prefix_cache->store(session);
 
     ReplyText reply(tokenizer, options.stop);
+    std::vector<float> banned;  // the logits with end tokens banned (ignore_eos)
     bool cancelled = false;
     auto emit = [&](const std::string& text) {
         if (text.empty() || cancelled) return;
@@ -61,7 +72,7 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
             r.reason = StopReason::context_full;
             break;
         }
-        const int32_t id = sampler.sample(logits);
+        const int32_t id = sample_next(sampler, logits, tokenizer, options.ignore_eos, banned);
         r.tokens.push_back(id);
         if (options.top_logprobs >= 0) r.logprobs.push_back(sampled_logprobs(logits, id, options.top_logprobs));
         const bool end = tokenizer.is_eog(id);

@@ -39,7 +39,15 @@ struct GenerateOptions {
     // Log probabilities (sampling/logprobs.h) of each sampled token and of
     // this many alternatives, 0..kMaxTopLogprobs; < 0: none (no cost).
     int top_logprobs = -1;
+    // llama.cpp's and vLLM's ignore_eos: end-of-generation tokens are never
+    // sampled, so the reply runs to max_tokens or the end of the context.
+    bool ignore_eos = false;
 };
+
+// The next token from a row of logits, end-of-generation tokens banned when
+// ignore_eos (the row copied into `scratch` first; no cost otherwise).
+int32_t sample_next(Sampler& sampler, std::span<const float> logits, const Tokenizer& tokenizer, bool ignore_eos,
+                    std::vector<float>& scratch);
 
 enum class StopReason { end_of_generation, stop_string, max_tokens, context_full, cancelled, failed };
 // "stop", "length", ... as OpenAI's finish_reason names them.

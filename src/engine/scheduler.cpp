@@ -25,6 +25,7 @@ struct Scheduler::Active {
     int32_t next = -1;         // the token the next step feeds (the last one sampled)
     bool end_pending = false;  // `next` is the end token: feed it, then finish
     bool cancelled = false;    // by cancel() or the text callback
+    std::vector<float> banned;  // the logits with end tokens banned (ignore_eos)
     Clock::time_point started, prompt_done;
 
     Active(uint64_t i, Request r, int s, const Tokenizer& tok)
@@ -250,7 +251,7 @@ void Scheduler::after_logits(Active& a, std::span<const float> logits) {
     if (o.max_tokens >= 0 && static_cast<int64_t>(a.result.tokens.size()) >= o.max_tokens)
         return finish(a, StopReason::max_tokens);
     if (pool_.n_past(a.slot) >= opts_.n_ctx) return finish(a, StopReason::context_full);
-    const int32_t id = a.sampler.sample(logits);
+    const int32_t id = sample_next(a.sampler, logits, tokenizer_, o.ignore_eos, a.banned);
     a.result.tokens.push_back(id);
     if (o.top_logprobs >= 0) {
         a.result.logprobs.push_back(sampled_logprobs(logits, id, o.top_logprobs));

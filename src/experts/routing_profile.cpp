@@ -61,8 +61,9 @@ ExpertCounts read_routing_profile(const std::string& path, const std::string& id
         uint64_t layer = 0, expert = 0, count = 0;
         if (parse_line(line, "end", count)) {
             // The trailer: a file cut short (a full disk, a copy stopped
-            // half way) lacks it or names more lines than it holds.
-            if (count != counts.size() || std::getline(in, line)) break;
+            // half way) lacks it, names more lines than it holds, or lost
+            // its last newline (getline then stopped at the end of the file).
+            if (count != counts.size() || in.eof() || std::getline(in, line)) break;
             return counts;
         }
         if (!parse_fields(line, layer, expert, count) || layer > 1u << 20 || expert > 1u << 30) {

@@ -164,6 +164,8 @@ void parse_sampling(const json& j, AnthropicRequest& r, bool count_only) {
         }
     }
     if (present(j, "stream")) r.stream = boolean_field(j, "stream");
+    // llama.cpp's and vLLM's extension: never sample an end-of-generation token.
+    if (present(j, "ignore_eos")) r.generate.ignore_eos = boolean_field(j, "ignore_eos");
 }
 
 }  // namespace

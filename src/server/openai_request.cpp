@@ -143,6 +143,8 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
     }
     if (present("n") && integer_field(j, "n", 1, 1) != 1) bad_field("n", "'n' must be 1.");
     if (present("stream")) r.stream = boolean_field(j, "stream");
+    // llama.cpp's and vLLM's extension: never sample an end-of-generation token.
+    if (present("ignore_eos")) r.generate.ignore_eos = boolean_field(j, "ignore_eos");
     if (present("stream_options")) {
         const json& so = j["stream_options"];
         if (!so.is_object()) bad_field("stream_options", "'stream_options' must be an object.");

@@ -268,6 +268,8 @@ ResponsesRequest parse_responses_request(const std::string& body) {
     responses_reasoning_options(j, r);
     responses_logprobs(j, r);
     if (present(j, "stream")) r.stream = boolean_field(j, "stream");
+    // llama.cpp's and vLLM's extension: never sample an end-of-generation token.
+    if (present(j, "ignore_eos")) r.generate.ignore_eos = boolean_field(j, "ignore_eos");
     return r;
 }
 

@@ -58,6 +58,7 @@ public:
     int32_t bos() const { return bos_; }  // -1 when absent
     int32_t eos() const { return eos_; }  // -1 when absent
     bool is_eog(int32_t id) const;        // ends generation (eos, eot, <|im_end|>, ...)
+    const std::vector<int32_t>& eog_ids() const { return eog_; }  // sorted
     bool add_bos() const { return add_bos_; }
     int32_t token_id(std::string_view piece) const;  // exact token text; -1 when absent
     TokenType token_type(int32_t id) const;

@@ -21,13 +21,17 @@ const patient = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0 }
 
 const long = 1 << 20;  // clamped to what the context holds
 const content = "Tell me everything about the sea, at length.";
+// ignore_eos (llama.cpp's and vLLM's extension, sent as an extra body field):
+// a random-weight model can sample an end token within the first few, and
+// the reply would end before the client gives up (seen: 3 tokens in 63 ms).
+const go = { temperature: 0, ignore_eos: true };
 const requests = {
   chat: () => openai.chat.completions.create({ model: "m", messages: [{ role: "user", content }], max_tokens: long,
-                                              temperature: 0 }),
-  completions: () => openai.completions.create({ model: "m", prompt: content, max_tokens: long, temperature: 0 }),
-  responses: () => openai.responses.create({ model: "m", input: content, max_output_tokens: long, temperature: 0 }),
+                                              ...go }),
+  completions: () => openai.completions.create({ model: "m", prompt: content, max_tokens: long, ...go }),
+  responses: () => openai.responses.create({ model: "m", input: content, max_output_tokens: long, ...go }),
   messages: () => anthropic.messages.create({ model: "m", messages: [{ role: "user", content }], max_tokens: long,
-                                             temperature: 0 }),
+                                             ...go }),
 };
 
 async function metrics() {

@@ -108,6 +108,41 @@ TEST(Generate, GreedyFollowsTheArgmaxAndStopsWhereAsked) {
     EXPECT_EQ(full_ctx.tokens, std::vector<int32_t>(want.begin(), want.begin() + 5));
 }
 
+// ignore_eos bans every end-of-generation token: on a row where an end token
+// is by far the most likely, greedy takes the best other token and sampling
+// never draws an end token; without it the end token wins.
+TEST(Generate, IgnoreEosNeverSamplesAnEndToken) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    Fixture f(seed);
+    const auto& eog = f.tok->eog_ids();
+    ASSERT_FALSE(eog.empty());
+    for (int32_t id : eog) EXPECT_TRUE(f.tok->is_eog(id));
+    std::mt19937_64 rng(seed);
+    const size_t n = size_t(f.tok->n_vocab());
+    std::vector<float> logits(n);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    for (auto& x : logits) x = u(rng);
+    const int32_t end = eog[rng() % eog.size()];
+    logits[size_t(end)] = 50.0f;
+    int32_t best_other = -1;  // by hand: the argmax over the tokens that do not end a reply
+    for (size_t i = 0; i < n; ++i)
+        if (!f.tok->is_eog(int32_t(i)) && (best_other < 0 || logits[i] > logits[size_t(best_other)])) best_other = int32_t(i);
+    std::vector<float> scratch;
+    Sampler greedy_sampler(greedy(1).sampling);
+    EXPECT_EQ(sample_next(greedy_sampler, logits, *f.tok, false, scratch), end);
+    EXPECT_EQ(sample_next(greedy_sampler, logits, *f.tok, true, scratch), best_other);
+    SamplerParams hot;
+    hot.temperature = 2.0f;
+    hot.top_k = 0;
+    hot.top_p = 1.0f;
+    hot.min_p = 0.0f;
+    hot.seed = seed;
+    Sampler sampler(hot);
+    for (auto id : eog) logits[size_t(id)] = 50.0f;
+    for (int i = 0; i < 200; ++i) EXPECT_FALSE(f.tok->is_eog(sample_next(sampler, logits, *f.tok, true, scratch)));
+}
+
 TEST(Generate, SecondTurnReusesTheCachedPrefix) {
     const uint64_t seed = fresh_seed();
     SCOPED_TRACE(test::seed_note(seed));

@@ -52,6 +52,9 @@ TEST(AnthropicRequest, DefaultsAndThinkingModes) {
     EXPECT_EQ(r.generate.max_tokens, -1);  // count_tokens needs none
     r = parse_anthropic_request("{\"max_tokens\": 3, \"thinking\": {\"type\": \"disabled\"}, " + msgs + "}", false);
     EXPECT_FALSE(r.chat_options.enable_thinking);
+    EXPECT_FALSE(r.generate.ignore_eos);
+    r = parse_anthropic_request("{\"max_tokens\": 3, \"ignore_eos\": true, " + msgs + "}", false);
+    EXPECT_TRUE(r.generate.ignore_eos);
 }
 
 TEST(AnthropicRequest, RefusalsNameTheField) {
@@ -71,6 +74,8 @@ TEST(AnthropicRequest, RefusalsNameTheField) {
               "messages[0].content[0]");  // only an assistant thinks
     EXPECT_EQ(param(R"({"max_tokens": 2, "temperature": 1.01, "messages": [{"role": "user", "content": "x"}]})"),
               "temperature");
+    EXPECT_EQ(param(R"({"max_tokens": 2, "ignore_eos": 1, "messages": [{"role": "user", "content": "x"}]})"),
+              "ignore_eos");
     EXPECT_EQ(param(R"({"max_tokens": 2, "thinking": {"type": "enabled", "budget_tokens": 0}, "messages": [{"role": "user", "content": "x"}]})"),
               "thinking.budget_tokens");
     EXPECT_EQ(param(R"({"max_tokens": 2, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "t"}]}]})"),
