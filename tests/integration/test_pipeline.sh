@@ -227,10 +227,14 @@ sleep 4
 grep -q "registered" "$tmp/plain.err" && fail "a plaintext coordinator accepted a TLS worker"
 stop "$w"; stop "$c"
 
-# Greedy text through the route equals one process's (a vocabulary this time).
+# Greedy text through the route equals one process's (a vocabulary this time;
+# the family drawn each run, DS4_TEST_CHAT_ARCH to choose).
 m=$tmp/chat.gguf
-"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$m" >/dev/null
-nl=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  qwen3moe.block_count *u32 *\([0-9]*\)$/\1/p")
+chat_arch=${DS4_TEST_CHAT_ARCH:-$([[ $((RANDOM % 2)) == 0 ]] && echo qwen3moe || echo deepseek4)}
+echo "greedy text: $chat_arch"
+"$bin/ds4-gguf" synth --arch "$chat_arch" --preset tiny --seed "$seed" --out "$m" >/dev/null
+nl=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  $chat_arch.block_count *u32 *\([0-9]*\)$/\1/p")
+[[ -n "$nl" ]] || fail "no block count for $chat_arch"
 "$bin/ds4" -m "$m" -p "Tell me about pipelines" --temp 0 -n 40 -t 1 >"$tmp/one.txt" 2>"$tmp/err" || fail "chat: $(cat "$tmp/err")"
 port=$(free_port)
 # The worker on a shard, the coordinator on the whole file: one model to both.
