@@ -1,10 +1,18 @@
-# Sourced by the ds4-server test scripts (after `bin` and a `fail` function
-# are set): a temporary folder removed at exit with any server still
-# running, a free loopback port, and starting a server that is ready.
+# Sourced by the ds4-server test scripts (ctest sets DS4_BIN and
+# DS4_SOURCE_DIR): bin, src, deps, the run's seed (DS4_TEST_SEED, printed),
+# fail (one line with the seed, then the server log's tail), a temporary
+# folder removed at exit with any server still running, a free loopback
+# port, and starting a server that is ready.
 #   start_server ARGS...  ds4-server -m ... ARGS on $port (log in $tmp/log),
 #                         returns once $base/health answers 200; sets pid
 #                         (an HTTPS server: set base, and cacert to its CA)
 #   stop_server           SIGTERM, then waits for the exit, which must be 0
+bin=${DS4_BIN:?}
+src=${DS4_SOURCE_DIR:?}
+deps=${DS4_DEPS_DIR:-$src/.deps}
+seed=${DS4_TEST_SEED:-$RANDOM}
+echo "seed $seed (rerun with DS4_TEST_SEED=$seed)"
+fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 tmp=$(mktemp -d)
 pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }

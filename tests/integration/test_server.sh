@@ -8,12 +8,9 @@
 # Malformed and hostile requests (and clients that leave mid-stream) are
 # test_server_hostile.sh's.
 set -euo pipefail
-bin=${DS4_BIN:?}
-deps=${DS4_DEPS_DIR:-${DS4_SOURCE_DIR:?}/.deps}
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
 
-"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed $RANDOM --out "$tmp/m.gguf" >/dev/null
+"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$tmp/m.gguf" >/dev/null
 key=k$RANDOM$RANDOM
 start_server -m "$tmp/m.gguf" --backend cpu -t 2 --parallel 3 --ctx 512 --api-key "$key" --cache-ram-mb 256
 [ "$(curl -s "$base/health")" = '{"status":"ok"}' ] || fail "health"

@@ -14,10 +14,7 @@
 # in Python. Malformed requests (400s, 401s, 404s in Anthropic's shape) are
 # test_server_hostile.sh's.
 set -euo pipefail
-bin=${DS4_BIN:?}
-deps=${DS4_DEPS_DIR:-${DS4_SOURCE_DIR:?}/.deps}
 client="$DS4_SOURCE_DIR/tests/integration/server_anthropic_client.mjs"
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
 
 "$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed $RANDOM --out "$tmp/m.gguf" >/dev/null

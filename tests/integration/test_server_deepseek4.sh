@@ -19,12 +19,6 @@
 # (The exact token counts of DSML tool prompts against the reference
 # template: test_server_tools.sh.) One server start.
 set -euo pipefail
-bin=${DS4_BIN:?}
-src=${DS4_SOURCE_DIR:?}
-deps=${DS4_DEPS_DIR:-$src/.deps}
-seed=${DS4_TEST_SEED:-$RANDOM}
-echo "seed $seed (rerun with DS4_TEST_SEED=$seed)"
-fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
 
 "$bin/ds4-gguf" synth --arch deepseek4 --preset tiny --quant q2 --seed "$seed" --out "$tmp/d.gguf" >/dev/null

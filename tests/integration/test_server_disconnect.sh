@@ -10,12 +10,6 @@
 # /metrics counts a 499, and the next request on the same slot is served
 # at once.
 set -euo pipefail
-bin=${DS4_BIN:?}
-src=${DS4_SOURCE_DIR:?}
-deps=${DS4_DEPS_DIR:-$src/.deps}
-seed=${DS4_TEST_SEED:-$RANDOM}
-echo "seed $seed (rerun with DS4_TEST_SEED=$seed)"
-fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
 
 ctx=4096

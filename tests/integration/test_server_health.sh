@@ -9,11 +9,9 @@
 # the load exits 0 once it ends, and a port already in use fails at once
 # (exit 1, one line) before any load.
 set -euo pipefail
-bin=${DS4_BIN:?}
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"  # tmp, cleanup, free_port, stop_server
 
-"$bin/ds4-gguf" synth --arch qwen3moe --preset qwen3-30b-a3b --type q4_k_m --n-layer 1 --seed $RANDOM \
+"$bin/ds4-gguf" synth --arch qwen3moe --preset qwen3-30b-a3b --type q4_k_m --n-layer 1 --seed "$seed" \
     --out "$tmp/m.gguf" >/dev/null
 key=k$RANDOM
 H=(-H "x-api-key: $key" -H "Content-Type: application/json")

@@ -14,10 +14,6 @@
 # connections). Before and after: the same greedy chat gives the same
 # text, and the server is alive.
 set -euo pipefail
-bin=${DS4_BIN:?}
-src=${DS4_SOURCE_DIR:?}
-seed=${DS4_TEST_SEED:-$RANDOM}
-fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
 
 ctx=256

@@ -14,9 +14,6 @@
 #     and every prompt's text equals a server without any cache's;
 #   - flags are checked before the load.
 set -euo pipefail
-bin=${DS4_BIN:?}
-seed=${DS4_TEST_SEED:-$RANDOM}
-fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
 
 # start MODEL [flags...]: one slot of 1024 tokens, ready once /health says 200.

@@ -12,12 +12,7 @@
 # end of the warm-up to the end; /metrics counts exactly the requests,
 # generations and prompt tokens the clients sent, and the tokens they got.
 set -euo pipefail
-bin=${DS4_BIN:?}
-src=${DS4_SOURCE_DIR:?}
-deps=${DS4_DEPS_DIR:-$src/.deps}
-seed=${DS4_TEST_SEED:-$RANDOM}
 seconds=${DS4_LOAD_SECONDS:-60}
-fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
 
 "$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$tmp/m.gguf" >/dev/null

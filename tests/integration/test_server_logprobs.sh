@@ -19,12 +19,6 @@
 # logprob parameters are 400s.
 # One server start.
 set -euo pipefail
-bin=${DS4_BIN:?}
-src=${DS4_SOURCE_DIR:?}
-deps=${DS4_DEPS_DIR:-$src/.deps}
-seed=${DS4_TEST_SEED:-$RANDOM}
-echo "seed $seed (rerun with DS4_TEST_SEED=$seed)"
-fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
 LL="$bin/tests/llama_logits"
 [ -x "$LL" ] || fail "$LL is not built (the oracle check cannot run; scripts/setup-tests.sh fetches llama.cpp)"

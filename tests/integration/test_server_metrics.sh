@@ -10,15 +10,13 @@
 # text, histograms cumulative; slots and queue idle afterwards, and a slot
 # in use while a long stream runs.
 set -euo pipefail
-bin=${DS4_BIN:?}
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
 # The exposition parser is Debian's python3-prometheus-client (system python).
 PROM_PY=/usr/bin/python3
 "$PROM_PY" -c 'import prometheus_client.parser' 2>/dev/null \
   || fail "python3-prometheus-client is missing for $PROM_PY (scripts/install-deps.sh installs it)"
 
-"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed $RANDOM --out "$tmp/m.gguf" >/dev/null
+"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$tmp/m.gguf" >/dev/null
 key=k$RANDOM
 start_server -m "$tmp/m.gguf" --backend cpu -t 2 --parallel 2 --ctx 512 --api-key "$key" --cache-ram-mb 64
 H=(-H "Authorization: Bearer $key" -H "Content-Type: application/json")

@@ -12,12 +12,6 @@
 # own, so the round trip sends the call an agent would have gotten (or the
 # model's, when it does close one). One server start.
 set -euo pipefail
-bin=${DS4_BIN:?}
-src=${DS4_SOURCE_DIR:?}
-deps=${DS4_DEPS_DIR:-$src/.deps}
-seed=${DS4_TEST_SEED:-$RANDOM}
-echo "seed $seed (rerun with DS4_TEST_SEED=$seed)"
-fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
 
 "$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$tmp/m.gguf" >/dev/null

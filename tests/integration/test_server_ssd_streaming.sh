@@ -6,10 +6,7 @@
 # HTTP 500 and one sentence, and the server keeps serving the same replies
 # as before (no wrong token after a failure).
 set -euo pipefail
-bin=${DS4_BIN:?}
-fail() { echo "FAIL: $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
-seed=$RANDOM
 "$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$tmp/m.gguf" >/dev/null
 start() { start_server -m "$tmp/m.gguf" --backend cpu -t 2 --parallel 2 --ctx 256 "$@"; }
 ask() {  # n -> prints the greedy text of prompt n

@@ -32,12 +32,6 @@
 # tests/unit/server_tools_test.cpp, tests/oracle/chat_qwen3_tool_roundtrip_test.cpp
 # and tests/oracle/server_tool_stream_sdk_test.cpp.
 set -euo pipefail
-bin=${DS4_BIN:?}
-src=${DS4_SOURCE_DIR:?}
-deps=${DS4_DEPS_DIR:-$src/.deps}
-seed=${DS4_TEST_SEED:-$RANDOM}
-echo "seed $seed (rerun with DS4_TEST_SEED=$seed)"
-fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 source "$(dirname "$0")/server_helpers.sh"
 
 start() {  # model
