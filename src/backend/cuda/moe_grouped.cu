@@ -2,11 +2,11 @@
 // expert on the device. The fused kernels (moe_decode.cu) give every (token,
 // slot) pair its own blocks, so an expert that k of the batch's tokens chose
 // is read k times and each 256-element step of its rows decoded k times.
-// Here block (x, g) takes the g-th expert that any pair chose (in id order)
-// and every pair routed to it: its warps read their expert rows once and
-// decode each step once for up to four of those pairs (dot_step_n). The
-// grouping is read from the routing on the device, so the step can still be
-// recorded as a CUDA graph.
+// Here block column g serves one expert and every pair routed to it
+// (moe_groups.cuh: expert g itself once there are as many pairs as
+// experts): its warps read their expert rows once and decode each step once
+// for up to four of those pairs (dot_step_n). The grouping is read from the
+// routing on the device, so the step can still be recorded as a CUDA graph.
 //
 // A pair's products are the fused kernels' expressions (the same dot_step_n
 // code, the same epilogue), and the down products are combined by
