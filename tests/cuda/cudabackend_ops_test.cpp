@@ -355,12 +355,19 @@ TEST_F(CudaOps, RopeNeoxGptjAndYarn) {
 // sequence slots share the caches and each step mixes rows of several of
 // them (a prefill chunk of one beside decodes of the others), in a shuffled
 // row order, so every row must read its own slot.
+// Heads: 8 over 2 KV heads (64 and 128 dims), Qwen3-30B-A3B's 32 over 4 and
+// 16 over 1 (one KV head for all).
 TEST_F(CudaOps, KvStoreAndCausalGqaAttention) {
     constexpr int kSlots = 3;
-    for (int dk : {64, 128})
+    struct Heads {
+        int n_head, n_kv, dk;
+    };
+    for (const Heads hd : {Heads{8, 2, 64}, Heads{8, 2, 128}, Heads{32, 4, 128}, Heads{16, 1, 128}})
         for (int64_t ctx : {48, 1500}) {
-            AttentionParams p{8, 2, dk, dk, 1.0f / std::sqrt(float(dk))};
-            const int64_t kvd = 2 * dk;
+            const int dk = hd.dk, nh = hd.n_head;
+            AttentionParams p{nh, hd.n_kv, dk, dk, 1.0f / std::sqrt(float(dk))};
+            SCOPED_TRACE("heads " + std::to_string(nh) + "/" + std::to_string(hd.n_kv) + ", dim " + std::to_string(dk));
+            const int64_t kvd = int64_t(hd.n_kv) * dk;
             auto [kc_c, kc_g] = zeros(kSlots * ctx, kvd);
             auto [vc_c, vc_g] = zeros(kSlots * ctx, kvd);
             int64_t past[kSlots] = {0, 0, 0};
@@ -387,12 +394,12 @@ TEST_F(CudaOps, KvStoreAndCausalGqaAttention) {
                 const int64_t T = int64_t(pos_s.size());
                 auto [kc, kg] = pair(T, kvd, -2.0f, 2.0f);
                 auto [vc, vg] = pair(T, kvd);
-                auto [qc, qg] = pair(T, 8 * dk, -2.0f, 2.0f);
+                auto [qc, qg] = pair(T, int64_t(nh) * dk, -2.0f, 2.0f);
                 const CacheRows rc{cpu_->ints(pos_s.data(), T), cpu_->ints(slot_s.data(), T), ctx};
                 const CacheRows rg{gpu_->ints(pos_s.data(), T), gpu_->ints(slot_s.data(), T), ctx};
                 cpu_->kv_store(kc_c, vc_c, kc, vc, rc);
                 gpu_->kv_store(kc_g, vc_g, kg, vg, rg);
-                auto [oc, og] = zeros(T, 8 * dk);
+                auto [oc, og] = zeros(T, int64_t(nh) * dk);
                 cpu_->attention(qc, kc_c, vc_c, rc, p, oc);
                 gpu_->attention(qg, kc_g, vc_g, rg, p, og);
                 EXPECT_TRUE(close(oc, og, 1e-5, "attention dk=" + std::to_string(dk) + " ctx=" + std::to_string(ctx) +

@@ -40,20 +40,6 @@ __device__ __forceinline__ void prefetch_l2(const uint8_t* p, size_t bytes, int 
         asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
 }
 
-// The 6-bit scales (scp) and mins (mp) of Q4_K sub-blocks 2 p and 2 p + 1,
-// low byte first, from the block's first 16 bytes (head.x: d and dmin,
-// head.y..w: scales[12]); k_scale_min's rule for a pair at once, without
-// branches (p differs between the lanes of a warp): as 16-bit words s[i]
-// of scales, the pair is s[p] & 0x3f3f, s[p + 2] & 0x3f3f for p < 2, and
-// the low nibbles of s[p + 2] with the top bits of s[p - 2] and s[p] after.
-__device__ __forceinline__ void q4k_scale_pair(uint4 head, int p, uint32_t& scp, uint32_t& mp) {
-    const int sh = 16 * (p & 1);
-    const uint32_t y = (head.y >> sh) & 0xFFFFu, z = (head.z >> sh) & 0xFFFFu, w = (head.w >> sh) & 0xFFFFu;
-    const bool low = p < 2;
-    scp = low ? (y & 0x3f3fu) : ((w & 0x0f0fu) | ((y & 0xc0c0u) >> 2));
-    mp = low ? (z & 0x3f3fu) : (((w >> 4) & 0x0f0fu) | ((z & 0xc0c0u) >> 2));
-}
-
 // Whether launches carry the attribute: a device of compute capability 9 or
 // later, and DS4_CUDA_PDL not "0". Read once per process.
 inline bool pdl_enabled() {

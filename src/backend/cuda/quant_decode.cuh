@@ -57,6 +57,20 @@ __device__ __forceinline__ void k_scale_min_of(int j, Byte q, int& sc, int& m) {
     }
 }
 
+// The 6-bit scales (scp) and mins (mp) of Q4_K sub-blocks 2 p and 2 p + 1,
+// low byte first, from the block's first 16 bytes (head.x: d and dmin,
+// head.y..w: scales[12]); k_scale_min's rule for a pair at once, without
+// branches (p differs between the lanes of a warp): as 16-bit words s[i]
+// of scales, the pair is s[p] & 0x3f3f, s[p + 2] & 0x3f3f for p < 2, and
+// the low nibbles of s[p + 2] with the top bits of s[p - 2] and s[p] after.
+__device__ __forceinline__ void q4k_scale_pair(uint4 head, int p, uint32_t& scp, uint32_t& mp) {
+    const int sh = 16 * (p & 1);
+    const uint32_t y = (head.y >> sh) & 0xFFFFu, z = (head.z >> sh) & 0xFFFFu, w = (head.w >> sh) & 0xFFFFu;
+    const bool low = p < 2;
+    scp = low ? (y & 0x3f3fu) : ((w & 0x0f0fu) | ((y & 0xc0c0u) >> 2));
+    mp = low ? (z & 0x3f3fu) : (((w >> 4) & 0x0f0fu) | ((z & 0xc0c0u) >> 2));
+}
+
 // Element i of a row of type T.
 template <GgmlType T>
 __device__ __forceinline__ float decode(const uint8_t* row, int64_t i);
@@ -267,48 +281,56 @@ __device__ __forceinline__ void load4(const float* __restrict__ x, int64_t ld_x,
         v[t] = t < n_tok ? __ldg(reinterpret_cast<const float4*>(x + t * ld_x)) : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-template <GgmlType T, int NT>
-__device__ __forceinline__ void warp_row_dot(const uint8_t* __restrict__ row, int64_t k, const float* __restrict__ x,
-                                             int64_t ld_x, int n_tok, int lane, float (&acc)[NT], int part = 0,
-                                             int n_parts = 1) {
-    // With n_parts warps on one row, this warp takes steps part, part + n_parts, ...
+// warp_row_dot's Q4_K and Q6_K steps for NR rows at once (rows[i], each
+// k elements): each step's activation loads serve every row. A row's sum is
+// the same expression whatever NR is, so results do not depend on it.
+template <GgmlType T>
+constexpr bool kHasRowsDot = T == GgmlType::Q4_K || T == GgmlType::Q6_K;
+
+template <GgmlType T, int NT, int NR>
+__device__ __forceinline__ void warp_rows_dot(const uint8_t* const (&rows)[NR], int64_t k, const float* __restrict__ x,
+                                              int64_t ld_x, int n_tok, int lane, float (&acc)[NR][NT], int part,
+                                              int n_parts) {
 #pragma unroll
-    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    for (int r = 0; r < NR; ++r)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
     if constexpr (T == GgmlType::Q4_K) {
         const int p = lane >> 3, i = lane & 7;  // sub-block pair p, bytes 4i..4i+3 of its 32
         const int64_t nb = k / 256;
 #pragma unroll 2
         for (int64_t b = part; b < nb; b += n_parts) {
-            const uint8_t* blk = row + b * 144;
-            const uint32_t q = *reinterpret_cast<const uint32_t*>(blk + 16 + 32 * p + 4 * i);
-            // d, dmin and the 12 scale bytes as four aligned words.
-            const uint32_t hw = *reinterpret_cast<const uint32_t*>(blk);
-            const uint32_t w0 = *reinterpret_cast<const uint32_t*>(blk + 4),
-                           w1 = *reinterpret_cast<const uint32_t*>(blk + 8),
-                           w2 = *reinterpret_cast<const uint32_t*>(blk + 12);
-            auto byte = [&](int n) { return int(((n < 4 ? w0 : n < 8 ? w1 : w2) >> (8 * (n & 3))) & 0xFF); };
-            int sc0, m0, sc1, m1;
-            k_scale_min_of(2 * p, byte, sc0, m0);
-            k_scale_min_of(2 * p + 1, byte, sc1, m1);
-            const float d = __half2float(__ushort_as_half(uint16_t(hw & 0xFFFF))),
-                        dmin = __half2float(__ushort_as_half(uint16_t(hw >> 16)));
-            const float a0 = __fmul_rn(d, float(sc0)), b0 = __fmul_rn(dmin, float(m0));
-            const float a1 = __fmul_rn(d, float(sc1)), b1 = __fmul_rn(dmin, float(m1));
             const float* xb = x + b * 256 + 64 * p + 4 * i;
             float4 x0[NT], x1[NT];
             load4<NT>(xb, ld_x, n_tok, x0);
             load4<NT>(xb + 32, ld_x, n_tok, x1);
-            const float q00 = float(q & 0xF), q01 = float((q >> 8) & 0xF), q02 = float((q >> 16) & 0xF),
-                        q03 = float((q >> 24) & 0xF);
-            const float q10 = float((q >> 4) & 0xF), q11 = float((q >> 12) & 0xF), q12 = float((q >> 20) & 0xF),
-                        q13 = float((q >> 28) & 0xF);
 #pragma unroll
-            for (int t = 0; t < NT; ++t) {
-                const float s0 = q00 * x0[t].x + q01 * x0[t].y + q02 * x0[t].z + q03 * x0[t].w;
-                const float s1 = q10 * x1[t].x + q11 * x1[t].y + q12 * x1[t].z + q13 * x1[t].w;
-                const float sx0 = x0[t].x + x0[t].y + x0[t].z + x0[t].w;
-                const float sx1 = x1[t].x + x1[t].y + x1[t].z + x1[t].w;
-                acc[t] += (a0 * s0 - b0 * sx0) + (a1 * s1 - b1 * sx1);
+            for (int r = 0; r < NR; ++r) {
+                const uint8_t* blk = rows[r] + b * 144;
+                const uint32_t q = *reinterpret_cast<const uint32_t*>(blk + 16 + 32 * p + 4 * i);
+                // d, dmin and the 12 scale bytes as four aligned words; the pair's
+                // scales without branches (lanes p < 2 and p >= 2 take different rules).
+                const uint4 head = make_uint4(*reinterpret_cast<const uint32_t*>(blk), *reinterpret_cast<const uint32_t*>(blk + 4),
+                                              *reinterpret_cast<const uint32_t*>(blk + 8),
+                                              *reinterpret_cast<const uint32_t*>(blk + 12));
+                uint32_t scp, mp;
+                q4k_scale_pair(head, p, scp, mp);
+                const float d = __half2float(__ushort_as_half(uint16_t(head.x & 0xFFFF))),
+                            dmin = __half2float(__ushort_as_half(uint16_t(head.x >> 16)));
+                const float a0 = __fmul_rn(d, float(scp & 0xFF)), b0 = __fmul_rn(dmin, float(mp & 0xFF));
+                const float a1 = __fmul_rn(d, float(scp >> 8)), b1 = __fmul_rn(dmin, float(mp >> 8));
+                const float q00 = float(q & 0xF), q01 = float((q >> 8) & 0xF), q02 = float((q >> 16) & 0xF),
+                            q03 = float((q >> 24) & 0xF);
+                const float q10 = float((q >> 4) & 0xF), q11 = float((q >> 12) & 0xF), q12 = float((q >> 20) & 0xF),
+                            q13 = float((q >> 28) & 0xF);
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    const float s0 = q00 * x0[t].x + q01 * x0[t].y + q02 * x0[t].z + q03 * x0[t].w;
+                    const float s1 = q10 * x1[t].x + q11 * x1[t].y + q12 * x1[t].z + q13 * x1[t].w;
+                    const float sx0 = x0[t].x + x0[t].y + x0[t].z + x0[t].w;
+                    const float sx1 = x1[t].x + x1[t].y + x1[t].z + x1[t].w;
+                    acc[r][t] += (a0 * s0 - b0 * sx0) + (a1 * s1 - b1 * sx1);
+                }
             }
         }
     } else if constexpr (T == GgmlType::Q6_K) {
@@ -316,33 +338,56 @@ __device__ __forceinline__ void warp_row_dot(const uint8_t* __restrict__ row, in
         const int64_t nb = k / 256;
 #pragma unroll 2
         for (int64_t b = part; b < nb; b += n_parts) {
-            const uint8_t* blk = row + b * 210;
-            const uint32_t la = *reinterpret_cast<const uint16_t*>(blk + 64 * h + 2 * m);
-            const uint32_t lb = *reinterpret_cast<const uint16_t*>(blk + 64 * h + 32 + 2 * m);
-            const uint32_t hv = *reinterpret_cast<const uint16_t*>(blk + 128 + 32 * h + 2 * m);
-            const float d = half_at(blk + 208);
-            const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * h + (m >> 3));
-            float qv[4][2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const uint32_t a = (la >> (8 * e)) & 0xFF, bb = (lb >> (8 * e)) & 0xFF, hb = (hv >> (8 * e)) & 0xFF;
-                qv[0][e] = float(int((a & 0xF) | ((hb & 3) << 4)) - 32);
-                qv[1][e] = float(int((bb & 0xF) | (((hb >> 2) & 3) << 4)) - 32);
-                qv[2][e] = float(int((a >> 4) | (((hb >> 4) & 3) << 4)) - 32);
-                qv[3][e] = float(int((bb >> 4) | (((hb >> 6) & 3) << 4)) - 32);
-            }
             const float* xb = x + b * 256 + 128 * h + 2 * m;
+            float2 xv[NT][4];
 #pragma unroll
-            for (int qd = 0; qd < 4; ++qd) {
-                const float s = __fmul_rn(d, float(sc[2 * qd]));
+            for (int t = 0; t < NT; ++t)
 #pragma unroll
-                for (int t = 0; t < NT; ++t)
-                    if (t < n_tok) {
-                        const float2 xv = __ldg(reinterpret_cast<const float2*>(xb + t * ld_x + 32 * qd));
-                        acc[t] += s * (qv[qd][0] * xv.x + qv[qd][1] * xv.y);
-                    }
+                for (int qd = 0; qd < 4; ++qd)
+                    xv[t][qd] = t < n_tok ? __ldg(reinterpret_cast<const float2*>(xb + t * ld_x + 32 * qd))
+                                          : make_float2(0.0f, 0.0f);
+#pragma unroll
+            for (int r = 0; r < NR; ++r) {
+                const uint8_t* blk = rows[r] + b * 210;
+                const uint32_t la = *reinterpret_cast<const uint16_t*>(blk + 64 * h + 2 * m);
+                const uint32_t lb = *reinterpret_cast<const uint16_t*>(blk + 64 * h + 32 + 2 * m);
+                const uint32_t hv = *reinterpret_cast<const uint16_t*>(blk + 128 + 32 * h + 2 * m);
+                const float d = half_at(blk + 208);
+                const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * h + (m >> 3));
+                float qv[4][2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const uint32_t a = (la >> (8 * e)) & 0xFF, bb = (lb >> (8 * e)) & 0xFF, hb = (hv >> (8 * e)) & 0xFF;
+                    qv[0][e] = float(int((a & 0xF) | ((hb & 3) << 4)) - 32);
+                    qv[1][e] = float(int((bb & 0xF) | (((hb >> 2) & 3) << 4)) - 32);
+                    qv[2][e] = float(int((a >> 4) | (((hb >> 4) & 3) << 4)) - 32);
+                    qv[3][e] = float(int((bb >> 4) | (((hb >> 6) & 3) << 4)) - 32);
+                }
+#pragma unroll
+                for (int qd = 0; qd < 4; ++qd) {
+                    const float s = __fmul_rn(d, float(sc[2 * qd]));
+#pragma unroll
+                    for (int t = 0; t < NT; ++t)
+                        if (t < n_tok) acc[r][t] += s * (qv[qd][0] * xv[t][qd].x + qv[qd][1] * xv[t][qd].y);
+                }
             }
         }
+    }
+}
+
+template <GgmlType T, int NT>
+__device__ __forceinline__ void warp_row_dot(const uint8_t* __restrict__ row, int64_t k, const float* __restrict__ x,
+                                             int64_t ld_x, int n_tok, int lane, float (&acc)[NT], int part = 0,
+                                             int n_parts = 1) {
+    // With n_parts warps on one row, this warp takes steps part, part + n_parts, ...
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    if constexpr (kHasRowsDot<T>) {
+        const uint8_t* const rows[1] = {row};
+        float a[1][NT];
+        warp_rows_dot<T, NT, 1>(rows, k, x, ld_x, n_tok, lane, a, part, n_parts);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[t] = a[0][t];
     } else if constexpr (T == GgmlType::F32) {
         // 256 floats per warp step, 8 per lane (two float4 of weights and of x).
         const float* wr = reinterpret_cast<const float*>(row);
@@ -460,6 +505,36 @@ __device__ __forceinline__ void block_row_dot(const uint8_t* __restrict__ row, i
             for (int w = 0; w < kRowWarps; ++w) s += partial[w][t];
             acc[t] = s;
         }
+    }
+}
+
+// block_row_dot for NR rows (rows[i]) sharing each step's activation loads
+// (types with kHasRowsDot): each row's sum is block_row_dot's, bit for bit.
+// Thread 0 gets the sums in acc.
+template <GgmlType T, int NT, int NR>
+__device__ __forceinline__ void block_rows_dot(const uint8_t* const (&rows)[NR], int64_t k, const float* __restrict__ x,
+                                               int64_t ld_x, int n_tok, float (&acc)[NR][NT]) {
+    __shared__ float partial[kRowWarps][NR][NT];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    warp_rows_dot<T, NT, NR>(rows, k, x, ld_x, n_tok, lane, acc, warp, kRowWarps);
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const float s = warp_sum(acc[r][t]);
+            if (lane == 0) partial[warp][r][t] = s;
+        }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                float s = 0.0f;
+#pragma unroll
+                for (int w = 0; w < kRowWarps; ++w) s += partial[w][r][t];
+                acc[r][t] = s;
+            }
     }
 }
 

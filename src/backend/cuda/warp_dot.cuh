@@ -148,18 +148,16 @@ __device__ __forceinline__ void dot_step_n(const uint8_t* const (&rows)[NR], int
         for (int i = 0; i < NR; ++i) {
             const uint8_t* blk = rows[i] + s * 144;
             const uint32_t q = *reinterpret_cast<const uint32_t*>(blk + 16 + 32 * p + 4 * q4);
-            const uint32_t hw = *reinterpret_cast<const uint32_t*>(blk);
-            const uint32_t w0 = *reinterpret_cast<const uint32_t*>(blk + 4),
-                           w1 = *reinterpret_cast<const uint32_t*>(blk + 8),
-                           w2 = *reinterpret_cast<const uint32_t*>(blk + 12);
-            auto byte = [&](int n) { return int(((n < 4 ? w0 : n < 8 ? w1 : w2) >> (8 * (n & 3))) & 0xFF); };
-            int sc0, m0, sc1, m1;
-            k_scale_min_of(2 * p, byte, sc0, m0);
-            k_scale_min_of(2 * p + 1, byte, sc1, m1);
-            const float d = __half2float(__ushort_as_half(uint16_t(hw & 0xFFFF))),
-                        dmin = __half2float(__ushort_as_half(uint16_t(hw >> 16)));
-            const float a0 = __fmul_rn(d, small_u2f(sc0)), b0 = __fmul_rn(dmin, small_u2f(m0));
-            const float a1 = __fmul_rn(d, small_u2f(sc1)), b1 = __fmul_rn(dmin, small_u2f(m1));
+            // Scales without branches: lanes p < 2 and p >= 2 take different rules.
+            const uint4 head = make_uint4(*reinterpret_cast<const uint32_t*>(blk), *reinterpret_cast<const uint32_t*>(blk + 4),
+                                          *reinterpret_cast<const uint32_t*>(blk + 8),
+                                          *reinterpret_cast<const uint32_t*>(blk + 12));
+            uint32_t scp, mp;
+            q4k_scale_pair(head, p, scp, mp);
+            const float d = __half2float(__ushort_as_half(uint16_t(head.x & 0xFFFF))),
+                        dmin = __half2float(__ushort_as_half(uint16_t(head.x >> 16)));
+            const float a0 = __fmul_rn(d, small_u2f(scp & 0xFF)), b0 = __fmul_rn(dmin, small_u2f(mp & 0xFF));
+            const float a1 = __fmul_rn(d, small_u2f(scp >> 8)), b1 = __fmul_rn(dmin, small_u2f(mp >> 8));
             const float v0 = small_u2f(q & 0xF), v1 = small_u2f((q >> 8) & 0xF), v2 = small_u2f((q >> 16) & 0xF),
                         v3 = small_u2f((q >> 24) & 0xF);
             const float u0 = small_u2f((q >> 4) & 0xF), u1 = small_u2f((q >> 12) & 0xF),
