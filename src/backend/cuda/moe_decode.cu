@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/moe_epilogue.cuh"
+#include "backend/cuda/q4k_wide_dot.cuh"
 #include "backend/cuda/quant_decode.cuh"
 #include "backend/cuda/warp_dot.cuh"
 
@@ -243,6 +244,37 @@ __global__ void __launch_bounds__(32 * kFusedWarps)
     if (lane == 0) h[p * n_ff + r] = expert_swiglu_value(gv, uv, e, gs, n_gs, us, n_us, limit);
 }
 
+// expert_gate_up_kernel for Q4_K rows, four row indices a warp
+// (q4k_wide_dot.cuh): warp w of block x takes rows (x * kFusedWarps + w) * 4
+// and the three after it, of pair blockIdx.y.
+__global__ void __launch_bounds__(32 * kFusedWarps)
+    expert_gate_up_q4k_wide_kernel(const uint8_t* __restrict__ gw, const uint8_t* __restrict__ uw, size_t matrix_bytes,
+                                   size_t row_bytes, int64_t k, int64_t n_ff, const int32_t* __restrict__ experts,
+                                   int x_div, const float* __restrict__ x, int64_t ld_x, const float* gs, int64_t n_gs,
+                                   const float* us, int64_t n_us, float limit, float* __restrict__ h) {
+    wait_for_inputs();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t r0 = (int64_t(blockIdx.x) * kFusedWarps + warp) * kWideRows;
+    const int64_t p = blockIdx.y;
+    if (r0 >= n_ff) return;
+    const int n_here = n_ff - r0 < kWideRows ? int(n_ff - r0) : kWideRows;
+    const int64_t e = experts[p];
+    extern __shared__ uint4 stage[];
+    const int n16 = int(row_bytes / 16);
+    const uint8_t *gate, *up;
+    q4k_wide_stage(stage + size_t(warp) * 2 * kWideRows * n16, gw, uw, size_t(e) * matrix_bytes + size_t(r0) * row_bytes,
+                   n16, n_here, lane, gate, up);
+    const float* const xs[1] = {x + (p / x_div) * ld_x};
+    float acc[2][1] = {{0.0f}, {0.0f}};
+    const int64_t n_steps = k / 256;
+#pragma unroll 2
+    for (int64_t s = 0; s < n_steps; ++s) q4k_gate_up_wide_step<1>(gate, up, s, xs, lane & 7, acc);
+    const float gv = row8_sum(acc[0][0]), uv = row8_sum(acc[1][0]);
+    const int g = lane >> 3;
+    if ((lane & 7) == 0 && g < n_here)
+        h[p * n_ff + r0 + g] = expert_swiglu_value(gv, uv, e, gs, n_gs, us, n_us, limit);
+}
+
 // out[t][c] = sum over slots j in order of (down_e[c] . h[p]) * (w[p] * ds[e]),
 // p = t * n_used + j, e = experts[p]: one block per kDownRows output rows of
 // a token, warp j taking slot j (both rows share its activation loads); the
@@ -390,6 +422,14 @@ void expert_gate_up_swiglu(GgmlType type, const uint8_t* gate, const uint8_t* up
                            int x_div, const float* x, int64_t ld_x, const float* gate_scale, int64_t n_gs,
                            const float* up_scale, int64_t n_us, float limit, float* h, cudaStream_t stream) {
     if (n_pairs <= 0 || n_ff <= 0) return;
+    if (type == GgmlType::Q4_K && q4k_wide_usable(gate, up, matrix_bytes, row_bytes, kFusedWarps)) {
+        const dim3 grid(blocks_for(n_ff, kFusedWarps * kWideRows), unsigned(n_pairs));
+        launch(expert_gate_up_q4k_wide_kernel, grid, 32 * kFusedWarps, size_t(2 * kWideRows * kFusedWarps) * row_bytes,
+               stream, gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div, x, ld_x, gate_scale, n_gs, up_scale,
+               n_us, limit, h);
+        check_launch("expert_gate_up_q4k_wide_kernel");
+        return;
+    }
     const dim3 grid(blocks_for(n_ff, kFusedWarps), unsigned(n_pairs));
     dispatch_type(type, [&](auto t) {
         constexpr GgmlType T = decltype(t)::value;

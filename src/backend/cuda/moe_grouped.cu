@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/moe_epilogue.cuh"
 #include "backend/cuda/moe_groups.cuh"
+#include "backend/cuda/q4k_wide_dot.cuh"
 #include "backend/cuda/quant_decode.cuh"
 #include "backend/cuda/warp_dot.cuh"
 
@@ -69,6 +70,50 @@ __global__ void __launch_bounds__(32 * kGroupWarps)
             const float gv = warp_sum(acc[0][a]), uv = warp_sum(acc[1][a]);
             if (lane == 0)
                 h[int64_t(list[a0 + a]) * n_ff + r] = expert_swiglu_value(gv, uv, e, gs, n_gs, us, n_us, limit);
+        }
+    });
+}
+
+// expert_gate_up_grouped_kernel for Q4_K rows, four row indices a warp
+// (q4k_wide_dot.cuh, as expert_gate_up_q4k_wide_kernel per pair): warp w
+// takes rows (blockIdx.x * kGroupWarps + w) * 4 and the three after it, for
+// the pairs of the block's expert two at a time.
+__global__ void __launch_bounds__(32 * kGroupWarps)
+    expert_gate_up_grouped_q4k_wide_kernel(const uint8_t* __restrict__ gw, const uint8_t* __restrict__ uw,
+                                           size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_ff,
+                                           const int32_t* __restrict__ experts, int n_pairs, int n_exp, int x_div,
+                                           const float* __restrict__ x, int64_t ld_x, const float* gs, int64_t n_gs,
+                                           const float* us, int64_t n_us, float limit, float* __restrict__ h) {
+    wait_for_inputs();
+    __shared__ int list[kGroupMaxPairs];
+    int e;
+    const int n = expert_group(experts, n_pairs, n_exp, int(blockIdx.y), list, e);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t r0 = (int64_t(blockIdx.x) * kGroupWarps + warp) * kWideRows;
+    if (n == 0 || r0 >= n_ff) return;
+    const int n_here = n_ff - r0 < kWideRows ? int(n_ff - r0) : kWideRows;
+    extern __shared__ uint4 stage[];
+    const int n16 = int(row_bytes / 16);
+    const uint8_t *gate, *up;
+    q4k_wide_stage(stage + size_t(warp) * 2 * kWideRows * n16, gw, uw, size_t(e) * matrix_bytes + size_t(r0) * row_bytes,
+                   n16, n_here, lane, gate, up);
+    const int g = lane >> 3;
+    const int64_t n_steps = k / 256;
+    pair_tiles2(n, [&](auto tile, int a0) {
+        constexpr int NA = decltype(tile)::value;
+        const float* xs[NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) xs[a] = x + int64_t(list[a0 + a] / x_div) * ld_x;
+        float acc[2][NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) acc[0][a] = acc[1][a] = 0.0f;
+#pragma unroll 2
+        for (int64_t s = 0; s < n_steps; ++s) q4k_gate_up_wide_step<NA>(gate, up, s, xs, lane & 7, acc);
+#pragma unroll
+        for (int a = 0; a < NA; ++a) {
+            const float gv = row8_sum(acc[0][a]), uv = row8_sum(acc[1][a]);
+            if ((lane & 7) == 0 && g < n_here)
+                h[int64_t(list[a0 + a]) * n_ff + r0 + g] = expert_swiglu_value(gv, uv, e, gs, n_gs, us, n_us, limit);
         }
     });
 }
@@ -142,8 +187,16 @@ void expert_gate_up_swiglu_grouped(GgmlType type, const uint8_t* gate, const uin
     if (!expert_grouped_supported(n_exp, n_pairs))
         throw Error("expert_gate_up_swiglu_grouped: " + std::to_string(n_pairs) + " pairs over " +
                     std::to_string(n_exp) + " experts is beyond the grouped kernels.");
-    const dim3 grid(blocks_for(n_ff, kGroupWarps), group_columns(n_pairs, n_exp));
     const int np = int(n_pairs);
+    if (type == GgmlType::Q4_K && q4k_wide_usable(gate, up, matrix_bytes, row_bytes, kGroupWarps)) {
+        const dim3 grid(blocks_for(n_ff, kGroupWarps * kWideRows), group_columns(n_pairs, n_exp));
+        launch(expert_gate_up_grouped_q4k_wide_kernel, grid, 32 * kGroupWarps,
+               size_t(2 * kWideRows * kGroupWarps) * row_bytes, stream, gate, up, matrix_bytes, row_bytes, k, n_ff,
+               experts, np, int(n_exp), x_div, x, ld_x, gate_scale, n_gs, up_scale, n_us, limit, h);
+        check_launch("expert_gate_up_grouped_q4k_wide_kernel");
+        return;
+    }
+    const dim3 grid(blocks_for(n_ff, kGroupWarps), group_columns(n_pairs, n_exp));
     dispatch_type(type, [&](auto t) {
         constexpr GgmlType T = decltype(t)::value;
         if constexpr (kHasDotStep<T>) {

@@ -96,6 +96,15 @@ __device__ __forceinline__ void pair_tiles(int n, F&& f) {
     if (a < n) f(std::integral_constant<int, 1>{}, a);
 }
 
+// pair_tiles with tiles of at most 2 (kernels whose activations take twice
+// the registers).
+template <class F>
+__device__ __forceinline__ void pair_tiles2(int n, F&& f) {
+    int a = 0;
+    for (; a + 2 <= n; a += 2) f(std::integral_constant<int, 2>{}, a);
+    if (a < n) f(std::integral_constant<int, 1>{}, a);
+}
+
 // Block columns: one per expert that may be chosen (no more than the pairs).
 inline unsigned group_columns(int64_t n_pairs, int64_t n_exp) { return unsigned(n_pairs < n_exp ? n_pairs : n_exp); }
 
