@@ -108,8 +108,9 @@ std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requ
     const auto t0 = std::chrono::steady_clock::now();
     LocalRows local = run_local(requests, hidden_in);
     std::vector<std::vector<float>> out;
-    if (local.values.empty()) return out;
+    if (local.empty()) return out;
     if (downstream_) {
+        const std::vector<float> hidden = local.download(backend_);  // waits for the device: part of the stage's time
         downstream_->note_local_eval_ms(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         // The hidden rows continue along the route; its logits come back.
@@ -119,17 +120,16 @@ std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requ
             seqs.push_back(RouteSeq{r.slot, past, history_[static_cast<size_t>(r.slot)].prefix_hash(past), r.tokens,
                                     r.all_logits});
         }
-        out = downstream_->forward(seqs, local.values, local.cols, n_slots(), n_ctx_);
+        out = downstream_->forward(seqs, hidden, local.cols, n_slots(), n_ctx_);
         for (std::vector<float>& o : out) o = route_logits(std::move(o));
     } else {
-        // Logits rows, or a middle stage's hidden rows (every row of every request).
-        const std::vector<float>& all = local.values;
-        const int64_t width = local.cols;
-        size_t row = 0;
+        // Logits rows, or a middle stage's hidden rows (every row of every
+        // request), each request's rows downloaded into its own vector.
+        int64_t row = 0;
         for (const SeqStep& r : requests) {
-            const size_t n = r.all_logits || !local_head() ? r.tokens.size() : 1;
-            out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * width),
-                             all.begin() + static_cast<ptrdiff_t>((row + n) * width));
+            const int64_t n = r.all_logits || !local_head() ? static_cast<int64_t>(r.tokens.size()) : 1;
+            std::vector<float>& o = out.emplace_back(static_cast<size_t>(n * local.cols));
+            backend_.download(local.rows.row_view(row, n), o.data());
             row += n;
         }
     }
@@ -222,10 +222,13 @@ SlotPool::LocalRows SlotPool::run_local(std::span<const SeqStep> requests, std::
         }
         logits = model_.forward(backend_, *state_, b, embeds() ? nullptr : &hidden);
     }
-    std::vector<float> all(static_cast<size_t>(logits.rows * logits.cols));
-    backend_.download(logits, all.data());
+    return LocalRows{logits, logits.cols};
+}
 
-    return LocalRows{std::move(all), logits.cols};
+std::vector<float> SlotPool::LocalRows::download(Backend& backend) const {
+    std::vector<float> all(static_cast<size_t>(rows.rows * rows.cols));
+    if (!empty()) backend.download(rows, all.data());
+    return all;
 }
 
 Tensor SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,

@@ -122,13 +122,19 @@ private:
     };
     void check_slot(int slot) const;
     std::vector<std::vector<float>> run_step(std::span<const SeqStep> requests, std::span<const float> hidden_in);
+    // This stage's output rows (logits, or hidden rows for the next stage),
+    // still in the backend's memory: the caller downloads what it needs
+    // (a decode step of N sequences takes each one's row straight into its
+    // own vector, without a flat copy in between).
+    struct LocalRows {
+        Tensor rows;
+        int64_t cols = 0;
+        bool empty() const { return rows.data == nullptr || rows.rows == 0; }
+        std::vector<float> download(Backend& backend) const;
+    };
     // This process's part of a step: checks, the forward pass over the local
     // slice, its output rows ([rows x cols]: logits rows, or every row's
     // hidden state when the head is elsewhere). Changes no position.
-    struct LocalRows {
-        std::vector<float> values;
-        int64_t cols = 0;
-    };
     LocalRows run_local(std::span<const SeqStep> requests, std::span<const float> hidden_in);
     // The step's tokens now belong to their slots.
     void commit(std::span<const SeqStep> requests);

@@ -86,11 +86,12 @@ void SlotPool::prefill_window(int slot, std::span<const int32_t> tokens, int64_t
             const SeqStep r{slot, tokens.subspan(static_cast<size_t>(sent), static_cast<size_t>(m)), all_logits};
             const auto t0 = std::chrono::steady_clock::now();
             LocalRows local = run_local(std::span<const SeqStep>(&r, 1), {});
+            const std::vector<float> hidden = local.download(backend_);  // waits for the device: part of the stage's time
             downstream_->note_local_eval_ms(
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
             const int64_t past = n_past_[static_cast<size_t>(slot)];
             const RouteSeq seq{slot, past, history_[static_cast<size_t>(slot)].prefix_hash(past), r.tokens, all_logits};
-            std::unique_ptr<RouteStep> st = downstream_->submit(std::span<const RouteSeq>(&seq, 1), local.values,
+            std::unique_ptr<RouteStep> st = downstream_->submit(std::span<const RouteSeq>(&seq, 1), hidden,
                                                                 local.cols, n_slots(), n_ctx_,
                                                                 flight.empty() ? nullptr : flight.back().step.get());
             commit(std::span<const SeqStep>(&r, 1));  // the next chunk continues this stage from here
