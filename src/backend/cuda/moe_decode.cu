@@ -245,16 +245,16 @@ __global__ void __launch_bounds__(32 * kFusedWarps)
 }
 
 // expert_gate_up_kernel for Q4_K rows, four row indices a warp
-// (q4k_wide_dot.cuh): warp w of block x takes rows (x * kFusedWarps + w) * 4
+// (q4k_wide_dot.cuh): warp w of block x takes rows (x * kWideWarps + w) * 4
 // and the three after it, of pair blockIdx.y.
-__global__ void __launch_bounds__(32 * kFusedWarps)
+__global__ void __launch_bounds__(32 * kWideWarps)
     expert_gate_up_q4k_wide_kernel(const uint8_t* __restrict__ gw, const uint8_t* __restrict__ uw, size_t matrix_bytes,
                                    size_t row_bytes, int64_t k, int64_t n_ff, const int32_t* __restrict__ experts,
                                    int x_div, const float* __restrict__ x, int64_t ld_x, const float* gs, int64_t n_gs,
                                    const float* us, int64_t n_us, float limit, float* __restrict__ h) {
     wait_for_inputs();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t r0 = (int64_t(blockIdx.x) * kFusedWarps + warp) * kWideRows;
+    const int64_t r0 = (int64_t(blockIdx.x) * kWideWarps + warp) * kWideRows;
     const int64_t p = blockIdx.y;
     if (r0 >= n_ff) return;
     const int n_here = n_ff - r0 < kWideRows ? int(n_ff - r0) : kWideRows;
@@ -422,9 +422,9 @@ void expert_gate_up_swiglu(GgmlType type, const uint8_t* gate, const uint8_t* up
                            int x_div, const float* x, int64_t ld_x, const float* gate_scale, int64_t n_gs,
                            const float* up_scale, int64_t n_us, float limit, float* h, cudaStream_t stream) {
     if (n_pairs <= 0 || n_ff <= 0) return;
-    if (type == GgmlType::Q4_K && q4k_wide_usable(gate, up, matrix_bytes, row_bytes, kFusedWarps)) {
-        const dim3 grid(blocks_for(n_ff, kFusedWarps * kWideRows), unsigned(n_pairs));
-        launch(expert_gate_up_q4k_wide_kernel, grid, 32 * kFusedWarps, size_t(2 * kWideRows * kFusedWarps) * row_bytes,
+    if (type == GgmlType::Q4_K && q4k_wide_usable(gate, up, matrix_bytes, row_bytes)) {
+        const dim3 grid(blocks_for(n_ff, kWideWarps * kWideRows), unsigned(n_pairs));
+        launch(expert_gate_up_q4k_wide_kernel, grid, 32 * kWideWarps, size_t(2 * kWideRows * kWideWarps) * row_bytes,
                stream, gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div, x, ld_x, gate_scale, n_gs, up_scale,
                n_us, limit, h);
         check_launch("expert_gate_up_q4k_wide_kernel");

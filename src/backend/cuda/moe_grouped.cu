@@ -76,9 +76,9 @@ __global__ void __launch_bounds__(32 * kGroupWarps)
 
 // expert_gate_up_grouped_kernel for Q4_K rows, four row indices a warp
 // (q4k_wide_dot.cuh, as expert_gate_up_q4k_wide_kernel per pair): warp w
-// takes rows (blockIdx.x * kGroupWarps + w) * 4 and the three after it, for
+// takes rows (blockIdx.x * kWideWarps + w) * 4 and the three after it, for
 // the pairs of the block's expert two at a time.
-__global__ void __launch_bounds__(32 * kGroupWarps)
+__global__ void __launch_bounds__(32 * kWideWarps)
     expert_gate_up_grouped_q4k_wide_kernel(const uint8_t* __restrict__ gw, const uint8_t* __restrict__ uw,
                                            size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_ff,
                                            const int32_t* __restrict__ experts, int n_pairs, int n_exp, int x_div,
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(32 * kGroupWarps)
     int e;
     const int n = expert_group(experts, n_pairs, n_exp, int(blockIdx.y), list, e);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t r0 = (int64_t(blockIdx.x) * kGroupWarps + warp) * kWideRows;
+    const int64_t r0 = (int64_t(blockIdx.x) * kWideWarps + warp) * kWideRows;
     if (n == 0 || r0 >= n_ff) return;
     const int n_here = n_ff - r0 < kWideRows ? int(n_ff - r0) : kWideRows;
     extern __shared__ uint4 stage[];
@@ -188,10 +188,10 @@ void expert_gate_up_swiglu_grouped(GgmlType type, const uint8_t* gate, const uin
         throw Error("expert_gate_up_swiglu_grouped: " + std::to_string(n_pairs) + " pairs over " +
                     std::to_string(n_exp) + " experts is beyond the grouped kernels.");
     const int np = int(n_pairs);
-    if (type == GgmlType::Q4_K && q4k_wide_usable(gate, up, matrix_bytes, row_bytes, kGroupWarps)) {
-        const dim3 grid(blocks_for(n_ff, kGroupWarps * kWideRows), group_columns(n_pairs, n_exp));
-        launch(expert_gate_up_grouped_q4k_wide_kernel, grid, 32 * kGroupWarps,
-               size_t(2 * kWideRows * kGroupWarps) * row_bytes, stream, gate, up, matrix_bytes, row_bytes, k, n_ff,
+    if (type == GgmlType::Q4_K && q4k_wide_usable(gate, up, matrix_bytes, row_bytes)) {
+        const dim3 grid(blocks_for(n_ff, kWideWarps * kWideRows), group_columns(n_pairs, n_exp));
+        launch(expert_gate_up_grouped_q4k_wide_kernel, grid, 32 * kWideWarps,
+               size_t(2 * kWideRows * kWideWarps) * row_bytes, stream, gate, up, matrix_bytes, row_bytes, k, n_ff,
                experts, np, int(n_exp), x_div, x, ld_x, gate_scale, n_gs, up_scale, n_us, limit, h);
         check_launch("expert_gate_up_grouped_q4k_wide_kernel");
         return;

@@ -111,10 +111,13 @@ __device__ __forceinline__ void q4k_wide_stage(uint4* buf, const uint8_t* gw, co
     up = reinterpret_cast<const uint8_t*>(buf + (kWideRows + gr) * n16);
 }
 
-// Whether the wide kernels take these Q4_K gate/up matrices with `warps`
-// warps a block: whole rows staged in 16-byte chunks, within 48 KiB.
-inline bool q4k_wide_usable(const uint8_t* gate, const uint8_t* up, size_t matrix_bytes, size_t row_bytes, int warps) {
-    return stage_bytes(gate, up, matrix_bytes, row_bytes, size_t(2 * kWideRows) * warps) != 0;
+// Warps a block of the wide kernels, per pair and grouped alike.
+constexpr int kWideWarps = 4;
+// Whether the wide kernels take these Q4_K gate/up matrices: whole rows
+// staged in 16-byte chunks, within 48 KiB. One rule for both kernels, so a
+// pair's products take the same expression per pair and grouped by expert.
+inline bool q4k_wide_usable(const uint8_t* gate, const uint8_t* up, size_t matrix_bytes, size_t row_bytes) {
+    return stage_bytes(gate, up, matrix_bytes, row_bytes, size_t(2 * kWideRows) * kWideWarps) != 0;
 }
 
 }  // namespace
