@@ -3,8 +3,9 @@
 #   1. Debian packages, 2. the oracles (llama.cpp library + tools, npm
 #   tokenizers), 3. Release build (CUDA code compiled when nvcc exists) and
 #   every test, 4. ASan+UBSan build (clang, with the libFuzzer targets) and
-#   every test again, 5. the GGUF reader's, the model loaders' and the
-#   server request parsers' (OpenAI and Anthropic) fuzzers under libFuzzer
+#   every test again, 5. the GGUF reader's, the model loaders', the server
+#   request parsers' (OpenAI and Anthropic) and SSD streaming's file readers'
+#   (routing trace, routing profile, expert pack) fuzzers under libFuzzer
 #   for a bounded time each. Each step prints its start time.
 # Environment: DS4_JOBS (parallel jobs, default nproc), DS4_FUZZ_SECONDS
 # (per fuzzer, default 40), DS4_SKIP_SANITIZE=1 to stop after step 3 (local
@@ -75,8 +76,8 @@ if [[ "${DS4_SKIP_SANITIZE:-0}" != 1 ]]; then
   LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
     ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1800 -E "$skip_re"
 
-  step "libFuzzer: GGUF reader, model loaders, server request parser"
-  for target in fuzz_gguf fuzz_models fuzz_server_request; do
+  step "libFuzzer: GGUF reader, model loaders, server request parser, SSD streaming files"
+  for target in fuzz_gguf fuzz_models fuzz_server_request fuzz_experts_files; do
     mkdir -p "build-asan/corpus-$target"
     cp "tests/fuzz/corpus/$target"/* "build-asan/corpus-$target/"
     build-asan/tests/$target -max_total_time="${DS4_FUZZ_SECONDS:-40}" -rss_limit_mb=4096 -max_len=65536 \
