@@ -10,9 +10,6 @@
 // small enough to be cheap); a profile is what its lines said, in range; an
 // opened pack's blocks, records and sizes add up to the file. The seed corpus
 // (tests/fuzz/corpus/fuzz_experts_files) holds one valid file of each kind.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +17,7 @@
 #include <string_view>
 
 #include "common/error.h"
+#include "fuzz_support.h"
 #include "experts/expert_pack.h"
 #include "experts/routing_profile.h"
 #include "experts/routing_trace.h"
@@ -28,33 +26,6 @@
 namespace {
 
 using namespace ds4;
-
-#define FUZZ_REQUIRE(cond)                                                           \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            std::fprintf(stderr, "fuzz_experts_files: broken promise: %s\n", #cond); \
-            std::abort();                                                            \
-        }                                                                            \
-    } while (0)
-
-// The input as a file the path-taking readers open (one anonymous memory
-// file, rewritten for each input).
-std::string as_file(const uint8_t* data, size_t size) {
-    static const int fd = [] {
-        const int f = ::memfd_create("fuzz_experts_files", MFD_CLOEXEC);
-        if (f < 0) {
-            std::perror("fuzz_experts_files: memfd_create");
-            std::abort();
-        }
-        return f;
-    }();
-    if (::ftruncate(fd, 0) != 0 || ::ftruncate(fd, static_cast<off_t>(size)) != 0 ||
-        (size > 0 && ::pwrite(fd, data, size, 0) != static_cast<ssize_t>(size))) {
-        std::perror("fuzz_experts_files: writing the memory file");
-        std::abort();
-    }
-    return "/proc/self/fd/" + std::to_string(fd);
-}
 
 void check_trace(const RoutingTrace& t) {
     const int64_t k = t.experts_per_token;
@@ -132,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check_trace(parse_routing_trace(text, "the fuzzed trace"));
     } catch (const Error&) {
     }
-    const std::string path = as_file(data, size);
+    const std::string path = fuzz::as_file(data, size);
     std::string warning;
     // An unreadable or damaged profile is empty with a warning, never an exception.
     check_profile(read_routing_profile(path, "fuzz-model", warning));

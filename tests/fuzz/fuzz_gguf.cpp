@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "../unit/gguf_random_content.h"
+#include "fuzz_support.h"
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
@@ -15,15 +16,6 @@
 namespace {
 
 using namespace ds4;
-
-// A broken promise is a finding, like a crash.
-#define FUZZ_REQUIRE(cond)                                                      \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            std::fprintf(stderr, "fuzz_gguf: broken invariant: %s\n", #cond); \
-            std::abort();                                                       \
-        }                                                                       \
-    } while (0)
 
 template <typename Fn>
 void tolerate_error(Fn&& fn) {

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "chat/chat.h"
+#include "fuzz_support.h"
 #include "chat/reply_parser.h"
 #include "common/error.h"
 #include "sampling/sampler.h"
@@ -30,14 +31,6 @@
 #include "server/responses_request.h"
 
 namespace {
-
-#define FUZZ_REQUIRE(cond)                                                                \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            std::fprintf(stderr, "fuzz_server_request: broken invariant: %s\n", #cond); \
-            std::abort();                                                                 \
-        }                                                                                 \
-    } while (0)
 
 void check_sampling(const ds4::GenerateOptions& g) {
     FUZZ_REQUIRE(g.max_tokens >= -1);
