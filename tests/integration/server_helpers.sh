@@ -1,5 +1,5 @@
 # Sourced by the ds4-server test scripts (ctest sets DS4_BIN and
-# DS4_SOURCE_DIR): bin, src, deps, the run's seed (DS4_TEST_SEED, printed),
+# DS4_SOURCE_DIR): bin, src, deps, the run's seed (seed.sh: DS4_TEST_SEED, printed),
 # fail (one line with the seed, then the server log's tail), a temporary
 # folder removed at exit with any server still running, a free loopback
 # port, and starting a server that is ready.
@@ -10,8 +10,7 @@
 bin=${DS4_BIN:?}
 src=${DS4_SOURCE_DIR:?}
 deps=${DS4_DEPS_DIR:-$src/.deps}
-seed=${DS4_TEST_SEED:-$RANDOM}
-echo "seed $seed (rerun with DS4_TEST_SEED=$seed)"
+source "$(dirname "${BASH_SOURCE[0]}")/seed.sh"
 fail() { echo "FAIL (seed $seed): $*" >&2; [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2; exit 1; }
 tmp=$(mktemp -d)
 pid=

@@ -9,7 +9,7 @@ bin=${DS4_BIN:?}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-seed=$RANDOM
+source "$(dirname "$0")/seed.sh"  # seed (DS4_TEST_SEED), RANDOM seeded with it
 
 "$bin/ds4-bench" --synthetic qwen3moe-tiny-f32 --ctx-start 8 --ctx-max 16 --step-mul 2 -t 2 --gen-tokens 3 \
   --seed "$seed" --json "$tmp/out.json" >"$tmp/out.csv" 2>"$tmp/err" || fail "run exited $? (seed $seed): $(cat "$tmp/err")"

@@ -8,8 +8,7 @@
 set -euo pipefail
 bin=${DS4_BIN:?}
 tmp=$(mktemp -d)
-seed=${DS4_TEST_SEED:-$RANDOM}
-RANDOM=$seed
+source "$(dirname "$0")/seed.sh"  # seed (DS4_TEST_SEED), RANDOM seeded with it
 na=ds4a-$$; nb=ds4b-$$
 pids=()
 cleanup() {

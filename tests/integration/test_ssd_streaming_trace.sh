@@ -10,7 +10,7 @@ bin=${DS4_BIN:?}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-seed=$RANDOM
+source "$(dirname "$0")/seed.sh"  # seed (DS4_TEST_SEED), RANDOM seeded with it
 
 ids() { python3 -c "import random; r=random.Random($seed); print(' '.join(str(r.randrange($2)) for _ in range($1)))"; }
 
