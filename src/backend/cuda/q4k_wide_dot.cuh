@@ -60,12 +60,7 @@ __device__ __forceinline__ void q4k_gate_up_wide_step(const uint8_t* gate, const
         const uint8_t* blk = rows[r] + s * 144;
         const uint4 head = *reinterpret_cast<const uint4*>(blk);
         const uint4 q = *reinterpret_cast<const uint4*>(blk + 16 + 16 * i);
-        uint32_t scp, mp;
-        q4k_scale_pair(head, p, scp, mp);
-        const float d = __half2float(__ushort_as_half(uint16_t(head.x & 0xFFFF))),
-                    dmin = __half2float(__ushort_as_half(uint16_t(head.x >> 16)));
-        const float a0 = __fmul_rn(d, small_u2f(scp & 0xFF)), b0 = __fmul_rn(dmin, small_u2f(mp & 0xFF));
-        const float a1 = __fmul_rn(d, small_u2f(scp >> 8)), b1 = __fmul_rn(dmin, small_u2f(mp >> 8));
+        const auto [a0, b0, a1, b1] = q4k_factors(head, p, small_u2f);
         const uint32_t w[4] = {q.x, q.y, q.z, q.w};
         float lo[16], hi[16];
 #pragma unroll

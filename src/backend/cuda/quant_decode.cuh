@@ -71,6 +71,29 @@ __device__ __forceinline__ void q4k_scale_pair(uint4 head, int p, uint32_t& scp,
     mp = low ? (z & 0x3f3fu) : (((w >> 4) & 0x0f0fu) | ((z & 0xc0c0u) >> 2));
 }
 
+// The factors of Q4_K sub-blocks 2 p and 2 p + 1 from the block's first 16
+// bytes: a0 = d * scale(2 p), b0 = dmin * min(2 p), a1 and b1 likewise for
+// 2 p + 1 (d, dmin: head.x's halves). `cvt` turns a 6-bit field into a
+// float; every form used is exact, and each kernel keeps the one it was
+// measured with (float(v), or warp_dot.cuh's small_u2f).
+struct Q4kFactors {
+    float a0, b0, a1, b1;
+};
+template <class Cvt>
+__device__ __forceinline__ Q4kFactors q4k_factors(uint4 head, int p, Cvt cvt) {
+    uint32_t scp, mp;
+    q4k_scale_pair(head, p, scp, mp);
+    const float d = __half2float(__ushort_as_half(uint16_t(head.x & 0xFFFF))),
+                dmin = __half2float(__ushort_as_half(uint16_t(head.x >> 16)));
+    return {__fmul_rn(d, cvt(scp & 0xFF)), __fmul_rn(dmin, cvt(mp & 0xFF)), __fmul_rn(d, cvt(scp >> 8)),
+            __fmul_rn(dmin, cvt(mp >> 8))};
+}
+// A Q4_K block's first 16 bytes as four 4-byte loads (rows 4-byte aligned).
+__device__ __forceinline__ uint4 q4k_head(const uint8_t* blk) {
+    return make_uint4(*reinterpret_cast<const uint32_t*>(blk), *reinterpret_cast<const uint32_t*>(blk + 4),
+                      *reinterpret_cast<const uint32_t*>(blk + 8), *reinterpret_cast<const uint32_t*>(blk + 12));
+}
+
 // Element i of a row of type T.
 template <GgmlType T>
 __device__ __forceinline__ float decode(const uint8_t* row, int64_t i);
@@ -308,17 +331,8 @@ __device__ __forceinline__ void warp_rows_dot(const uint8_t* const (&rows)[NR], 
             for (int r = 0; r < NR; ++r) {
                 const uint8_t* blk = rows[r] + b * 144;
                 const uint32_t q = *reinterpret_cast<const uint32_t*>(blk + 16 + 32 * p + 4 * i);
-                // d, dmin and the 12 scale bytes as four aligned words; the pair's
-                // scales without branches (lanes p < 2 and p >= 2 take different rules).
-                const uint4 head = make_uint4(*reinterpret_cast<const uint32_t*>(blk), *reinterpret_cast<const uint32_t*>(blk + 4),
-                                              *reinterpret_cast<const uint32_t*>(blk + 8),
-                                              *reinterpret_cast<const uint32_t*>(blk + 12));
-                uint32_t scp, mp;
-                q4k_scale_pair(head, p, scp, mp);
-                const float d = __half2float(__ushort_as_half(uint16_t(head.x & 0xFFFF))),
-                            dmin = __half2float(__ushort_as_half(uint16_t(head.x >> 16)));
-                const float a0 = __fmul_rn(d, float(scp & 0xFF)), b0 = __fmul_rn(dmin, float(mp & 0xFF));
-                const float a1 = __fmul_rn(d, float(scp >> 8)), b1 = __fmul_rn(dmin, float(mp >> 8));
+                // The pair's scales without branches (lanes p < 2 and p >= 2 take different rules).
+                const auto [a0, b0, a1, b1] = q4k_factors(q4k_head(blk), p, [](uint32_t v) { return float(v); });
                 const float q00 = float(q & 0xF), q01 = float((q >> 8) & 0xF), q02 = float((q >> 16) & 0xF),
                             q03 = float((q >> 24) & 0xF);
                 const float q10 = float((q >> 4) & 0xF), q11 = float((q >> 12) & 0xF), q12 = float((q >> 20) & 0xF),

@@ -149,15 +149,7 @@ __device__ __forceinline__ void dot_step_n(const uint8_t* const (&rows)[NR], int
             const uint8_t* blk = rows[i] + s * 144;
             const uint32_t q = *reinterpret_cast<const uint32_t*>(blk + 16 + 32 * p + 4 * q4);
             // Scales without branches: lanes p < 2 and p >= 2 take different rules.
-            const uint4 head = make_uint4(*reinterpret_cast<const uint32_t*>(blk), *reinterpret_cast<const uint32_t*>(blk + 4),
-                                          *reinterpret_cast<const uint32_t*>(blk + 8),
-                                          *reinterpret_cast<const uint32_t*>(blk + 12));
-            uint32_t scp, mp;
-            q4k_scale_pair(head, p, scp, mp);
-            const float d = __half2float(__ushort_as_half(uint16_t(head.x & 0xFFFF))),
-                        dmin = __half2float(__ushort_as_half(uint16_t(head.x >> 16)));
-            const float a0 = __fmul_rn(d, small_u2f(scp & 0xFF)), b0 = __fmul_rn(dmin, small_u2f(mp & 0xFF));
-            const float a1 = __fmul_rn(d, small_u2f(scp >> 8)), b1 = __fmul_rn(dmin, small_u2f(mp >> 8));
+            const auto [a0, b0, a1, b1] = q4k_factors(q4k_head(blk), p, small_u2f);
             const float v0 = small_u2f(q & 0xF), v1 = small_u2f((q >> 8) & 0xF), v2 = small_u2f((q >> 16) & 0xF),
                         v3 = small_u2f((q >> 24) & 0xF);
             const float u0 = small_u2f((q >> 4) & 0xF), u1 = small_u2f((q >> 12) & 0xF),
