@@ -1,11 +1,25 @@
 #include "backend/backend.h"
 
+#include <algorithm>
+#include <string>
+
 #include "common/error.h"
 
 namespace ds4 {
 
 void Backend::throw_missing_pack(const char* family) const {
     throw Error("the " + name() + " backend cannot run " + family + " models (it has no " + family + " op pack).");
+}
+
+void Backend::check_top_k_shapes(const Tensor& x, int k, const Tensor& values, const IntArray& ids,
+                                 const IntArray& first_bad) {
+    const int64_t most = std::min<int64_t>(x.cols, kMaxTopK);
+    if (k < 1 || k > most)
+        throw Error("top_k_rows: " + std::to_string(k) + " best of rows of " + std::to_string(x.cols) +
+                    " values; 1 to " + std::to_string(most) + " can be taken.");
+    if (values.rows != x.rows || values.cols != k || ids.n < x.rows * k || first_bad.n < x.rows)
+        throw Error("top_k_rows: the outputs do not hold " + std::to_string(x.rows) + " rows of " +
+                    std::to_string(k) + " candidates.");
 }
 
 }  // namespace ds4

@@ -185,6 +185,14 @@ public:
                            const AttentionParams& p, Tensor& out) = 0;
     // dst row i = src row rows[i] (e.g. each sequence's last row, for logits).
     virtual void gather_rows(const Tensor& src, const IntArray& rows, Tensor& dst) = 0;
+    // The k best values of each row of x, best first, equal values by lower
+    // column (the sampler's order; -0 equals +0), 1 <= k <= min(x.cols,
+    // kMaxTopK): values [x.rows x k] and their columns ids [x.rows * k].
+    // first_bad[t] is the lowest column of row t holding NaN or +infinity,
+    // or -1; such a row's candidates mean nothing. What a sampler needs of a
+    // row of logits, without the row leaving the backend.
+    static constexpr int kMaxTopK = 128;
+    virtual void top_k_rows(const Tensor& x, int k, Tensor& values, IntArray& ids, IntArray& first_bad) = 0;
     // dst = src (same shape), e.g. a stage's hidden input into its residual stream.
     virtual void copy(const Tensor& src, Tensor& dst) = 0;
     virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;       // out = a + b
@@ -233,6 +241,9 @@ public:
 
 protected:
     [[noreturn]] void throw_missing_pack(const char* family) const;
+    // Throws one sentence when top_k_rows' k or output shapes do not fit x.
+    static void check_top_k_shapes(const Tensor& x, int k, const Tensor& values, const IntArray& ids,
+                                   const IntArray& first_bad);
     // Empty routing results in this backend's memory, for route_* ops.
     Routing new_routing(int64_t rows, int n_used) {
         Routing r;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "backend/backend.h"
 #include "common/error.h"
 #include "engine/stop_strings.h"
 #include "tokenizer/tokenizer.h"
@@ -22,6 +23,29 @@ int32_t sample_next(Sampler& sampler, std::span<const float> logits, const Token
     for (int32_t id : tokenizer.eog_ids())
         if (id >= 0 && static_cast<size_t>(id) < scratch.size()) scratch[static_cast<size_t>(id)] = -INFINITY;
     return sampler.sample(scratch);
+}
+
+int candidates_for(const Sampler& sampler, const Tokenizer& tokenizer, bool ignore_eos, bool logprobs, int64_t n_vocab) {
+    const int need = sampler.candidates_needed();
+    if (need <= 0 || logprobs) return 0;
+    const int64_t k = int64_t(need) + (ignore_eos ? int64_t(tokenizer.eog_ids().size()) : 0);
+    return k < n_vocab && k <= Backend::kMaxTopK ? int(k) : 0;
+}
+
+int32_t sample_next(Sampler& sampler, const Candidates& best, const Tokenizer& tokenizer, bool ignore_eos) {
+    if (!ignore_eos) return sampler.sample(best);
+    // The banned tokens leave the list, so the rest is the best of the row
+    // with them at -infinity. A NaN anywhere still fails the row (the
+    // candidates cannot tell whether one outside the banned ids follows).
+    Candidates kept;
+    for (size_t i = 0; i < best.ids.size(); ++i) {
+        if (tokenizer.is_eog(best.ids[i])) continue;
+        kept.ids.push_back(best.ids[i]);
+        kept.logits.push_back(best.logits[i]);
+    }
+    kept.first_bad = best.first_bad;
+    if (kept.ids.empty()) throw Error("every candidate token is an end token, which ignore_eos bans.");
+    return sampler.sample(kept);
 }
 
 const char* finish_reason(StopReason reason) {

@@ -49,6 +49,14 @@ struct GenerateOptions {
 int32_t sample_next(Sampler& sampler, std::span<const float> logits, const Tokenizer& tokenizer, bool ignore_eos,
                     std::vector<float>& scratch);
 
+// How many of a row's best tokens (SeqStep::best) sample_next needs to
+// draw exactly what it would from the whole row: the sampler's need plus
+// the banned end tokens (ignore_eos); 0 when the whole row is needed (top-k
+// off, logprobs asked for, or a vocabulary not larger than that).
+int candidates_for(const Sampler& sampler, const Tokenizer& tokenizer, bool ignore_eos, bool logprobs, int64_t n_vocab);
+// sample_next from a row's best tokens (at least candidates_for of them).
+int32_t sample_next(Sampler& sampler, const Candidates& best, const Tokenizer& tokenizer, bool ignore_eos);
+
 enum class StopReason { end_of_generation, stop_string, max_tokens, context_full, cancelled, failed };
 // "stop", "length", ... as OpenAI's finish_reason names them.
 const char* finish_reason(StopReason reason);

@@ -201,14 +201,17 @@ bool Scheduler::step() {
             st.tokens = std::span<const int32_t>(&a->next, 1);
             decode = true;
         }
+        const GenerateOptions& o = a->req.options;
+        st.best = candidates_for(a->sampler, tokenizer_, o.ignore_eos, o.top_logprobs >= 0, model_.info().n_vocab);
         steps.push_back(st);
         who.push_back(a.get());
     }
     if (steps.empty()) return false;
 
     std::vector<std::vector<float>> logits;
+    std::vector<Candidates> best;
     try {
-        logits = pool_.step(steps);
+        logits = pool_.step(steps, {}, &best);
     } catch (const Error& e) {
         const bool unavailable = dynamic_cast<const StageUnavailable*>(&e) != nullptr;
         for (Active* a : who) {
@@ -239,19 +242,20 @@ bool Scheduler::step() {
             finish(a, StopReason::end_of_generation);
             continue;
         }
-        after_logits(a, logits[i]);
+        after_logits(a, logits[i], best[i]);
     }
     return true;
 }
 
 // The logits of the request's newest position: what generate() does
 // after each eval, for this request alone.
-void Scheduler::after_logits(Active& a, std::span<const float> logits) {
+void Scheduler::after_logits(Active& a, std::span<const float> logits, const Candidates& best) {
     const GenerateOptions& o = a.req.options;
     if (o.max_tokens >= 0 && static_cast<int64_t>(a.result.tokens.size()) >= o.max_tokens)
         return finish(a, StopReason::max_tokens);
     if (pool_.n_past(a.slot) >= opts_.n_ctx) return finish(a, StopReason::context_full);
-    const int32_t id = sample_next(a.sampler, logits, tokenizer_, o.ignore_eos, a.banned);
+    const int32_t id = best.empty() ? sample_next(a.sampler, logits, tokenizer_, o.ignore_eos, a.banned)
+                                    : sample_next(a.sampler, best, tokenizer_, o.ignore_eos);
     a.result.tokens.push_back(id);
     if (o.top_logprobs >= 0) {
         a.result.logprobs.push_back(sampled_logprobs(logits, id, o.top_logprobs));

@@ -116,7 +116,7 @@ private:
     struct Active;
     void admit();
     void finish(Active& a, StopReason reason);
-    void after_logits(Active& a, std::span<const float> logits);
+    void after_logits(Active& a, std::span<const float> logits, const Candidates& best);
 
     const Model& model_;
     const Tokenizer& tokenizer_;

@@ -69,10 +69,12 @@ bool SlotPool::try_rewind(int slot, int64_t n) {
     return true;
 }
 
-std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests, std::span<const float> hidden_in) {
-    if (!downstream_ || !embeds() || replaying_) return run_step(requests, hidden_in);
+std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests, std::span<const float> hidden_in,
+                                               std::vector<Candidates>* best) {
+    if (best) best->assign(requests.size(), Candidates{});
+    if (!downstream_ || !embeds() || replaying_) return run_step(requests, hidden_in, best);
     try {
-        return run_step(requests, hidden_in);
+        return run_step(requests, hidden_in, best);
     } catch (const RouteStateLost& e) {
         // A later stage lost these sequences (a worker restarted, or cannot
         // rewind where this one did). This pool holds their tokens, so it
@@ -80,7 +82,7 @@ std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests
         // step itself: the same values as if nothing had been lost.
         log_warning(std::string(e.what()) + " Replaying the sequences' history through the route.");
         for (const SeqStep& r : requests) replay_history(r.slot);
-        return run_step(requests, hidden_in);
+        return run_step(requests, hidden_in, best);
     }
 }
 
@@ -94,7 +96,7 @@ void SlotPool::replay_history(int slot) {
         for (size_t done = 0; done < held.size(); done += kChunk) {
             const size_t m = std::min(kChunk, held.size() - done);
             const SeqStep r{slot, std::span<const int32_t>(held).subspan(done, m), false};
-            run_step(std::span<const SeqStep>(&r, 1), {});
+            run_step(std::span<const SeqStep>(&r, 1), {}, nullptr);
         }
     } catch (...) {
         replaying_ = false;
@@ -104,7 +106,8 @@ void SlotPool::replay_history(int slot) {
     replaying_ = false;
 }
 
-std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requests, std::span<const float> hidden_in) {
+std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requests, std::span<const float> hidden_in,
+                                                   std::vector<Candidates>* best) {
     const auto t0 = std::chrono::steady_clock::now();
     LocalRows local = run_local(requests, hidden_in);
     std::vector<std::vector<float>> out;
@@ -124,19 +127,60 @@ std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requ
         for (std::vector<float>& o : out) o = route_logits(std::move(o));
     } else {
         // Logits rows, or a middle stage's hidden rows (every row of every
-        // request), each request's rows downloaded into its own vector.
+        // request), each request's rows downloaded into its own vector;
+        // or the candidates of the last row, where the request asked.
         int64_t row = 0;
-        for (const SeqStep& r : requests) {
+        std::vector<int32_t> best_rows;
+        std::vector<int> best_k;
+        std::vector<Candidates*> best_out;
+        for (size_t i = 0; i < requests.size(); ++i) {
+            const SeqStep& r = requests[i];
             const int64_t n = r.all_logits || !local_head() ? static_cast<int64_t>(r.tokens.size()) : 1;
-            std::vector<float>& o = out.emplace_back(static_cast<size_t>(n * local.cols));
-            backend_.download(local.rows.row_view(row, n), o.data());
+            if (best && local_head() && !r.all_logits && r.best > 0) {
+                best_rows.push_back(static_cast<int32_t>(row));
+                best_k.push_back(static_cast<int>(std::min<int64_t>({r.best, Backend::kMaxTopK, local.cols})));
+                best_out.push_back(&(*best)[i]);
+                out.emplace_back();
+            } else {
+                std::vector<float>& o = out.emplace_back(static_cast<size_t>(n * local.cols));
+                backend_.download(local.rows.row_view(row, n), o.data());
+            }
             row += n;
         }
+        if (!best_rows.empty()) best_of_rows(local.rows, best_rows, best_k, best_out);
     }
     // Only now, with every stage done: a failed route leaves the positions
     // where they were, and the next step continues from there.
     commit(requests);
     return out;
+}
+
+void SlotPool::best_of_rows(const Tensor& logits, const std::vector<int32_t>& rows, const std::vector<int>& ks,
+                            std::vector<Candidates*>& out) {
+    const int64_t n = static_cast<int64_t>(rows.size());
+    const int k = *std::max_element(ks.begin(), ks.end());
+    Tensor src = logits;  // a decode step: every row is a candidate row, in order
+    bool in_order = n == logits.rows;
+    for (int64_t i = 0; in_order && i < n; ++i) in_order = rows[static_cast<size_t>(i)] == i;
+    if (!in_order) {
+        src = backend_.alloc(n, logits.cols);
+        backend_.gather_rows(logits, backend_.ints(rows.data(), n), src);
+    }
+    Tensor values = backend_.alloc(n, k);
+    IntArray ids = backend_.alloc_ints(n * k), bad = backend_.alloc_ints(n);
+    backend_.top_k_rows(src, k, values, ids, bad);
+    std::vector<float> v(static_cast<size_t>(n * k));
+    std::vector<int32_t> id(static_cast<size_t>(n * k)), first_bad(static_cast<size_t>(n));
+    backend_.download(values, v.data());
+    backend_.download_ints(ids, id.data());
+    backend_.download_ints(bad, first_bad.data());
+    for (int64_t i = 0; i < n; ++i) {
+        Candidates& c = *out[static_cast<size_t>(i)];
+        const size_t at = static_cast<size_t>(i * k), m = static_cast<size_t>(ks[static_cast<size_t>(i)]);
+        c.logits.assign(v.begin() + std::ptrdiff_t(at), v.begin() + std::ptrdiff_t(at + m));
+        c.ids.assign(id.begin() + std::ptrdiff_t(at), id.begin() + std::ptrdiff_t(at + m));
+        c.first_bad = first_bad[static_cast<size_t>(i)];
+    }
 }
 
 std::vector<float> SlotPool::route_logits(std::vector<float> from_route) {

@@ -18,6 +18,7 @@
 #include "engine/downstream.h"
 #include "engine/token_history.h"
 #include "models/family.h"
+#include "sampling/candidates.h"
 
 namespace ds4 {
 
@@ -26,6 +27,12 @@ struct SeqStep {
     int slot = 0;
     std::span<const int32_t> tokens;
     bool all_logits = false;  // logits of every token, else of the last one only
+    // > 0 (and not all_logits): the step may return this many of the last
+    // row's best tokens (Candidates) instead of the row, which then stays
+    // on the backend: 4 bytes a token of the vocabulary less to copy and
+    // scan per sequence and step. A pool whose logits come from a route
+    // returns the row (the caller samples from whichever it got).
+    int best = 0;
 };
 
 // A copy of one slot's state in host memory.
@@ -69,7 +76,12 @@ public:
     // of the step, in request order ([rows x hidden_cols()]); a stage without
     // the last block returns each request's hidden rows (all of them,
     // [tokens x hidden_cols()]) instead of logits.
-    std::vector<std::vector<float>> step(std::span<const SeqStep> requests, std::span<const float> hidden_in = {});
+    //
+    // With `best`, it gets one entry per request: the request's candidates
+    // where SeqStep::best asked and the pool could (its logits vector then
+    // stays empty), else an empty entry beside the logits.
+    std::vector<std::vector<float>> step(std::span<const SeqStep> requests, std::span<const float> hidden_in = {},
+                                         std::vector<Candidates>* best = nullptr);
 
     // Evaluates `tokens` after what `slot` holds, `chunk` tokens per step,
     // and returns the logits of every token when all_logits, else of the
@@ -121,7 +133,12 @@ private:
         Tensor logits;
     };
     void check_slot(int slot) const;
-    std::vector<std::vector<float>> run_step(std::span<const SeqStep> requests, std::span<const float> hidden_in);
+    std::vector<std::vector<float>> run_step(std::span<const SeqStep> requests, std::span<const float> hidden_in,
+                                             std::vector<Candidates>* best);
+    // The candidates of the logits rows `rows` of `logits` (the k of each
+    // request i in `ks`), computed on the backend; only they are copied.
+    void best_of_rows(const Tensor& logits, const std::vector<int32_t>& rows, const std::vector<int>& ks,
+                      std::vector<Candidates*>& out);
     // This stage's output rows (logits, or hidden rows for the next stage),
     // still in the backend's memory: the caller downloads what it needs
     // (a decode step of N sequences takes each one's row straight into its

@@ -58,9 +58,37 @@ int32_t Sampler::sample(std::span<const float> logits) {
     if (logits[best] == -INFINITY) throw Error("every logit is -infinity, so no token can be sampled.");
 
     keep_top_k(logits);
+    return draw_from_candidates();
+}
+
+int32_t Sampler::draw_from_candidates() {
     keep_top_p();
     keep_min_p();
     return draw();
+}
+
+int Sampler::candidates_needed() const {
+    if (params_.temperature <= 0.0f) return 1;
+    return params_.top_k;
+}
+
+int32_t Sampler::sample(const Candidates& best) {
+    if (best.ids.empty() || best.logits.size() != best.ids.size())
+        throw Error("cannot sample from an empty (or mismatched) list of candidate tokens.");
+    if (best.first_bad >= 0)
+        throw Error("logit of token " + std::to_string(best.first_bad) +
+                    " is NaN or +infinity; the model produced an invalid row.");
+    if (params_.temperature <= 0.0f) return best.ids[0];
+    if (params_.top_k <= 0) throw Error("sampling without top-k needs the whole row of logits, not candidates.");
+    if (best.logits[0] == -INFINITY) throw Error("every logit is -infinity, so no token can be sampled.");
+    // What keep_top_k leaves: the top_k best, best first, less trailing
+    // banned tokens (the best is finite).
+    candidates_.clear();
+    const size_t k = std::min(best.ids.size(), size_t(params_.top_k));
+    for (size_t i = 0; i < k; ++i) candidates_.push_back({best.logits[i], best.ids[i]});
+    while (candidates_.back().logit == -INFINITY) candidates_.pop_back();
+    sorted_ = candidates_.size();
+    return draw_from_candidates();
 }
 
 // Keeps the top_k best tokens (all finite tokens when top_k is off). A

@@ -16,6 +16,8 @@
 #include <span>
 #include <vector>
 
+#include "sampling/candidates.h"
+
 namespace ds4 {
 
 // A fresh, unpredictable seed (std::random_device), for SamplerParams' default.
@@ -39,6 +41,15 @@ public:
     // a banned token.
     int32_t sample(std::span<const float> logits);
 
+    // How many of a row's best tokens sample() of candidates needs to draw
+    // exactly what sample() of the whole row would: 1 for greedy, top_k
+    // when top-k is on; 0 when the whole row is needed (top-k off).
+    int candidates_needed() const;
+    // The same token sample() of the whole row gives, from its best
+    // candidates_needed() tokens or more (fewer only when the row holds no
+    // more), same draws from the same seed. Throws as sample() does.
+    int32_t sample(const Candidates& best);
+
     const SamplerParams& params() const { return params_; }
 
 private:
@@ -48,6 +59,8 @@ private:
     };
 
     void keep_top_k(std::span<const float> logits);
+    // top-p, min-p, temperature and the draw over candidates_ (top-k done).
+    int32_t draw_from_candidates();
     void keep_top_p();
     void keep_min_p();
     int32_t draw();

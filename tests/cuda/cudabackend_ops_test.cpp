@@ -425,6 +425,62 @@ TEST_F(CudaOps, GatherRowsMatchesCpu) {
     EXPECT_TRUE(close(dc, dg, 0.0, "gather_rows"));
 }
 
+// A sampler's candidates: the device's top-k of each row equals the CPU's
+// exactly (ids and values, equal values by lower id), on rows of real
+// vocabulary widths with ties, signed zeros, banned tokens, more ties at the
+// k-th value than the kernel gathers at once, and NaN/+inf flagged.
+TEST_F(CudaOps, TopKRowsEqualsCpu) {
+    std::uniform_int_distribution<int> level(0, 7);
+    struct Case {
+        int64_t rows, cols;
+        int k;
+        int shape;  // 0 random, 1 few distinct values, 2 mostly -inf, 3 bad values, 4 signed zeros, 5 one value
+    };
+    const std::vector<Case> cases = {{1, 151936, 1, 0},  {8, 151936, 1, 0},  {8, 151936, 43, 0}, {3, 129280, 128, 0},
+                                     {70, 1000, 40, 1},  {5, 5000, 1, 1},    {4, 3000, 64, 2},   {6, 151936, 2, 3},
+                                     {6, 2048, 17, 3},   {3, 999, 9, 4},     {2, 4096, 128, 5},  {9, 129, 128, 0},  {4, 20000, 50, 1}};
+    for (const Case& c : cases) {
+        std::vector<float> v = random_floats(rng_, size_t(c.rows * c.cols), -8.0f, 8.0f);
+        for (int64_t r = 0; r < c.rows; ++r) {
+            float* row = v.data() + r * c.cols;
+            for (int64_t i = 0; i < c.cols; ++i) {
+                if (c.shape == 1) row[i] = float(level(rng_));  // thousands of ties at the k-th value
+                if (c.shape == 2 && i % 97 != 0) row[i] = -INFINITY;
+                if (c.shape == 4) row[i] = (level(rng_) & 1) ? 0.0f : -0.0f;
+                if (c.shape == 5) row[i] = 1.5f;
+            }
+            if (c.shape == 3) {
+                row[(r * 7919) % c.cols] = (r % 2) ? NAN : INFINITY;
+                row[(r * 104729 + 13) % c.cols] = NAN;
+            }
+        }
+        auto [xc, xg] = same(v, c.rows, c.cols);
+        auto [vc, vg] = zeros(c.rows, c.k);
+        IntArray ic = cpu_->alloc_ints(c.rows * c.k), ig = gpu_->alloc_ints(c.rows * c.k);
+        IntArray bc = cpu_->alloc_ints(c.rows), bg = gpu_->alloc_ints(c.rows);
+        cpu_->top_k_rows(xc, c.k, vc, ic, bc);
+        gpu_->top_k_rows(xg, c.k, vg, ig, bg);
+        const std::string what = "rows " + std::to_string(c.rows) + " x " + std::to_string(c.cols) + ", k " +
+                                 std::to_string(c.k) + ", shape " + std::to_string(c.shape);
+        const auto bad_c = host_ints(*cpu_, bc), bad_g = host_ints(*gpu_, bg);
+        EXPECT_EQ(bad_c, bad_g) << what;
+        if (c.shape == 3) {
+            for (int32_t b : bad_g) EXPECT_GE(b, 0) << what;
+            continue;  // a flagged row's candidates mean nothing
+        }
+        for (int32_t b : bad_g) EXPECT_EQ(b, -1) << what;
+        EXPECT_EQ(host_ints(*cpu_, ic), host_ints(*gpu_, ig)) << what;
+        const auto vals = host(vg);
+        for (int64_t i = 0; i < c.rows * c.k; ++i)
+            ASSERT_EQ(std::memcmp(&vals[size_t(i)], &vc.data[i], sizeof(float)), 0)
+                << what << ": value " << i << " " << vals[size_t(i)] << " vs " << vc.data[i];
+    }
+    auto [xc, xg] = pair(2, 100);
+    auto [vc, vg] = zeros(2, 129);
+    IntArray ig = gpu_->alloc_ints(2 * 129), bg = gpu_->alloc_ints(2);
+    EXPECT_THROW(gpu_->top_k_rows(xg, 129, vg, ig, bg), Error);
+}
+
 // A recorded step replays with the values its input arrays hold at replay
 // time: positions uploaded after recording move RoPE and attention.
 TEST_F(CudaOps, RecordedStepReadsInputsAtReplay) {

@@ -257,7 +257,7 @@ TEST(Sampler, InvalidParametersAreErrors) {
 
 TEST(Sampler, InvalidLogitsAreErrorsAndBannedTokensAreNeverDrawn) {
     ds4::Sampler sampler(params(1.0f, 0, 1.0f, 0.0f, fresh_seed()));
-    EXPECT_THROW(sampler.sample({}), ds4::Error);
+    EXPECT_THROW(sampler.sample(std::span<const float>{}), ds4::Error);
     std::vector<float> row = {0.0f, NAN, 1.0f};
     EXPECT_THROW(sampler.sample(row), ds4::Error);
     row = {0.0f, INFINITY};
@@ -269,4 +269,60 @@ TEST(Sampler, InvalidLogitsAreErrorsAndBannedTokensAreNeverDrawn) {
         int32_t id = sampler.sample(row);
         ASSERT_TRUE(id == 1 || id == 3) << id;
     }
+}
+
+// The row's best tokens the plain way (stable sort: equal logits keep the
+// lower id first), as a backend's top_k_rows hands them over.
+static ds4::Candidates best_of(const std::vector<float>& logits, size_t k) {
+    std::vector<int32_t> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    ds4::Candidates c;
+    for (size_t i = 0; i < std::min(k, order.size()); ++i) {
+        c.ids.push_back(order[i]);
+        c.logits.push_back(logits[size_t(order[i])]);
+    }
+    return c;
+}
+
+// Sampling from the best candidates_needed() tokens draws the same tokens as
+// sampling from the whole row, draw for draw from the same seed, whatever the
+// chain's settings; more candidates than needed change nothing.
+TEST(Sampler, CandidatesDrawWhatTheWholeRowDraws) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+    for (int round = 0; round < 40; ++round) {
+        const float temperature = round % 5 == 0 ? 0.0f : 0.2f + 1.5f * unit(rng);
+        const int top_k = 1 + int(unit(rng) * 100);
+        const float top_p = round % 3 == 0 ? 1.0f : 0.5f + 0.5f * unit(rng);
+        const float min_p = round % 4 == 0 ? 0.0f : 0.2f * unit(rng);
+        const uint64_t draw_seed = rng();
+        std::vector<float> logits = random_logits(rng, 2000 + size_t(round) * 37, 1.0f + 3.0f * unit(rng));
+        if (round % 2)  // ties at the top-k boundary and banned tokens
+            for (float& l : logits) l = unit(rng) < 0.1f ? -INFINITY : std::round(l * 2.0f) / 2.0f;
+        ds4::Sampler whole(params(temperature, top_k, top_p, min_p, draw_seed));
+        ds4::Sampler best(params(temperature, top_k, top_p, min_p, draw_seed));
+        const int need = best.candidates_needed();
+        ASSERT_EQ(need, temperature <= 0.0f ? 1 : top_k);
+        const ds4::Candidates c = best_of(logits, size_t(need) + size_t(round % 3) * 5);
+        for (int draw = 0; draw < 30; ++draw) ASSERT_EQ(whole.sample(logits), best.sample(c)) << "round " << round << ", draw " << draw;
+    }
+}
+
+TEST(Sampler, CandidatesWithoutTopKOrFromABadRowAreErrors) {
+    ds4::Sampler no_top_k(params(0.8f, 0, 0.95f, 0.05f, 1));
+    EXPECT_EQ(no_top_k.candidates_needed(), 0);
+    const ds4::Candidates c = best_of({0.5f, 2.0f, 1.0f}, 2);
+    EXPECT_THROW(no_top_k.sample(c), ds4::Error);
+    ds4::Sampler greedy(params(0.0f, 0, 1.0f, 0.0f, 1));
+    EXPECT_EQ(greedy.candidates_needed(), 1);
+    EXPECT_EQ(greedy.sample(c), 1);
+    ds4::Candidates bad = c;
+    bad.first_bad = 7;
+    EXPECT_THROW(greedy.sample(bad), ds4::Error);
+    EXPECT_THROW(greedy.sample(ds4::Candidates{}), ds4::Error);
+    ds4::Sampler top(params(1.0f, 2, 1.0f, 0.0f, 1));
+    EXPECT_THROW(top.sample(best_of({-INFINITY, -INFINITY, -INFINITY}, 2)), ds4::Error);
 }

@@ -120,19 +120,27 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
         // each per forward pass; its tokens must not stay in the walk's context.
         std::vector<SlotSnapshot> snaps;
         for (int s = 0; s < n; ++s) snaps.push_back(pool.snapshot(s));
+        // Each step's argmax is taken where the logits are (the backend's
+        // top_k_rows) unless --host-argmax: then every row is copied out
+        // and scanned here, as before (an A/B of what that costs).
         std::vector<int32_t> next(static_cast<size_t>(n));
+        std::vector<Candidates> best(static_cast<size_t>(n));
+        for (int s = 0; s < n; ++s) step[static_cast<size_t>(s)].best = opts.host_argmax ? 0 : 1;
         const ExpertSourceStats before = engine.expert_stats();
         t0 = Clock::now();
         for (int64_t g = 0; g < opts.gen_tokens; ++g) {
             for (int s = 0; s < n; ++s) {
                 const auto& l = logits[static_cast<size_t>(s)];
+                const Candidates& b = best[static_cast<size_t>(s)];
                 next[static_cast<size_t>(s)] =
-                    pool.has_head() ? static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin())
-                                    : tokens[static_cast<size_t>(s)][static_cast<size_t>((row.ctx + g) % row.ctx)];
+                    !pool.has_head() ? tokens[static_cast<size_t>(s)][static_cast<size_t>((row.ctx + g) % row.ctx)]
+                    : !b.empty()     ? b.ids[0]
+                                     : static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
                 step[static_cast<size_t>(s)].tokens = std::span<const int32_t>(&next[static_cast<size_t>(s)], 1);
             }
-            logits = pool.step(step, hidden_for(n));
+            logits = pool.step(step, hidden_for(n), &best);
         }
+        for (int s = 0; s < n; ++s) step[static_cast<size_t>(s)].best = 0;
         const double gen_secs = seconds_since(t0);
         const ExpertSourceStats after = engine.expert_stats();
         row.gen_bytes_read = after.bytes_read - before.bytes_read;

@@ -24,6 +24,7 @@ struct BenchWalkOptions {
     int64_t prefill_chunk = 512;
     int parallel = 1;        // sequences decoded together in one batch, each at the same depth
     bool op_by_op = false;   // never replay a recorded decode step
+    bool host_argmax = false;  // the probe's argmax from logits copied to the host, not the backend's top_k_rows
     uint64_t seed = 0;
 };
 

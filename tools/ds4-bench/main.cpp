@@ -76,6 +76,9 @@ const char* const kHelp =
     "                         count the tokens of all N\n"
     "  --op-by-op             decode op by op, never replaying a recorded step (to\n"
     "                         measure what the recording gains)\n"
+    "  --host-argmax          copy every decode step's logits to the host and take the\n"
+    "                         argmax there, instead of on the backend (to measure what\n"
+    "                         that costs)\n"
     "  --seed N               seed of the token sequence (default 0)\n"
     "  --csv FILE             write the CSV there instead of stdout\n"
     "  --json FILE            also write {model, layers, weights_bytes_per_token, rows}\n"
@@ -142,6 +145,7 @@ BenchArgs parse_args(int argc, char** argv) {
     app.add_option("--prefill-chunk", a.walk.prefill_chunk)->check(CLI::Range(int64_t{1}, kMaxContext));
     app.add_option("--parallel", a.walk.parallel)->check(CLI::Range(1, 1024));
     app.add_flag("--op-by-op", a.walk.op_by_op);
+    app.add_flag("--host-argmax", a.walk.host_argmax);
     // CLI11 would wrap "-1" to 2^64-1; a seed is plain digits.
     const CLI::Validator digits(
         [](std::string& s) -> std::string {
@@ -254,11 +258,11 @@ int run_bench(const BenchArgs& a) {
 
     const std::vector<int64_t> frontiers = ds4::bench_frontiers(a.walk);
     const bool parallel = a.walk.parallel > 1;
-    std::fprintf(stderr, "ds4-bench: %s, %zu frontier(s) %lld..%lld, %lld-token probes, %d sequence%s, seed %llu%s\n",
+    std::fprintf(stderr, "ds4-bench: %s, %zu frontier(s) %lld..%lld, %lld-token probes, %d sequence%s, seed %llu%s%s\n",
                  engine->backend_description().c_str(), frontiers.size(), static_cast<long long>(frontiers.front()),
                  static_cast<long long>(frontiers.back()), static_cast<long long>(a.walk.gen_tokens), a.walk.parallel,
                  parallel ? "s per batch" : "", static_cast<unsigned long long>(a.walk.seed),
-                 a.walk.op_by_op ? ", decode op by op" : "");
+                 a.walk.op_by_op ? ", decode op by op" : "", a.walk.host_argmax ? ", argmax on the host" : "");
     std::fprintf(out, parallel ? "ctx,prefill_tps,gen_tps,kv_bytes,parallel,gen_tps_per_seq\n" : "ctx,prefill_tps,gen_tps,kv_bytes\n");
     std::fflush(out);
     const auto rows = ds4::run_bench_walk(*engine, a.walk, [&](const ds4::BenchRow& r) {
@@ -308,6 +312,7 @@ int run_bench(const BenchArgs& a) {
         j["weights_bytes_per_token"] = traffic.total;
         j["parallel"] = a.walk.parallel;
         j["op_by_op"] = a.walk.op_by_op;
+        j["host_argmax"] = a.walk.host_argmax;
         j["ssd_streaming"] = a.ssd.enabled;
         j["experts"] = engine->expert_source_description();
         if (!expert_stats.empty()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "common/error.h"
@@ -137,6 +138,32 @@ void CpuBackend::gather_rows(const Tensor& src, const IntArray& rows, Tensor& ds
         if (r < 0 || r >= src.rows) throw Error("gather_rows: row " + std::to_string(r) + " is outside the source.");
         std::memcpy(dst.data + i * dst.cols, src.data + r * src.cols, sizeof(float) * src.cols);
     }
+}
+
+void CpuBackend::top_k_rows(const Tensor& x, int k, Tensor& values, IntArray& ids, IntArray& first_bad) {
+    check_top_k_shapes(x, k, values, ids, first_bad);
+    pool_.parallel_for(x.rows, 1, [&](int64_t b, int64_t e) {
+        std::vector<int32_t> order(static_cast<size_t>(x.cols));
+        for (int64_t t = b; t < e; ++t) {
+            const float* row = x.data + t * x.cols;
+            int32_t bad = -1;
+            for (int64_t i = 0; i < x.cols && bad < 0; ++i)
+                if (std::isnan(row[i]) || row[i] == INFINITY) bad = static_cast<int32_t>(i);
+            first_bad.data[t] = bad;
+            std::iota(order.begin(), order.end(), 0);
+            // A NaN sorts as -infinity (the comparison must stay a strict
+            // order); its row is flagged above and its order means nothing.
+            auto value = [row](int32_t i) { return std::isnan(row[i]) ? -INFINITY : row[i]; };
+            std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t i, int32_t j) {
+                const float a = value(i), c = value(j);
+                return a > c || (a == c && i < j);
+            });
+            for (int j = 0; j < k; ++j) {
+                ids.data[t * k + j] = order[static_cast<size_t>(j)];
+                values.data[t * k + j] = row[order[static_cast<size_t>(j)]];
+            }
+        }
+    });
 }
 
 void CpuBackend::copy(const Tensor& src, Tensor& dst) {

@@ -33,6 +33,7 @@ public:
     void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const CacheRows& rows,
                    const AttentionParams& p, Tensor& out) override;
     void gather_rows(const Tensor& src, const IntArray& rows, Tensor& dst) override;
+    void top_k_rows(const Tensor& x, int k, Tensor& values, IntArray& ids, IntArray& first_bad) override;
     void copy(const Tensor& src, Tensor& dst) override;
     void add(const Tensor& a, const Tensor& b, Tensor& out) override;
     void scale(Tensor& x, float s) override;

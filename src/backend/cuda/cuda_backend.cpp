@@ -438,6 +438,12 @@ void CudaBackend::gather_rows(const Tensor& src, const IntArray& rows, Tensor& d
     cuda::gather_rows(src.data, src.rows, rows.data, dst.rows, src.cols, dst.data, stream_);
 }
 
+void CudaBackend::top_k_rows(const Tensor& x, int k, Tensor& values, IntArray& ids, IntArray& first_bad) {
+    check_top_k_shapes(x, k, values, ids, first_bad);
+    const auto t = timed("top_k_rows");
+    cuda::top_k_rows(x.data, x.rows, x.cols, k, values.data, ids.data, first_bad.data, stream_);
+}
+
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {
     require_same_size(src, dst, "copy");
     const auto t = timed("copy");

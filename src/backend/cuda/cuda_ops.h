@@ -78,6 +78,12 @@ void kv_store(const float* k, int64_t k_cols, const float* v, int64_t v_cols, co
 void gather_rows(const float* src, int64_t src_rows, const int32_t* rows, int64_t n, int64_t cols, float* dst,
                  cudaStream_t stream);
 
+// ---- top_k_rows.cu ----------------------------------------------------------------
+// Backend::top_k_rows on the device: values [rows x k], ids [rows * k],
+// first_bad [rows]; 1 <= k <= 128.
+void top_k_rows(const float* x, int64_t rows, int64_t cols, int k, float* values, int32_t* ids, int32_t* first_bad,
+                cudaStream_t stream);
+
 // ---- moe_decode.cu --------------------------------------------------------------
 void init_moe_decode_tables();
 void init_moe_grouped_tables();
