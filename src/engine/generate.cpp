@@ -88,6 +88,11 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
         r.text += text;
         if (callbacks.on_text && !callbacks.on_text(text)) cancelled = true;
     };
+    // Past the prompt, each step's logits stay on the backend where the
+    // sampler can draw from the row's best tokens alone (Candidates).
+    const int best_k = candidates_for(sampler, tokenizer, options.ignore_eos, options.top_logprobs >= 0,
+                                      session.n_vocab());
+    Candidates best;
     const auto t1 = Clock::now();
     r.reason = StopReason::max_tokens;
     for (;;) {
@@ -96,7 +101,8 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
             r.reason = StopReason::context_full;
             break;
         }
-        const int32_t id = sample_next(sampler, logits, tokenizer, options.ignore_eos, banned);
+        const int32_t id = best.empty() ? sample_next(sampler, logits, tokenizer, options.ignore_eos, banned)
+                                        : sample_next(sampler, best, tokenizer, options.ignore_eos);
         r.tokens.push_back(id);
         if (options.top_logprobs >= 0) r.logprobs.push_back(sampled_logprobs(logits, id, options.top_logprobs));
         const bool end = tokenizer.is_eog(id);
@@ -115,7 +121,7 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
             r.reason = StopReason::cancelled;
             break;
         }
-        logits = session.eval(std::span<const int32_t>(&id, 1), false);
+        logits = session.decode(id, best_k, &best);
     }
     // The tail (ReplyText::finish).
     if (!reply.stopped() && !cancelled) {

@@ -59,6 +59,24 @@ void Session::restore(const SessionSnapshot& snap) {
     tokens_ = snap.tokens;
 }
 
+std::vector<float> Session::decode(int32_t token, int best, Candidates* out) {
+    if (n_past() + 1 > opts_.n_ctx)
+        throw Error("the context of " + std::to_string(opts_.n_ctx) + " tokens cannot hold " +
+                    std::to_string(n_past() + 1) + " tokens; raise --ctx.");
+    const SeqStep step{0, std::span<const int32_t>(&token, 1), false, best};
+    std::vector<Candidates> got;
+    std::vector<float> row;
+    try {
+        row = std::move(pool_.step(std::span<const SeqStep>(&step, 1), {}, &got).front());
+    } catch (...) {
+        tokens_ = pool_.tokens(0);
+        throw;
+    }
+    tokens_.push_back(token);
+    *out = std::move(got.front());
+    return row;
+}
+
 std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logits,
                                  const std::function<void(int64_t, int64_t)>& progress) {
     const int64_t n = static_cast<int64_t>(tokens.size());

@@ -54,6 +54,12 @@ public:
     std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits,
                             const std::function<void(int64_t, int64_t)>& progress = {});
 
+    // One token after what the session holds, like eval(), but the caller
+    // takes the `best` best tokens of its logits (SeqStep::best) where the
+    // session can give them (*out, and the returned row is empty); else the
+    // row as eval() returns it and *out is empty.
+    std::vector<float> decode(int32_t token, int best, Candidates* out);
+
     int64_t n_past() const { return pool_.n_past(0); }
     int64_t n_ctx() const { return opts_.n_ctx; }
     int64_t n_vocab() const { return pool_.n_vocab(); }
