@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "sampling/candidates.h"
 
 namespace ds4 {
 
@@ -22,6 +23,7 @@ struct RouteSeq {
     uint64_t prefix_hash = 0;  // TokenHistory hash of the sequence's tokens before pos0
     std::span<const int32_t> tokens;
     bool all_logits = false;
+    int best = 0;  // SeqStep::best: the route's head stage may answer with candidates
 };
 
 // A later stage does not hold the sequence the step continues (a restarted
@@ -67,9 +69,12 @@ public:
     // order) through the rest of the route. Returns each sequence's logits
     // ([k x n_vocab] row-major; k = its tokens when all_logits, else 1).
     // The pool has n_slots sequences of up to n_ctx positions. Throws
-    // RouteStateLost, or ds4::Error naming the hop that failed.
+    // RouteStateLost, or ds4::Error naming the hop that failed. With `best`
+    // (one entry per sequence), a sequence whose RouteSeq::best the route
+    // answered with candidates gets them there and an empty logits vector.
     virtual std::vector<std::vector<float>> forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
-                                                    int64_t cols, int n_slots, int64_t n_ctx) = 0;    // How long this process's own slice took for the step about to be sent
+                                                    int64_t cols, int n_slots, int64_t n_ctx,
+                                                    std::vector<Candidates>* best) = 0;    // How long this process's own slice took for the step about to be sent
     // (telemetry: the route's hop 0). Called just before forward()/submit(),
     // on the same thread.
     virtual void note_local_eval_ms(double) {}
@@ -88,7 +93,7 @@ private:
 
 inline std::unique_ptr<RouteStep> Downstream::submit(std::span<const RouteSeq> seqs, std::span<const float> hidden,
                                                      int64_t cols, int n_slots, int64_t n_ctx, const RouteStep*) {
-    return std::make_unique<detail::ReadyStep>(forward(seqs, hidden, cols, n_slots, n_ctx));
+    return std::make_unique<detail::ReadyStep>(forward(seqs, hidden, cols, n_slots, n_ctx, nullptr));
 }
 
 }  // namespace ds4

@@ -121,9 +121,11 @@ std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requ
         for (const SeqStep& r : requests) {
             const int64_t past = n_past_[static_cast<size_t>(r.slot)];
             seqs.push_back(RouteSeq{r.slot, past, history_[static_cast<size_t>(r.slot)].prefix_hash(past), r.tokens,
-                                    r.all_logits});
+                                    r.all_logits, r.best});
         }
-        out = downstream_->forward(seqs, hidden, local.cols, n_slots(), n_ctx_);
+        // With the head here, the route returns final hidden rows: the
+        // candidates are this process's to take, from whole rows for now.
+        out = downstream_->forward(seqs, hidden, local.cols, n_slots(), n_ctx_, head_after_route() ? nullptr : best);
         for (std::vector<float>& o : out) o = route_logits(std::move(o));
     } else {
         // Logits rows, or a middle stage's hidden rows (every row of every

@@ -108,4 +108,10 @@ std::vector<float> decode_activations(const wire::Activations& a) {
 
 uint64_t activation_bytes(const wire::Activations& a) { return a.data().size() + a.scales().size(); }
 
+uint64_t result_bytes(const wire::Result& r) {
+    uint64_t b = activation_bytes(r.output());
+    for (const wire::Candidates& c : r.best()) b += 4 * uint64_t(c.ids_size() + c.logits_size());
+    return b;
+}
+
 }  // namespace ds4

@@ -25,5 +25,8 @@ void encode_activations(std::span<const float> values, int64_t rows, int64_t col
 std::vector<float> decode_activations(const wire::Activations& a);
 // Bytes of the payload (data + scales).
 uint64_t activation_bytes(const wire::Activations& a);
+// What a step's result carries back: its activations (logits or final
+// hidden rows) and its candidate tokens (ids and logits, 4 bytes each).
+uint64_t result_bytes(const wire::Result& r);
 
 }  // namespace ds4

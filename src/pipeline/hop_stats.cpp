@@ -70,7 +70,7 @@ std::string HopStats::prometheus() const {
     };
     counter("ds4_pipeline_hop_steps_total", "Steps this hop of the pipeline route ran.", &Hop::steps);
     counter("ds4_pipeline_hop_tokens_total", "Token rows this hop of the pipeline route ran.", &Hop::rows);
-    counter("ds4_pipeline_hop_bytes_in_total", "Activation bytes this hop received (hop 0: logits back).",
+    counter("ds4_pipeline_hop_bytes_in_total", "Activation bytes this hop received (hop 0: logits or candidate tokens back).",
             &Hop::bytes_in);
     counter("ds4_pipeline_hop_bytes_out_total", "Activation bytes this hop sent on.", &Hop::bytes_out);
     auto histogram = [&](const char* name, const char* help, Histogram Hop::*field) {

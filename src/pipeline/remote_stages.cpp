@@ -81,6 +81,7 @@ RemoteStages::Prepared RemoteStages::prepare(const std::vector<wire::Hop>& route
         w->set_prefix_hash(s.prefix_hash);
         w->mutable_tokens()->Add(s.tokens.begin(), s.tokens.end());
         w->set_all_logits(s.all_logits);
+        if (!s.all_logits && s.best > 0) w->set_best(s.best);
         p.rows += static_cast<int64_t>(s.tokens.size());
         p.seq_rows.push_back(s.all_logits ? static_cast<int64_t>(s.tokens.size()) : 1);
         p.out_rows += p.seq_rows.back();
@@ -115,7 +116,8 @@ wire::Result RemoteStages::exchange(const Prepared& p, double* wait_ms) {
     return result;
 }
 
-std::vector<std::vector<float>> RemoteStages::finish(const Prepared& p, const wire::Result& result, double wait_ms) {
+std::vector<std::vector<float>> RemoteStages::finish(const Prepared& p, const wire::Result& result, double wait_ms,
+                                                     std::vector<Candidates>* best) {
     // The registration checks keep the head exactly once along the route;
     // this catches a route that changed between them and this step.
     if (!result.logits() && end_.logits)
@@ -124,16 +126,39 @@ std::vector<std::vector<float>> RemoteStages::finish(const Prepared& p, const wi
     if (result.logits() && !end_.logits)
         throw Error("the worker " + p.last_address +
                     " applied the output head, which this coordinator holds; the head must run once.");
+    // Sequences answered with candidates (only those that asked, each
+    // once) send no rows.
+    const size_t n_seqs = p.seq_rows.size();
+    std::vector<const wire::Candidates*> answered(n_seqs, nullptr);
+    int64_t out_rows = p.out_rows;
+    for (const wire::Candidates& c : result.best()) {
+        const bool asked = c.seq() >= 0 && size_t(c.seq()) < n_seqs && p.work.seqs(c.seq()).best() > 0;
+        if (!asked || answered[size_t(c.seq())] || c.ids_size() < 1 || c.ids_size() != c.logits_size() ||
+            c.ids_size() > p.work.seqs(c.seq()).best() || best == nullptr || !end_.logits)
+            throw Error("the worker at " + p.first.address() + " returned candidate tokens nobody asked for, or " +
+                        "malformed ones.");
+        answered[size_t(c.seq())] = &c;
+        out_rows -= p.seq_rows[size_t(c.seq())];
+    }
     const wire::Activations& o = result.output();
     const int64_t cols = end_.cols;
-    if (o.rows() != p.out_rows || o.cols() != cols)
+    if (o.rows() != out_rows || (out_rows > 0 && o.cols() != cols))
         throw Error("the worker at " + p.first.address() + " returned " + std::to_string(o.rows()) + " x " +
                     std::to_string(o.cols()) + (end_.logits ? " logits" : " final hidden values") + ", not " +
-                    std::to_string(p.out_rows) + " x " + std::to_string(cols) + ".");
-    const std::vector<float> all = decode_activations(o);
+                    std::to_string(out_rows) + " x " + std::to_string(cols) + ".");
+    const std::vector<float> all = out_rows > 0 ? decode_activations(o) : std::vector<float>{};
     std::vector<std::vector<float>> out;
     size_t row = 0;
-    for (const int64_t k : p.seq_rows) {
+    for (size_t i = 0; i < n_seqs; ++i) {
+        if (const wire::Candidates* c = answered[i]) {
+            Candidates& b = (*best)[i];
+            b.ids.assign(c->ids().begin(), c->ids().end());
+            b.logits.assign(c->logits().begin(), c->logits().end());
+            b.first_bad = c->first_bad();
+            out.emplace_back();
+            continue;
+        }
+        const int64_t k = p.seq_rows[i];
         out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * size_t(cols)),
                          all.begin() + static_cast<ptrdiff_t>((row + size_t(k)) * size_t(cols)));
         row += size_t(k);
@@ -147,7 +172,7 @@ std::vector<std::vector<float>> RemoteStages::finish(const Prepared& p, const wi
         self.set_send_ms(p.send_ms);
         self.set_wait_ms(wait_ms);
         self.set_bytes_out(p.bytes_out);
-        self.set_bytes_in(activation_bytes(o));
+        self.set_bytes_in(result_bytes(result));
         t.hops.push_back(self);
         t.hops.insert(t.hops.end(), result.hops().begin(), result.hops().end());
         sink_(t);
@@ -156,11 +181,15 @@ std::vector<std::vector<float>> RemoteStages::finish(const Prepared& p, const wi
 }
 
 std::vector<std::vector<float>> RemoteStages::forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
-                                                      int64_t cols, int n_slots, int64_t n_ctx) {
-    const Prepared p = prepare(hops_(), seqs, hidden, cols, n_slots, n_ctx, next_request_++, 0);
+                                                      int64_t cols, int n_slots, int64_t n_ctx,
+                                                      std::vector<Candidates>* best) {
+    std::vector<RouteSeq> asked(seqs.begin(), seqs.end());
+    if (!best || !end_.logits)
+        for (RouteSeq& s : asked) s.best = 0;
+    const Prepared p = prepare(hops_(), asked, hidden, cols, n_slots, n_ctx, next_request_++, 0);
     double wait_ms = 0;
     const wire::Result result = exchange(p, &wait_ms);
-    return finish(p, result, wait_ms);
+    return finish(p, result, wait_ms, best);
 }
 
 // A submitted step: its call runs on a thread of its own (a blocking gRPC
@@ -176,7 +205,7 @@ public:
     }
     std::vector<std::vector<float>> wait() override {
         const wire::Result result = result_.get();
-        return owner_.finish(p_, result, wait_ms_);
+        return owner_.finish(p_, result, wait_ms_, nullptr);
     }
     uint64_t id() const override { return p_.work.request_id(); }
 

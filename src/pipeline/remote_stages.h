@@ -61,7 +61,8 @@ public:
                  int activation_bits, RouteEnd end, TelemetrySink sink = {});
 
     std::vector<std::vector<float>> forward(std::span<const RouteSeq> seqs, std::span<const float> hidden,
-                                            int64_t cols, int n_slots, int64_t n_ctx) override;
+                                            int64_t cols, int n_slots, int64_t n_ctx,
+                                            std::vector<Candidates>* best) override;
     void note_local_eval_ms(double ms) override { local_eval_ms_ = ms; }
     std::unique_ptr<RouteStep> submit(std::span<const RouteSeq> seqs, std::span<const float> hidden, int64_t cols,
                                       int n_slots, int64_t n_ctx, const RouteStep* after) override;
@@ -89,8 +90,10 @@ private:
     // The blocking gRPC call; throws RouteStateLost, StageUnavailable or
     // ds4::Error with the hop's sentence.
     wire::Result exchange(const Prepared& p, double* wait_ms);
-    // Checks and splits the logits; reports telemetry.
-    std::vector<std::vector<float>> finish(const Prepared& p, const wire::Result& result, double wait_ms);
+    // Checks and splits the logits (and the candidates into *best, one
+    // entry per sequence, when given); reports telemetry.
+    std::vector<std::vector<float>> finish(const Prepared& p, const wire::Result& result, double wait_ms,
+                                           std::vector<Candidates>* best);
     wire::Stage::Stub& stub(const std::string& address);
     class Pending;
 

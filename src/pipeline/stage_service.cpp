@@ -145,14 +145,19 @@ grpc::Status StageService::run(const wire::Work& work, wire::Result& result) {
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, why);
 
     std::vector<SeqStep> steps;
-    for (const wire::SeqWork& s : work.seqs())
+    for (const wire::SeqWork& s : work.seqs()) {
+        if (s.best() < 0 || s.best() > Backend::kMaxTopK)
+            return bad("a step asks for " + std::to_string(s.best()) + " candidate tokens; 0 to " +
+                       std::to_string(Backend::kMaxTopK) + " can be returned.");
         steps.push_back(SeqStep{s.slot(), std::span<const int32_t>(s.tokens().data(), s.tokens().size()),
-                                s.all_logits()});
+                                s.all_logits(), s.all_logits() ? 0 : s.best()});
+    }
     // This slice's rows: logits when it holds the head, else hidden rows for
     // the next hop. The pool advances here and now; should the rest of the
     // route fail, the coordinator's next step names an earlier position and
     // align() rewinds (or refuses, and the coordinator replays).
-    const std::vector<std::vector<float>> out = pool.step(steps, hidden);
+    std::vector<Candidates> best;  // where the head is here and a sequence asked
+    const std::vector<std::vector<float>> out = pool.step(steps, hidden, &best);
     const std::shared_ptr<RemoteStages> next = next_;
     const bool head = pool.local_head();
     const double eval_ms = ms_since(t_taken);
@@ -170,7 +175,8 @@ grpc::Status StageService::run(const wire::Work& work, wire::Result& result) {
         std::vector<RouteSeq> seqs;
         for (const wire::SeqWork& s : work.seqs())
             seqs.push_back(RouteSeq{s.slot(), s.pos0(), s.prefix_hash(),
-                                    std::span<const int32_t>(s.tokens().data(), s.tokens().size()), s.all_logits()});
+                                    std::span<const int32_t>(s.tokens().data(), s.tokens().size()), s.all_logits(),
+                                    s.best()});
         const std::vector<wire::Hop> route(work.route().begin(), work.route().end());
         Relayed r = next->relay(route, seqs, flat, engine_.model().hidden_cols(), work.n_slots(), work.n_ctx(),
                                 work.request_id(), work.follows());
@@ -178,6 +184,7 @@ grpc::Status StageService::run(const wire::Work& work, wire::Result& result) {
         // again), after this hop's own record.
         *result.mutable_output() = std::move(*r.result.mutable_output());
         result.set_logits(r.result.logits());
+        *result.mutable_best() = std::move(*r.result.mutable_best());
         me.set_wait_ms(r.wait_ms);
         me.set_send_ms(r.send_ms);
         me.set_bytes_out(r.bytes_out);
@@ -190,11 +197,19 @@ grpc::Status StageService::run(const wire::Work& work, wire::Result& result) {
         const auto t_enc = std::chrono::steady_clock::now();
         const int64_t width = head ? info.n_vocab : engine_.model().hidden_cols();
         if (!head) flat = wanted_rows(out, work, width);
+        for (size_t i = 0; i < best.size(); ++i) {
+            if (best[i].empty()) continue;
+            wire::Candidates* c = result.add_best();
+            c->set_seq(static_cast<int32_t>(i));
+            c->mutable_ids()->Add(best[i].ids.begin(), best[i].ids.end());
+            c->mutable_logits()->Add(best[i].logits.begin(), best[i].logits.end());
+            c->set_first_bad(best[i].first_bad);
+        }
         encode_activations(flat, static_cast<int64_t>(flat.size()) / width, width, head ? 32 : work.activation_bits(),
                            *result.mutable_output());
         result.set_logits(head);
         me.set_send_ms(ms_since(t_enc));
-        me.set_bytes_out(activation_bytes(result.output()));
+        me.set_bytes_out(result_bytes(result));
         *result.add_hops() = me;
     }
     if (config_.debug) {

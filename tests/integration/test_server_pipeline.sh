@@ -102,6 +102,12 @@ for hop in ("0", "1"):
     assert get(b, "ds4_pipeline_hop_eval_seconds_bucket", hop, "+Inf") == get(b, "ds4_pipeline_hop_eval_seconds_count", hop)
     assert get(b, "ds4_pipeline_hop_eval_seconds_sum", hop) > 0
 assert get(b, "ds4_pipeline_hop_downstream_wait_seconds_sum", "0") > 0  # the coordinator waits for the worker
+# The logits stay on the worker that applies the head: it answers each
+# sequence's step with its sampler's candidate tokens (a few bytes), not
+# a row of n_vocab floats (the tiny model's 151,936 are 608 KB).
+steps = get(b, "ds4_pipeline_hop_steps_total", "0") - get(a, "ds4_pipeline_hop_steps_total", "0")
+back = get(b, "ds4_pipeline_hop_bytes_in_total", "0") - get(a, "ds4_pipeline_hop_bytes_in_total", "0")
+assert 0 < back / steps < 4096, ("bytes back per step", back, steps)
 print("per-hop metrics move:", {h: get(b, "ds4_pipeline_hop_steps_total", h) for h in ("0", "1")})
 PY
 
