@@ -65,12 +65,9 @@ __global__ void matvec_chunk_kernel(const uint8_t* __restrict__ w, size_t row_by
 // sharing the activation loads (block_rows_dot): with 8 tokens a row's
 // step reads 8 KiB of activations from L1 for 144-210 bytes of weights, and
 // the 151,936-row Q6_K output head ran at 0.64 TB/s on them (ncu, H200,
-// 2026-12-02). A full tile of 8 takes 4 rows a block: with 2, the blocks of
-// a 2048-wide q projection read 64 KiB of activations each, 28x the bytes of
-// their weights, which bounded it at L2's rate (13.8 us for 4.7 MB). Either
-// way a row's sum is the same expression.
+// 2026-12-02). Either way a row's sum is the same expression.
 template <GgmlType T, int NT>
-constexpr int kMatvecRows = !kHasRowsDot<T> || NT == 1 ? 1 : NT >= 8 ? 4 : 2;
+constexpr int kMatvecRows = kHasRowsDot<T> && NT > 1 ? 2 : 1;
 
 template <GgmlType T, int NT>
 __global__ void matvec_warp_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
