@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "models/deepseek4/dsv4_ops.h"
+#include "models/glm_dsa/glm_dsa_ops.h"
 #include "backend/cuda/op_profile.h"
 
 namespace ds4 {
@@ -33,7 +34,7 @@ struct CudaOptions {
     bool int8_activations = false;
 };
 
-class CudaBackend final : public Backend, public Dsv4Ops {
+class CudaBackend final : public Backend, public Dsv4Ops, public GlmDsaOps {
 public:
     // Binds to CUDA device `device`; throws ds4::Error when there is none.
     explicit CudaBackend(int device = 0);
@@ -126,6 +127,16 @@ public:
     void attention_window_sink(const Tensor& q, const Tensor& k, const Tensor& window, const Dsv4Rows& rows,
                                int64_t n_swa, const Tensor* comp, const RowSets* comp_rows, const WeightRef& sinks,
                                const AttentionParams& p, Tensor& out) override;
+
+    // GLM-5 (glm-dsa) ops (cuda_backend_glm_dsa.cpp).
+    void cache_store(Tensor& cache, const Tensor& rows, const CacheRows& where) override;
+    RowSets plan_causal(const CacheRows& where, int64_t n) override;
+    void layer_norm(const Tensor& x, const WeightRef* weight, const WeightRef* bias, float eps, Tensor& y) override;
+    void head_columns(const Tensor& src, int n_heads, int head_dim, int offset, int width, Tensor& dst) override;
+    Routing route_sigmoid(const Tensor& logits, const WeightRef* bias, int n_used, int n_groups, int n_group_used,
+                          bool norm, float w_scale) override;
+    void attention_latent(const Tensor& q_lat, const Tensor& q_pe, const Tensor& latent, const Tensor& pe,
+                          const RowSets& rows, int n_head, float scale, Tensor& out) override;
 
     cudaStream_t stream() const { return stream_; }
 

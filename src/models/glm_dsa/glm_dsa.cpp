@@ -75,10 +75,11 @@ public:
         return st;
     }
 
-    // Every op reads the step's positions and slots from backend memory,
-    // but only the CPU implements the GLM-5 op pack so far, and it records
-    // no steps; a recording backend will say so with its pack.
-    bool replayable_decode() const override { return false; }
+    // Every op reads the step's positions, slots and row sets (the causal
+    // sets, the indexer's choice, the routing) from backend memory and the
+    // ops issued depend on the batch's shape only; the experts come from a
+    // source that may read routes on the host (streaming), which says so.
+    bool replayable_decode() const override { return expert_source().replayable(); }
 
     int64_t hidden_cols() const override { return hp_.n_embd; }
 
