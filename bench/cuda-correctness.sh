@@ -5,9 +5,10 @@
 #
 # Here (no GPU; the device machine has no package registry, so binaries travel):
 #   CUDACXX=/usr/local/cuda/bin/nvcc cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=ON
-#   ninja -C build cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test ds4-gguf
+#   ninja -C build llama_strip_scales llama_glm_rewrite llama_realistic cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test ds4-gguf
 #   bash bench/cuda-correctness.sh --pack build     # writes .gpurun/pk.tar.xz and .gpurun/q4km.gguf (git-ignored);
-#                                                   # the pack holds ds4-bench too (bench/parallel-decode.sh uses it)
+#                                                   # the pack holds ds4-bench too (bench/parallel-decode.sh uses it),
+#                                                   # and .gpurun/glm-routed.gguf (llama.cpp's glm-dsa file)
 # There (carry [".gpurun"]):  bash bench/cuda-correctness.sh .gpurun [tests|memcheck]   (default both; one device
 # call allows 10 minutes, so a slow run takes the two halves as two calls)
 # Output under $OUT: one log per test binary, one memcheck log per binary, env.txt; the summary on stdout.
@@ -17,7 +18,7 @@ if [ "${1:-}" = "--pack" ]; then
   repo=$(cd "$(dirname "$0")/.." && pwd)
   grep -qx '/.gpurun/' "$repo/.git/info/exclude" 2>/dev/null || { mkdir -p "$repo/.git/info"; echo '/.gpurun/' >> "$repo/.git/info/exclude"; }
   out=$repo/.gpurun; mkdir -p "$out"; st=$(mktemp -d)
-  for t in cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test; do
+  for t in cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test; do
     cp "$build/tests/$t" "$st/" || exit 1
   done
   cp "$build/ds4-gguf" "$build/ds4-bench" "$st/" && strip "$st"/*
@@ -33,7 +34,9 @@ if [ "${1:-}" = "--pack" ]; then
   LD_LIBRARY_PATH=$deps "$deps/test-llama-archs" -a '^(qwen3moe)$' -s $RANDOM -o "$g" >/dev/null 2>&1 &&
     LD_LIBRARY_PATH=$deps "$deps/llama-quantize" "$g/qwen3moe-moe.gguf" "$out/q4km.gguf" Q4_K_M 2 >/dev/null 2>&1 ||
     { echo "cuda-correctness: cannot make the Q4_K_M file with $deps" >&2; exit 1; }
-  rm -rf "$g"; du -sh "$out"/*; exit 0
+  rm -rf "$g"
+  bash "$repo/bench/cuda-glm-check.sh" --llama-file "$build" "$out/glm-routed.gguf" || exit 1  # GLM's llama.cpp case
+  du -sh "$out"/*; exit 0
 fi
 src=${1:?usage: bench/cuda-correctness.sh FOLDER-WITH-pk.tar.xz [tests|memcheck] | --pack BUILD_DIR}
 what=${2:-both}
@@ -42,9 +45,10 @@ O=${OUT:-/tmp/out}; mkdir -p "$O"
 B=$(mktemp -d); xz -dc "$src/pk.tar.xz" | tar xf - -C "$B"
 export DS4_BIN=$B LD_LIBRARY_PATH=$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -f "$src/q4km.gguf" ] && export DS4_CUDA_TEST_Q4KM=$src/q4km.gguf
+[ -f "$src/glm-routed.gguf" ] && export DS4_CUDA_TEST_GLM=$src/glm-routed.gguf
 cd "$B" || exit 1
 { nvidia-smi -L; date -u; cat commit; } > "$O/env.txt" 2>&1
-tests="cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test"
+tests="cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test"
 [ "$what" = memcheck ] || for t in $tests; do
   timeout ${DS4_TEST_TIMEOUT:-400} "./$t" > "$O/$t.txt" 2>&1; echo "$t rc=$?" >> "$O/$t.txt"
 done
