@@ -168,7 +168,8 @@ TEST_F(CudaGlmDsaOps, LatentAttentionOverListedAndCausalRows) {
         const float scale = 1.0f / std::sqrt(float(s.d_lat + s.d_pe));
         auto [lc, lg] = pair(n_slots * slot_rows, s.d_lat, -2.0f, 2.0f);
         auto [ec, eg] = pair(n_slots * slot_rows, s.d_pe, -2.0f, 2.0f);
-        for (int max_run : {1, 12}) {
+        // Decodes and chunks (shorter at GLM-5's shape: the CPU reference is slow there).
+        for (int max_run : {1, s.heads >= 64 ? 4 : 12}) {
             const Rows b = random_rows(n_slots, max_run, slot_rows);
             const int64_t T = int64_t(b.positions.size());
             const int64_t H = s.heads;
@@ -185,7 +186,6 @@ TEST_F(CudaGlmDsaOps, LatentAttentionOverListedAndCausalRows) {
                 std::copy_n(all.begin(), count[size_t(t)], listed.begin() + t * s.top_k);
             }
             count[0] = 0;  // nothing listed: zeros
-            if (T > 1) count[1] = int32_t(std::min<int64_t>(s.top_k, b.positions[1] + 1));
             auto [nc, ng] = ints(count);
             auto [rc_, rg_] = ints(listed);
             const RowSets listed_c{nc, {}, rc_, s.top_k}, listed_g{ng, {}, rg_, s.top_k};
