@@ -169,19 +169,6 @@ TEST_F(CudaGlmDsaModel, BatchedSequencesMatchCpuAlone) {
                 static_cast<long long>(batched.replayed));
 }
 
-// Real shapes: GLM-5 (64 query heads of 192 + 64 over a 512 + 64 latent,
-// 32 indexer heads of 128, 256 experts with 8 used, 6144-wide embeddings,
-// the 154,880-token vocabulary) in Q2_K, truncated to its 3 dense blocks
-// and one MoE block, on a few hundred tokens. The tiny files leave the
-// wide-latent, many-head and many-expert paths unexercised.
-TEST_F(CudaGlmDsaModel, RealShapeGlm5Q2K) {
-    const auto l = load(synth("--arch glm-dsa --preset glm5 --type q2_k --n-layer 4", "glm5-q2k.gguf"));
-    CudaBackend gpu(0);
-    gpu.attach_weights(*l.map);
-    compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 200, 300), 16, "glm5 q2_k",
-                     Decode::replayed_and_op_by_op);
-}
-
 INSTANTIATE_TEST_SUITE_P(SyntheticGlmDsaTiny, CudaGlmDsaModel, ::testing::Values("f32", "q8_0"),
                          [](const auto& info) { return info.param; });
 
