@@ -58,7 +58,7 @@ export DS4_BIN=$B LD_LIBRARY_PATH=$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} DS4_CU
 cd "$B" || exit 1
 { nvidia-smi -L; date -u; cat commit; } > "$O/env.txt" 2>&1
 tests="cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test"
-summary() { grep -hE "^\[  (PASSED|FAILED) |rc=|Failure|worst|planted|excused|batched|seed" "$@" | head -80; }
+summary() { grep -hE "^\[  (PASSED|FAILED|SKIPPED) \] [0-9]|^\[  FAILED |rc=|Failure|worst|planted|excused|batched|seed" "$@" | head -80; }
 if step tests; then
   for t in $tests; do
     timeout ${DS4_TEST_TIMEOUT:-300} "./$t" > "$O/$t.txt" 2>&1
