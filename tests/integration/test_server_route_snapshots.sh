@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Snapshots across a pipeline route (ds4-server --role coordinator with
-# --kv-disk-dir), 2 and 3 stages of a fresh tiny qwen3moe on loopback:
+# --kv-disk-dir), 2 and 3 stages of a fresh tiny qwen3moe and deepseek4 on
+# loopback:
 #   - a third request sharing a long prefix with the first (a second one in
 #     between took the only slot) restores the RAM snapshot on every stage:
 #     every hop's /metrics tokens count grows by the new tokens only, and the
@@ -12,6 +13,11 @@
 #   - a truncated gathered file is ignored with one warning.
 set -euo pipefail
 source "$(dirname "$0")/seed.sh"
+# Both families, one run each under the same seed (DS4_ROUTE_ARCH picks one).
+if [ -z "${DS4_ROUTE_ARCH:-}" ]; then
+  for a in qwen3moe deepseek4; do DS4_TEST_SEED=$seed DS4_ROUTE_ARCH=$a bash "$0" || exit 1; done
+  exit 0
+fi
 bin=${DS4_BIN:?}
 tmp=$(mktemp -d)
 pids=()
@@ -28,7 +34,8 @@ wait_health() {  # BASE PID
   fail "server at $1 never became healthy"
 }
 m=$tmp/m.gguf
-"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$m" >/dev/null
+arch=$DS4_ROUTE_ARCH
+"$bin/ds4-gguf" synth --arch "$arch" --preset tiny --seed "$seed" --out "$m" >/dev/null
 # A long shared prefix, then short different tails.
 prefix=$(python3 -c "import random; random.seed($seed); print(' '.join(random.choice(['river','stone','cloud','green','seven','tower','north']) for _ in range(150)))")
 complete() {  # BASE PROMPT OUT
