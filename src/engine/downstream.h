@@ -42,6 +42,16 @@ public:
     explicit StageUnavailable(const std::string& sentence) : Error(sentence) {}
 };
 
+// One later stage's share of a sequence snapshot: its slot's tensors,
+// tagged with the blocks [begin, end) and the model identity it ran, so a
+// stage serving something else refuses it.
+struct RouteStatePart {
+    int begin = 0, end = 0;
+    std::string model_id;
+    std::vector<std::vector<float>> tensors;
+    uint64_t bytes() const;
+};
+
 // A step sent along the route whose logits have not been collected yet.
 class RouteStep {
 public:
@@ -78,6 +88,22 @@ public:
     // (telemetry: the route's hop 0). Called just before forward()/submit(),
     // on the same thread.
     virtual void note_local_eval_ms(double) {}
+
+    // Each later stage's state of the sequence in `slot`, which holds n_past
+    // positions hashing to prefix_hash, in route order; empty when a stage
+    // cannot give it (the snapshot then holds this process's part only, and
+    // restoring it replays the history through the route as before).
+    virtual std::vector<RouteStatePart> snapshot_route(int /*slot*/, int64_t /*n_past*/, uint64_t /*prefix_hash*/) {
+        return {};
+    }
+    // Puts the parts back on the stages (the slot there then holds `tokens`);
+    // "" when every stage took its part, else the sentence why not (a stage
+    // serves another slice or model now): the next step replays the history.
+    virtual std::string restore_route(int /*slot*/, int /*n_slots*/, int64_t /*n_ctx*/,
+                                      std::span<const int32_t> /*tokens*/, uint64_t /*prefix_hash*/,
+                                      const std::vector<RouteStatePart>& /*parts*/) {
+        return "the route cannot restore snapshots.";
+    }
 };
 
 namespace detail {
@@ -90,6 +116,12 @@ private:
     std::vector<std::vector<float>> out_;
 };
 }  // namespace detail
+
+inline uint64_t RouteStatePart::bytes() const {
+    uint64_t n = 0;
+    for (const auto& t : tensors) n += t.size() * sizeof(float);
+    return n;
+}
 
 inline std::unique_ptr<RouteStep> Downstream::submit(std::span<const RouteSeq> seqs, std::span<const float> hidden,
                                                      int64_t cols, int n_slots, int64_t n_ctx, const RouteStep*) {

@@ -12,6 +12,7 @@ namespace ds4 {
 uint64_t SlotSnapshot::bytes() const {
     uint64_t b = 0;
     for (const auto& t : tensors) b += t.size() * sizeof(float);
+    for (const auto& p : route) b += p.bytes();
     return b;
 }
 
@@ -25,6 +26,7 @@ SlotPool::SlotPool(const Model& model, Backend& backend, int n_slots, int64_t n_
     state_ = model_.new_state(backend_, n_ctx, n_slots);
     n_past_.assign(static_cast<size_t>(n_slots), 0);
     history_.assign(static_cast<size_t>(n_slots), TokenHistory{});
+    route_refused_.assign(static_cast<size_t>(n_slots), std::string{});
     if (downstream_ && model_.info().layers.has_last_block(model_.info().n_layer))
         throw Error("this process runs the model's last block, so no pipeline stage can follow it.");
 }
@@ -54,6 +56,7 @@ void SlotPool::reset(int slot) {
     check_slot(slot);
     n_past_[static_cast<size_t>(slot)] = 0;
     history_[static_cast<size_t>(slot)].clear();
+    route_refused_[static_cast<size_t>(slot)].clear();
 }
 
 bool SlotPool::can_rewind(int slot, int64_t n) const {
@@ -80,7 +83,12 @@ std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests
         // rewind where this one did). This pool holds their tokens, so it
         // runs each again from position 0 through the whole route, then the
         // step itself: the same values as if nothing had been lost.
-        log_warning(std::string(e.what()) + " Replaying the sequences' history through the route.");
+        // A restore the route refused already said why: that sentence is
+        // the one warning, not the stage's view of the same loss.
+        std::string why = e.what();
+        for (const SeqStep& r : requests)
+            if (!route_refused_[static_cast<size_t>(r.slot)].empty()) why = route_refused_[static_cast<size_t>(r.slot)];
+        log_warning(why + " Replaying the sequences' history through the route.");
         for (const SeqStep& r : requests) replay_history(r.slot);
         return run_step(requests, hidden_in, best);
     }
@@ -348,6 +356,10 @@ SlotSnapshot SlotPool::snapshot(int slot) const {
         snap.tensors.emplace_back(static_cast<size_t>(t.size()));
         backend_.download(t, snap.tensors.back().data());
     }
+    // The stages after this one hold the same positions once a step has
+    // returned: gathering their parts makes the snapshot the whole route's.
+    if (downstream_ && embeds() && snap.n_past > 0)
+        snap.route = downstream_->snapshot_route(slot, snap.n_past, history_[static_cast<size_t>(slot)].prefix_hash(snap.n_past));
     return snap;
 }
 
@@ -368,6 +380,15 @@ void SlotPool::restore(int slot, const SlotSnapshot& snap) {
     n_past_[static_cast<size_t>(slot)] = snap.n_past;
     history_[static_cast<size_t>(slot)].clear();
     history_[static_cast<size_t>(slot)].append(snap.tokens);
+    route_refused_[static_cast<size_t>(slot)].clear();
+    if (downstream_ && embeds() && !snap.route.empty() && snap.n_past > 0) {
+        // Each stage takes its part back, or the next step replays the
+        // history through the route (correct, only slower): the sentence
+        // why is that step's one warning.
+        route_refused_[static_cast<size_t>(slot)] =
+            downstream_->restore_route(slot, n_slots(), n_ctx_, snap.tokens,
+                                       history_[static_cast<size_t>(slot)].prefix_hash(snap.n_past), snap.route);
+    }
 }
 
 }  // namespace ds4

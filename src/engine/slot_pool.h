@@ -40,6 +40,9 @@ struct SlotSnapshot {
     int64_t n_past = 0;
     std::vector<std::vector<float>> tensors;
     std::vector<int32_t> tokens;  // the n_past tokens the slot held
+    // On a coordinator, the later stages' parts in route order (empty: this
+    // process's slice only; restoring then replays through the route).
+    std::vector<RouteStatePart> route;
     uint64_t bytes() const;
 };
 
@@ -111,6 +114,9 @@ public:
     uint64_t prefix_hash(int slot, int64_t n) const;
     int64_t hidden_cols() const { return model_.hidden_cols(); }
 
+    // With a route after this pool (a coordinator), the snapshot gathers
+    // every stage's part and restore() hands each its part back; a stage
+    // that refuses (the route changed) makes the next step replay.
     SlotSnapshot snapshot(int slot) const;
     void restore(int slot, const SlotSnapshot& snap);
     uint64_t state_bytes() const { return state_->bytes(); }
@@ -179,6 +185,7 @@ private:
     std::vector<int64_t> n_past_;
     std::vector<TokenHistory> history_;  // per slot: the n_past tokens it holds
     std::shared_ptr<Downstream> downstream_;
+    std::vector<std::string> route_refused_;  // per slot: why the route refused the last restore ("" none)
     bool replaying_ = false;  // inside replay_history: a second loss is an error, not another replay
     std::map<int64_t, Recording> recordings_;  // by rows
     std::set<int64_t> refused_rows_;            // row counts whose recording failed: op by op from then on

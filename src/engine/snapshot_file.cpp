@@ -20,12 +20,14 @@ namespace {
 
 constexpr char kMagic[8] = {'D', 'S', '4', 'S', 'N', 'A', 'P', '\n'};
 constexpr char kTrailerMagic[8] = {'D', 'S', '4', 'S', 'E', 'N', 'D', '\n'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: the later pipeline stages' parts
+constexpr uint32_t kOldestVersion = 1;
 constexpr uint64_t kFrameBytes = uint64_t{64} << 20;  // raw bytes per compressed frame
 // Bounds a hostile or corrupt header cannot pass: far above any real state.
 constexpr uint64_t kMaxIdentity = 256;
 constexpr uint64_t kMaxTokens = uint64_t{1} << 26;
 constexpr uint64_t kMaxTensors = uint64_t{1} << 16;
+constexpr uint64_t kMaxParts = 1024;  // stages of one route
 constexpr uint64_t kMaxFloats = uint64_t{1} << 40;
 constexpr int kZstdLevel = 1;  // snapshot floats barely compress; speed matters more
 
@@ -172,9 +174,11 @@ SnapshotFileHeader read_header(FdReader& in, const std::string& path) {
     if (std::memcmp(magic, kMagic, sizeof magic) != 0) corrupt(path, "it does not start with a ds4 snapshot's magic");
     h.append(magic, sizeof magic);
     const auto version = in.get<uint32_t>(&h);
-    if (version != kVersion)
-        corrupt(path, "it is version " + std::to_string(version) + ", this ds4 reads version " + std::to_string(kVersion));
+    if (version < kOldestVersion || version > kVersion)
+        corrupt(path, "it is version " + std::to_string(version) + ", this ds4 reads versions " +
+                          std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
     SnapshotFileHeader hd;
+    hd.version = version;
     const auto codec = in.get<uint32_t>(&h);
     if (codec != static_cast<uint32_t>(SnapshotCodec::zstd) && codec != static_cast<uint32_t>(SnapshotCodec::lz4))
         corrupt(path, "unknown compression " + std::to_string(codec));
@@ -195,10 +199,33 @@ SnapshotFileHeader read_header(FdReader& in, const std::string& path) {
     if (n_tensors > kMaxTensors) corrupt(path, std::to_string(n_tensors) + " tensors");
     hd.tensor_floats.resize(n_tensors);
     uint64_t floats = 0;
-    for (auto& f : hd.tensor_floats) {
-        f = in.get<uint64_t>(&h);
-        if (f > kMaxFloats || floats + f > kMaxFloats) corrupt(path, "tensors of more than 2^40 floats");
-        floats += f;
+    auto sizes = [&](std::vector<uint64_t>& out) {
+        for (auto& f : out) {
+            f = in.get<uint64_t>(&h);
+            if (f > kMaxFloats || floats + f > kMaxFloats) corrupt(path, "tensors of more than 2^40 floats");
+            floats += f;
+        }
+    };
+    sizes(hd.tensor_floats);
+    if (version >= 2) {
+        const auto n_parts = in.get<uint64_t>(&h);
+        if (n_parts > kMaxParts) corrupt(path, std::to_string(n_parts) + " pipeline stages");
+        hd.parts.resize(n_parts);
+        for (auto& part : hd.parts) {
+            part.begin = in.get<int32_t>(&h);
+            part.end = in.get<int32_t>(&h);
+            if (part.begin < 0 || part.end < part.begin) corrupt(path, "a stage of blocks " + std::to_string(part.begin) +
+                                                                           " to " + std::to_string(part.end));
+            const auto len = in.get<uint64_t>(&h);
+            if (len > kMaxIdentity) corrupt(path, "a stage's model identity of " + std::to_string(len) + " bytes");
+            part.model_id.resize(len);
+            in.read(part.model_id.data(), len);
+            h += part.model_id;
+            const auto n = in.get<uint64_t>(&h);
+            if (n > kMaxTensors) corrupt(path, "a stage of " + std::to_string(n) + " tensors");
+            part.tensor_floats.resize(n);
+            sizes(part.tensor_floats);
+        }
     }
     const auto hash = in.get<uint64_t>();
     if (hash != XXH3_64bits(h.data(), h.size())) corrupt(path, "its header hash does not match");
@@ -240,6 +267,15 @@ void write_snapshot_file(const std::string& path, const std::string& tmp_path, c
     h.append(reinterpret_cast<const char*>(snap.tokens.data()), snap.tokens.size() * sizeof(int32_t));
     put(h, static_cast<uint64_t>(snap.state.tensors.size()));
     for (const auto& t : snap.state.tensors) put(h, static_cast<uint64_t>(t.size()));
+    put(h, static_cast<uint64_t>(snap.state.route.size()));
+    for (const RouteStatePart& part : snap.state.route) {
+        put(h, static_cast<int32_t>(part.begin));
+        put(h, static_cast<int32_t>(part.end));
+        put(h, static_cast<uint64_t>(part.model_id.size()));
+        h += part.model_id;
+        put(h, static_cast<uint64_t>(part.tensors.size()));
+        for (const auto& t : part.tensors) put(h, static_cast<uint64_t>(t.size()));
+    }
     put(h, XXH3_64bits(h.data(), h.size()));
 
     const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -266,7 +302,12 @@ void write_snapshot_file(const std::string& path, const std::string& tmp_path, c
             payload += fh.size() + packed.size();
             raw.clear();
         };
-        for (const auto& t : snap.state.tensors) {
+        std::vector<const std::vector<float>*> all;
+        for (const auto& t : snap.state.tensors) all.push_back(&t);
+        for (const RouteStatePart& part : snap.state.route)
+            for (const auto& t : part.tensors) all.push_back(&t);
+        for (const std::vector<float>* tp : all) {
+            const std::vector<float>& t = *tp;
             const char* p = reinterpret_cast<const char*>(t.data());
             size_t left = t.size() * sizeof(float);
             while (left > 0) {
@@ -315,6 +356,16 @@ SessionSnapshot read_snapshot_file(const std::string& path, const std::string& m
     snap.state.tokens = std::move(hd.tokens);
     snap.state.tensors.reserve(hd.tensor_floats.size());
     for (uint64_t f : hd.tensor_floats) snap.state.tensors.emplace_back(static_cast<size_t>(f));
+    for (const auto& hp : hd.parts) {
+        RouteStatePart part{hp.begin, hp.end, hp.model_id, {}};
+        for (uint64_t f : hp.tensor_floats) part.tensors.emplace_back(static_cast<size_t>(f));
+        snap.state.route.push_back(std::move(part));
+    }
+    // The payload fills this process's tensors, then each stage's, in order.
+    std::vector<std::vector<float>*> targets;
+    for (auto& t : snap.state.tensors) targets.push_back(&t);
+    for (auto& part : snap.state.route)
+        for (auto& t : part.tensors) targets.push_back(&t);
 
     PayloadHash hash;
     uint64_t payload = 0;
@@ -324,18 +375,18 @@ SessionSnapshot read_snapshot_file(const std::string& path, const std::string& m
         auto place = [&](const std::string& bytes) {
             size_t off = 0;
             while (off < bytes.size()) {
-                while (t < snap.state.tensors.size() && at == snap.state.tensors[t].size()) ++t, at = 0;
-                if (t == snap.state.tensors.size()) corrupt(path, "its frames hold more bytes than its tensors");
-                const size_t n = std::min((snap.state.tensors[t].size() - at) * sizeof(float), bytes.size() - off);
+                while (t < targets.size() && at == targets[t]->size()) ++t, at = 0;
+                if (t == targets.size()) corrupt(path, "its frames hold more bytes than its tensors");
+                const size_t n = std::min((targets[t]->size() - at) * sizeof(float), bytes.size() - off);
                 if (n % sizeof(float) != 0) corrupt(path, "a frame ends inside a float");
-                std::memcpy(snap.state.tensors[t].data() + at, bytes.data() + off, n);
+                std::memcpy(targets[t]->data() + at, bytes.data() + off, n);
                 at += n / sizeof(float);
                 off += n;
             }
         };
         auto done = [&] {
-            while (t < snap.state.tensors.size() && at == snap.state.tensors[t].size()) ++t, at = 0;
-            return t == snap.state.tensors.size();
+            while (t < targets.size() && at == targets[t]->size()) ++t, at = 0;
+            return t == targets.size();
         };
         while (!done()) {
             std::string fh;

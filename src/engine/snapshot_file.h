@@ -3,10 +3,12 @@
 //
 // Layout (little-endian): a header (magic, version, codec, the model's
 // identity, n_past, the tokens, each tensor's float count, the payload's
-// sizes and hash), the header's own hash, then the tensors' floats in frames
+// sizes and hash; from version 2 also each later pipeline stage's part:
+// its blocks, model identity and tensor sizes), the header's own hash, then the tensors' floats in frames
 // of at most 64 MiB, each compressed with zstd or lz4. Every count is
 // bounded and every byte hashed, so a truncated, corrupt or foreign file is
-// refused with a sentence, never restored into a slot.
+// refused with a sentence, never restored into a slot. Version 1 files (no
+// stage parts) still load; their route replays on restore.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,13 @@ struct SnapshotFileHeader {
     int64_t n_past = 0;
     std::vector<int32_t> tokens;
     std::vector<uint64_t> tensor_floats;  // floats per tensor
+    struct Part {  // a later pipeline stage's share, in route order
+        int32_t begin = 0, end = 0;
+        std::string model_id;
+        std::vector<uint64_t> tensor_floats;
+    };
+    std::vector<Part> parts;  // their floats follow this process's in the payload
+    uint32_t version = 0;
     uint64_t payload_bytes = 0;           // compressed frames, as stored
     uint64_t header_bytes = 0;            // where the payload starts
 };

@@ -66,6 +66,11 @@ public:
     void note_local_eval_ms(double ms) override { local_eval_ms_ = ms; }
     std::unique_ptr<RouteStep> submit(std::span<const RouteSeq> seqs, std::span<const float> hidden, int64_t cols,
                                       int n_slots, int64_t n_ctx, const RouteStep* after) override;
+    // Snapshots across the route (route_snapshots.cpp): one call per hop,
+    // straight to each worker, outside any step.
+    std::vector<RouteStatePart> snapshot_route(int slot, int64_t n_past, uint64_t prefix_hash) override;
+    std::string restore_route(int slot, int n_slots, int64_t n_ctx, std::span<const int32_t> tokens,
+                              uint64_t prefix_hash, const std::vector<RouteStatePart>& parts) override;
     // A worker passing a step on along `route` (the hops after it, as the
     // step's work names them) under the coordinator's request id and the
     // step it follows; throws like forward(). Safe to call from several
@@ -107,6 +112,7 @@ private:
     std::map<std::string, std::unique_ptr<wire::Stage::Stub>> stubs_;
     std::atomic<uint64_t> next_request_;
     std::atomic<double> local_eval_ms_{0};
+    std::atomic<bool> snapshot_warned_{false};  // a route that cannot snapshot says so once
 };
 
 // The sentence for a failed call to the stage at `hop`.

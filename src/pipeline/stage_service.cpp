@@ -7,6 +7,7 @@
 #include "common/stopwatch.h"
 #include "common/log.h"
 #include "engine/engine.h"
+#include "mapping/model_identity.h"
 #include "models/family.h"
 #include "pipeline/activations.h"
 #include "pipeline/route.h"
@@ -31,7 +32,10 @@ std::vector<float> wanted_rows(const std::vector<std::vector<float>>& per_seq, c
 }  // namespace
 
 StageService::StageService(const Engine& engine, StageConfig config)
-    : engine_(engine), config_(std::move(config)), slice_(make_slice(engine.info().layers, engine.info().n_layer)) {}
+    : engine_(engine),
+      config_(std::move(config)),
+      model_id_(model_identity(engine.file())),
+      slice_(make_slice(engine.info().layers, engine.info().n_layer)) {}
 
 void StageService::set_address(std::string address) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -60,20 +64,33 @@ grpc::Status StageService::Forward(grpc::ServerContext* ctx, const wire::Work* w
 }
 
 SlotPool& StageService::pool_for(const wire::Work& work) {
-    const bool routed = work.route_size() > 0;
-    if (!pool_ || pool_slots_ != work.n_slots() || pool_ctx_ != work.n_ctx() || pool_routed_ != routed) {
+    return pool_for(work.n_slots(), work.n_ctx(), work.route_size() > 0, work.activation_bits());
+}
+
+std::string StageService::check_shape(int n_slots, int64_t n_ctx) const {
+    if (n_slots < 1 || n_slots > engine_.model().max_slots())
+        return "the worker at " + config_.address + " runs 1 to " + std::to_string(engine_.model().max_slots()) +
+               " sequences at once, not " + std::to_string(n_slots) + ".";
+    if (n_ctx < 1 || n_ctx > config_.max_ctx)
+        return "the worker at " + config_.address + " holds at most " + std::to_string(config_.max_ctx) +
+               " positions per sequence (--ctx), the coordinator asks for " + std::to_string(n_ctx) + ".";
+    return "";
+}
+
+SlotPool& StageService::pool_for(int n_slots, int64_t n_ctx, bool routed, int activation_bits) {
+    if (!pool_ || pool_slots_ != n_slots || pool_ctx_ != n_ctx || pool_routed_ != routed) {
         pool_.reset();
         next_.reset();
         // relay() is given each step's route (the work names it).
         if (routed)
             next_ = std::make_shared<RemoteStages>([] { return std::vector<wire::Hop>{}; }, config_.key, config_.tls,
-                                                   work.activation_bits(), RemoteStages::RouteEnd{});
+                                                   activation_bits, RemoteStages::RouteEnd{});
         // The pool computes this slice only; run() relays its rows (outside
         // the lock, so the next step can compute meanwhile).
-        pool_ = std::make_unique<SlotPool>(engine_.model(), engine_.backend(), work.n_slots(), work.n_ctx(),
+        pool_ = std::make_unique<SlotPool>(engine_.model(), engine_.backend(), n_slots, n_ctx,
                                            /*replay_decode=*/true);
-        pool_slots_ = work.n_slots();
-        pool_ctx_ = work.n_ctx();
+        pool_slots_ = n_slots;
+        pool_ctx_ = n_ctx;
         pool_routed_ = routed;
     }
     return *pool_;
@@ -120,12 +137,7 @@ grpc::Status StageService::run(const wire::Work& work, wire::Result& result) {
     if (work.protocol() != kPipelineProtocol)
         return bad("the coordinator speaks pipeline protocol " + std::to_string(work.protocol()) + ", this worker " +
                    std::to_string(kPipelineProtocol) + ".");
-    if (work.n_slots() < 1 || work.n_slots() > engine_.model().max_slots())
-        return bad("the worker at " + config_.address + " runs 1 to " + std::to_string(engine_.model().max_slots()) +
-                   " sequences at once, not " + std::to_string(work.n_slots()) + ".");
-    if (work.n_ctx() < 1 || work.n_ctx() > config_.max_ctx)
-        return bad("the worker at " + config_.address + " holds at most " + std::to_string(config_.max_ctx) +
-                   " positions per sequence (--ctx), the coordinator asks for " + std::to_string(work.n_ctx()) + ".");
+    if (std::string why = check_shape(work.n_slots(), work.n_ctx()); !why.empty()) return bad(why);
     if (work.seqs_size() == 0) return bad("a step without sequences.");
     int64_t rows = 0;
     for (const wire::SeqWork& s : work.seqs()) {

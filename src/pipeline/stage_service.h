@@ -43,12 +43,19 @@ public:
     // Where this worker serves, once bound (messages and telemetry name it).
     void set_address(std::string address);
     grpc::Status Forward(grpc::ServerContext* ctx, const wire::Work* work, wire::Result* result) override;
+    // A sequence's state here, for the coordinator's snapshot of the whole
+    // route, and back (stage_snapshots.cpp).
+    grpc::Status Snapshot(grpc::ServerContext* ctx, const wire::SnapshotRequest* req, wire::SnapshotReply* reply) override;
+    grpc::Status Restore(grpc::ServerContext* ctx, const wire::RestoreRequest* req, wire::RestoreReply* reply) override;
 
 private:
     grpc::Status run(const wire::Work& work, wire::Result& result);
     // The pool for the coordinator's slot count, context and route shape
     // (made again when one of them changes: a new coordinator).
     SlotPool& pool_for(const wire::Work& work);
+    SlotPool& pool_for(int n_slots, int64_t n_ctx, bool routed, int activation_bits);
+    // "" when the coordinator's pool shape fits this worker, else why not.
+    std::string check_shape(int n_slots, int64_t n_ctx) const;
     // "" when every sequence can continue at its pos0 here (rewinding where
     // needed and possible), else why not.
     std::string align(const wire::Work& work);
@@ -58,6 +65,7 @@ private:
 
     const Engine& engine_;
     StageConfig config_;
+    std::string model_id_;  // the identity a snapshot's part must name
     wire::Slice slice_;
     std::mutex mu_;  // one step's compute at a time: sequences advance in order
     std::condition_variable taken_cv_;

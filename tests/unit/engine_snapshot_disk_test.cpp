@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -145,6 +147,100 @@ TEST(SnapshotFile, RefusesEveryTruncationCorruptionAndForeignModel) {
     }
     spit(path, good + "x");
     EXPECT_THROW(read_snapshot_file(path, "model-a"), Error);
+}
+
+// A coordinator's snapshot: its own tensors and each later stage's part.
+SessionSnapshot gathered_snapshot(std::mt19937_64& rng, size_t n_tokens) {
+    SessionSnapshot s = random_snapshot(rng, random_tokens(rng, n_tokens), {1 + rng() % 300, 64});
+    const int stages = 1 + static_cast<int>(rng() % 3);
+    int begin = 2;
+    for (int i = 0; i < stages; ++i) {
+        const SessionSnapshot part = random_snapshot(rng, {}, {1 + rng() % 500, 0, 1 + rng() % 40});
+        const int end = begin + 1 + static_cast<int>(rng() % 3);
+        s.state.route.push_back(RouteStatePart{begin, end, "model-" + std::to_string(rng() % 1000), part.state.tensors});
+        begin = end;
+    }
+    return s;
+}
+
+void expect_same_route(const SessionSnapshot& a, const SessionSnapshot& b) {
+    ASSERT_EQ(a.state.route.size(), b.state.route.size());
+    for (size_t i = 0; i < a.state.route.size(); ++i) {
+        const RouteStatePart &x = a.state.route[i], &y = b.state.route[i];
+        EXPECT_EQ(x.begin, y.begin);
+        EXPECT_EQ(x.end, y.end);
+        EXPECT_EQ(x.model_id, y.model_id);
+        EXPECT_TRUE(x.tensors == y.tensors) << "stage " << i;
+    }
+}
+
+TEST(SnapshotFile, RoundTripsEveryStagesPartOfAGatheredSnapshot) {
+    const uint64_t seed = test::test_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    TempDir dir;
+    for (SnapshotCodec codec : {SnapshotCodec::zstd, SnapshotCodec::lz4}) {
+        const auto snap = gathered_snapshot(rng, 1 + rng() % 200);
+        const std::string path = dir.path + "/g.ds4kv";
+        write_snapshot_file(path, dir.path + "/.tmp-g", snap, "model-a", codec);
+        const SnapshotFileHeader h = read_snapshot_header(path);
+        EXPECT_EQ(h.version, 2u);
+        ASSERT_EQ(h.parts.size(), snap.state.route.size());
+        for (size_t i = 0; i < h.parts.size(); ++i) {
+            EXPECT_EQ(h.parts[i].begin, snap.state.route[i].begin);
+            EXPECT_EQ(h.parts[i].tensor_floats.size(), snap.state.route[i].tensors.size());
+        }
+        const SessionSnapshot back = read_snapshot_file(path, "model-a");
+        expect_same(back, snap);
+        expect_same_route(back, snap);
+        EXPECT_EQ(back.bytes(), snap.bytes());
+        fs::remove(path);
+    }
+}
+
+TEST(SnapshotFile, RefusesEveryTruncationOfAGatheredFile) {
+    const uint64_t seed = test::test_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    TempDir dir;
+    const auto snap = gathered_snapshot(rng, 1 + rng() % 30);
+    const std::string path = dir.path + "/g.ds4kv";
+    write_snapshot_file(path, dir.path + "/.tmp", snap, "model-a", SnapshotCodec::lz4);
+    const std::string good = slurp(path);
+    for (size_t cut = 0; cut < good.size(); ++cut) {  // every one: the file is a few KiB
+        spit(path, good.substr(0, cut));
+        EXPECT_THROW(read_snapshot_file(path, "model-a"), Error) << "cut at " << cut << " of " << good.size();
+    }
+    for (int i = 0; i < 40; ++i) {
+        std::string bad = good;
+        const size_t at = rng() % good.size();
+        bad[at] = static_cast<char>(bad[at] ^ (1 + rng() % 255));
+        spit(path, bad);
+        EXPECT_THROW(read_snapshot_file(path, "model-a"), Error) << "byte " << at << " flipped";
+    }
+}
+
+TEST(SnapshotFile, AVersion1FileStillLoadsWithoutStageParts) {
+    const uint64_t seed = test::test_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    TempDir dir;
+    const auto snap = random_snapshot(rng, random_tokens(rng, 1 + rng() % 50), {1 + rng() % 400, 9});
+    const std::string path = dir.path + "/v.ds4kv";
+    write_snapshot_file(path, dir.path + "/.tmp", snap, "model-a", SnapshotCodec::zstd);
+    const std::string v2 = slurp(path);
+    // Version 1's header is version 2's without the stage count (the u64
+    // before the header hash), under its own hash.
+    const size_t hb = static_cast<size_t>(read_snapshot_header(path).header_bytes);
+    std::string h = v2.substr(0, hb - 16);
+    const uint32_t one = 1;
+    std::memcpy(h.data() + 8, &one, sizeof one);
+    const uint64_t hash = XXH3_64bits(h.data(), h.size());
+    spit(path, h + std::string(reinterpret_cast<const char*>(&hash), sizeof hash) + v2.substr(hb));
+    EXPECT_EQ(read_snapshot_header(path).version, 1u);
+    const SessionSnapshot back = read_snapshot_file(path, "model-a");
+    expect_same(back, snap);
+    EXPECT_TRUE(back.state.route.empty());
 }
 
 SnapshotDiskOptions options(const std::string& dir, uint64_t bytes) {
