@@ -44,6 +44,19 @@ __device__ __forceinline__ bool better(float a, int ia, float b, int ib) {
     return a > b || (a == b && ia < ib);
 }
 
+// The warp's best (value, column) and lowest bad column, in every lane.
+__device__ __forceinline__ void warp_best(float& best, int& best_id, int& bad) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v = __shfl_xor_sync(0xffffffffu, best, o);
+        const int id = __shfl_xor_sync(0xffffffffu, best_id, o);
+        bad = min(bad, __shfl_xor_sync(0xffffffffu, bad, o));
+        if (better(v, id, best, best_id)) {
+            best = v;
+            best_id = id;
+        }
+    }
+}
+
 __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(const float* __restrict__ x, int64_t cols,
                                                                float* __restrict__ values, int32_t* __restrict__ ids,
                                                                int32_t* __restrict__ first_bad) {
@@ -62,15 +75,7 @@ __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(const float* __re
             best_id = int(i);
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float v = __shfl_xor_sync(0xffffffffu, best, o);
-        const int id = __shfl_xor_sync(0xffffffffu, best_id, o);
-        bad = min(bad, __shfl_xor_sync(0xffffffffu, bad, o));
-        if (better(v, id, best, best_id)) {
-            best = v;
-            best_id = id;
-        }
-    }
+    warp_best(best, best_id, bad);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (lane == 0) {
         s_val[warp] = best;
@@ -82,15 +87,7 @@ __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(const float* __re
     best = s_val[lane];
     best_id = s_id[lane];
     bad = s_bad[lane];
-    for (int o = 16; o > 0; o >>= 1) {
-        const float v = __shfl_xor_sync(0xffffffffu, best, o);
-        const int id = __shfl_xor_sync(0xffffffffu, best_id, o);
-        bad = min(bad, __shfl_xor_sync(0xffffffffu, bad, o));
-        if (better(v, id, best, best_id)) {
-            best = v;
-            best_id = id;
-        }
-    }
+    warp_best(best, best_id, bad);
     if (lane == 0) {
         // A row of NaNs only still names a column (its candidates mean nothing).
         if (best_id == INT_MAX) best_id = 0;
