@@ -60,33 +60,31 @@ void Session::restore(const SessionSnapshot& snap) {
 }
 
 std::vector<float> Session::decode(int32_t token, int best, Candidates* out) {
-    if (n_past() + 1 > opts_.n_ctx)
-        throw Error("the context of " + std::to_string(opts_.n_ctx) + " tokens cannot hold " +
-                    std::to_string(n_past() + 1) + " tokens; raise --ctx.");
     const SeqStep step{0, std::span<const int32_t>(&token, 1), false, best};
     std::vector<Candidates> got;
-    std::vector<float> row;
-    try {
-        row = std::move(pool_.step(std::span<const SeqStep>(&step, 1), {}, &got).front());
-    } catch (...) {
-        tokens_ = pool_.tokens(0);
-        throw;
-    }
-    tokens_.push_back(token);
+    std::vector<float> row = advance(step.tokens, [&] {
+        return std::move(pool_.step(std::span<const SeqStep>(&step, 1), {}, &got).front());
+    });
     *out = std::move(got.front());
     return row;
 }
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logits,
                                  const std::function<void(int64_t, int64_t)>& progress) {
+    if (tokens.empty()) return {};
+    return advance(tokens, [&] {
+        return pool_.prefill(0, tokens, opts_.prefill_chunk, opts_.prefill_window, all_logits, progress);
+    });
+}
+
+std::vector<float> Session::advance(std::span<const int32_t> tokens, const std::function<std::vector<float>()>& run) {
     const int64_t n = static_cast<int64_t>(tokens.size());
-    if (n == 0) return {};
     if (n_past() + n > opts_.n_ctx)
         throw Error("the context of " + std::to_string(opts_.n_ctx) + " tokens cannot hold " +
                     std::to_string(n_past() + n) + " tokens; raise --ctx.");
     std::vector<float> out;
     try {
-        out = pool_.prefill(0, tokens, opts_.prefill_chunk, opts_.prefill_window, all_logits, progress);
+        out = run();
     } catch (...) {
         // A failed route leaves the slot at the chunks it finished (or at
         // nothing where the model cannot rewind there): hold what it holds.

@@ -96,6 +96,11 @@ public:
     const std::string& decode_replay_refused() const { return pool_.decode_replay_refused(); }
 
 private:
+    // `tokens` after what the session holds through `run` (the pool's step
+    // or prefill): the context checked first, the held tokens kept in step
+    // with the pool whether it succeeds or fails.
+    std::vector<float> advance(std::span<const int32_t> tokens, const std::function<std::vector<float>()>& run);
+
     SessionOptions opts_;
     SlotPool pool_;
     std::vector<int32_t> tokens_;
