@@ -33,7 +33,7 @@ cleanup() {
 trap cleanup EXIT
 source "$(dirname "$0")/seed.sh"  # seed (DS4_TEST_SEED), RANDOM seeded with it
 fail() { echo "FAIL (seed $seed): $*" >&2; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source "$(dirname "${BASH_SOURCE[0]}")/free_port.sh"  # free_port: outside the ephemeral range
 ids() { python3 -c "import random; r=random.Random($seed + $3); print(' '.join(str(r.randrange($2)) for _ in range($1)))"; }
 
 # start_worker MODEL LAYERS PORT LOG [flags...]: sets $wpid.

@@ -65,7 +65,8 @@ run 2 "unreadable certificate" -m "$MODEL" --ssl-cert-file "$WORK/absent.pem" --
 run 2 "certificate not PEM" -m "$MODEL" --ssl-cert-file "$WORK/keys" --ssl-key-file "$WORK/keys"
 grep -q "ssl-cert-file" "$WORK/err" || fail "a certificate that is not PEM: $(cat "$WORK/err")"
 # The listener starts before the load (GET /health: 503 loading): a free port.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+source "$(dirname "$0")/free_port.sh"
+port=$(free_port)
 run 1 "not a model" -m "$MODEL" --backend cpu --api-key-file "$WORK/keys" --port "$port"
 grep -qi "gguf\|model" "$WORK/err" || fail "a broken model's sentence does not say what is wrong: $(cat "$WORK/err")"
 # A port another ds4-server holds (listening while it loads): exit 1 with

@@ -17,7 +17,7 @@ cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm
 trap cleanup EXIT
 seed=${DS4_TEST_SEED:-$RANDOM}
 fail() { echo "FAIL (seed $seed): $*" >&2; for f in "$tmp"/*.log; do echo "== $f" >&2; tail -5 "$f" >&2; done; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source "$(dirname "${BASH_SOURCE[0]}")/free_port.sh"  # free_port: outside the ephemeral range
 
 m=$tmp/m.gguf
 "$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$m" >/dev/null

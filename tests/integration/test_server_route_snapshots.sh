@@ -24,7 +24,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 fail() { echo "FAIL (seed $seed): $*" >&2; for f in "$tmp"/*.log; do echo "== $f" >&2; tail -5 "$f" >&2; done; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source "$(dirname "${BASH_SOURCE[0]}")/free_port.sh"  # free_port: outside the ephemeral range
 wait_health() {  # BASE PID
   for _ in $(seq 600); do
     [ "$(curl -s -o /dev/null -w '%{http_code}' "$1/health")" = 200 ] && return 0
@@ -40,7 +40,8 @@ arch=$DS4_ROUTE_ARCH
 prefix=$(python3 -c "import random; random.seed($seed); print(' '.join(random.choice(['river','stone','cloud','green','seven','tower','north']) for _ in range(150)))")
 complete() {  # BASE PROMPT OUT
   python3 -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 8, "temperature": 0}))' "$2" >"$tmp/body.json"
-  curl -s -H 'Content-Type: application/json' "$1/v1/completions" -d @"$tmp/body.json" >"$3"
+  curl -s -H 'Content-Type: application/json' "$1/v1/completions" -d @"$tmp/body.json" >"$3" \
+    || fail "the request to $1 got no answer (curl exit $?)"
   python3 -c 'import json,sys; json.load(open(sys.argv[1]))["choices"][0]["text"]' "$3" 2>/dev/null || fail "no completion: $(cat "$3")"
 }
 text() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['choices'][0]['text'])" "$1"; }
