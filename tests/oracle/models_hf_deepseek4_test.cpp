@@ -40,10 +40,7 @@
 // Every fixture file is checked against the sha256 its JSON records before
 // use (make_fixtures.py wrote both), so an edited or truncated fixture fails
 // loudly instead of becoming a new "expected" value.
-#include <array>
-#include <nlohmann/json.hpp>
-
-#include "oracle_harness.h"
+#include "hf_fixture.h"
 
 namespace ds4::oracle {
 namespace {
@@ -51,65 +48,7 @@ namespace {
 const fs::path kFixtures = fs::path(DS4_SOURCE_DIR) / "tests" / "fixtures" / "hf_deepseek4";
 constexpr Tolerance kHfTolerance{1e-5, 1.0};
 
-std::vector<int32_t> read_token_ids(const fs::path& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot read " + path.string());
-    std::vector<int32_t> ids;
-    for (int64_t v; in >> v;) ids.push_back(int32_t(v));
-    if (ids.empty()) throw std::runtime_error(path.string() + " holds no token ids");
-    return ids;
-}
-
-struct Fixture {
-    fs::path model;
-    std::vector<int32_t> ids;
-    size_t n_vocab = 0;
-    Logits hf;  // every position of the full token list
-};
-
-// sha256 of a file, by coreutils' sha256sum (not code of ours).
-std::string sha256_of(const fs::path& path) {
-    const CommandResult r = run_checked({"sha256sum", "--", path.string()});
-    return r.output.substr(0, r.output.find(' '));
-}
-
-// Throws naming the first file of fixture `name` (in `dir`) whose sha256
-// differs from the one its JSON records, or that the JSON does not list.
-void verify_fixture_sha256(const fs::path& dir, const std::string& name) {
-    std::ifstream in(dir / (name + ".json"));
-    if (!in) throw std::runtime_error("cannot read " + (dir / (name + ".json")).string());
-    const auto recorded = nlohmann::json::parse(in).at("sha256");
-    for (const char* ext : {".gguf.bin", ".ids", ".logits"}) {
-        const std::string file = name + ext;
-        if (!recorded.contains(file)) throw std::runtime_error(name + ".json records no sha256 for " + file);
-        const std::string want = recorded.at(file).get<std::string>(), got = sha256_of(dir / file);
-        if (got != want)
-            throw std::runtime_error("fixture " + (dir / file).string() + " has sha256 " + got + ", its JSON records " +
-                                     want + ": regenerate it with make_fixtures.py, do not edit it");
-    }
-}
-
-Fixture load_fixture(const std::string& name) {
-    verify_fixture_sha256(kFixtures, name);
-    Fixture f;
-    f.model = kFixtures / (name + ".gguf.bin");
-    f.ids = read_token_ids(kFixtures / (name + ".ids"));
-    f.n_vocab = size_t(read_gguf_summary(f.model).n_vocab);
-    f.hf = read_logits(kFixtures / (name + ".logits"), f.ids.size(), f.n_vocab);
-    return f;
-}
-
-Logits first_rows(const Logits& l, size_t n) {
-    return Logits{n, l.n_vocab, std::vector<float>(l.values.begin(), l.values.begin() + ptrdiff_t(n * l.n_vocab))};
-}
-
-::testing::AssertionResult same_argmax(const Logits& ours, const Logits& ref) {
-    for (size_t i = 0; i < ref.n_tokens; ++i)
-        if (ours.argmax(i) != ref.argmax(i))
-            return ::testing::AssertionFailure() << "argmax differs at position " << i << ": " << ours.argmax(i)
-                                                 << " vs transformers " << ref.argmax(i);
-    return ::testing::AssertionSuccess();
-}
+HfFixture load_fixture(const std::string& name) { return load_hf_fixture(kFixtures, name); }
 
 class HfDeepSeek4 : public ::testing::TestWithParam<std::string> {
 protected:
@@ -126,7 +65,7 @@ protected:
 };
 
 TEST_P(HfDeepSeek4, Ds4MatchesTransformersFloat64AtEveryChunk) {
-    const Fixture f = load_fixture(GetParam());
+    const HfFixture f = load_fixture(GetParam());
     // A fresh prefix, never shorter than needed to reach the ratio-128 block.
     const size_t n = std::uniform_int_distribution<size_t>(std::min<size_t>(f.ids.size(), 130), f.ids.size())(rng_);
     const std::vector<int32_t> ids(f.ids.begin(), f.ids.begin() + ptrdiff_t(n));
@@ -143,19 +82,7 @@ TEST_P(HfDeepSeek4, Ds4MatchesTransformersFloat64AtEveryChunk) {
 
 // The integrity check itself fails for a changed byte, in each kind of file.
 TEST_P(HfDeepSeek4, FixtureIntegrityCheckSeesOneChangedByte) {
-    EXPECT_NO_THROW(verify_fixture_sha256(kFixtures, GetParam()));
-    for (const char* ext : {".json", ".gguf.bin", ".ids", ".logits"})
-        fs::copy_file(kFixtures / (GetParam() + ext), dir_ / (GetParam() + ext));
-    const char* victim = std::array<const char*, 3>{".gguf.bin", ".ids", ".logits"}[rng_() % 3];
-    const fs::path p = dir_ / (GetParam() + victim);
-    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
-    const auto at = std::streamoff(rng_() % fs::file_size(p));
-    f.seekg(at);
-    const char c = char(f.get() ^ 0x01);
-    f.seekp(at);
-    f.put(c);
-    f.close();
-    EXPECT_THROW(verify_fixture_sha256(dir_.path(), GetParam()), std::runtime_error) << "byte " << at << " of " << p;
+    expect_integrity_check_sees_one_changed_byte(kFixtures, GetParam(), dir_.path(), rng_);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfDeepSeek4,
@@ -167,7 +94,7 @@ TEST(HfDeepSeek4Llama, LlamaCppMatchesTransformersOnHc4Fixture) {
     const uint64_t seed = fresh_seed();
     std::mt19937_64 rng(seed);
     SCOPED_TRACE(ds4::test::seed_note(seed));
-    const Fixture f = load_fixture("csa_hca_hash_hc4");
+    const HfFixture f = load_fixture("csa_hca_hash_hc4");
     const size_t n = std::uniform_int_distribution<size_t>(130, f.ids.size())(rng);
     const std::vector<int32_t> ids(f.ids.begin(), f.ids.begin() + ptrdiff_t(n));
     TempDir dir;
