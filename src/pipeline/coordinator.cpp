@@ -43,13 +43,12 @@ public:
 
 private:
     std::string check(const wire::Registration& r) {
-        const ModelInfo& info = c_.engine_.info();
         if (r.protocol() != kPipelineProtocol)
             return "it speaks pipeline protocol " + std::to_string(r.protocol()) + ", this coordinator " +
                    std::to_string(kPipelineProtocol) + ".";
-        if (r.model_id() != c_.model_id_ || r.arch() != info.arch)
+        if (r.model_id() != c_.model_id_ || r.arch() != c_.arch_)
             return "it serves another model file (" + r.arch() + ", identity " + r.model_id() + ") than this " +
-                   "coordinator's " + c_.engine_.file().path() + " (" + info.arch + ", identity " + c_.model_id_ + ").";
+                   "coordinator's " + c_.model_path_ + " (" + c_.arch_ + ", identity " + c_.model_id_ + ").";
         if (r.n_ctx() < c_.config_.n_ctx)
             return "it holds " + std::to_string(r.n_ctx()) + " positions per sequence and the coordinator needs " +
                    std::to_string(c_.config_.n_ctx) + " (start it with --ctx " + std::to_string(c_.config_.n_ctx) +
@@ -87,7 +86,7 @@ void log_telemetry(const RouteTelemetry& t) {
 }  // namespace
 
 Coordinator::Coordinator(const Engine& engine, CoordinatorConfig config)
-    : engine_(engine), config_(std::move(config)) {
+    : config_(std::move(config)), arch_(engine.info().arch), model_path_(engine.file().path()) {
     const ModelInfo& info = engine.info();
     if (info.layers.has_last_block(info.n_layer))
         throw Error("the coordinator's --layers reach the model's last block: no worker would have anything to run.");

@@ -58,9 +58,10 @@ public:
 
 private:
     class Registrar;
-    const Engine& engine_;
     CoordinatorConfig config_;
-    std::string model_id_;
+    // What registrations are checked against, copied: a worker's call may
+    // arrive while the process exits, after the engine is gone.
+    std::string arch_, model_path_, model_id_;
     std::unique_ptr<RouteTable> table_;
     std::unique_ptr<Registrar> registrar_;
     std::unique_ptr<grpc::Server> server_;
