@@ -66,10 +66,15 @@ std::vector<SyntheticPreset> bench_presets() {
     return {preset("glm5-q2", "glm5", "", "q2"), preset("glm-dsa-tiny-f32", "tiny", "f32", "")};
 }
 
+int truncated_block_count(const std::string& shape, int n_layer) {
+    const GlmDsaShape t = truncate_glm_dsa_shape(glm_dsa_preset(shape), n_layer);
+    return static_cast<int>(t.n_layer + t.n_nextn);
+}
+
 }  // namespace
 
 const SynthFamily& glm_dsa_synth_family() {
-    static const SynthFamily family{"glm-dsa", synth, describe, bench_presets};
+    static const SynthFamily family{"glm-dsa", synth, describe, bench_presets, truncated_block_count};
     return family;
 }
 
