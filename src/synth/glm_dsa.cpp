@@ -123,19 +123,21 @@ GlmDsaShape glm5() {
     return s;
 }
 
-// GLM-5's head geometry (nope/rope/value 192/64/256 over a 512-wide
-// latent, 32 indexer heads of 128) at width 512 with 4 heads: the shapes that
-// decide llama-quantize's block types and fallbacks, in a model llama.cpp's
-// CPU path evaluates in seconds at F32. 16 experts (4 used), not 8: with
-// exactly 8 llama-quantize switches to its Mixtral rules, which GLM-5's 256
-// never meet. Indexer top-k 32, so prompts of a few hundred tokens exercise
-// the indexer's choice (GLM-5's 2048 needs longer ones).
+// GLM-5's hidden width (6144) and head geometry (nope/rope/value 192/64/256
+// over a 512-wide latent, 32 indexer heads of 128) with fewer and narrower
+// parts: 4 heads (GLM-5: 64), q rank 512 (2048), a dense FFN of 1024
+// (12288), 16 experts of 256 (256 of 2048), 4 used, a 1024-token
+// vocabulary. The row widths that decide llama-quantize's block types and
+// fallbacks are GLM-5's, in a model llama.cpp's CPU path evaluates at F32 in
+// seconds. 16 experts, not 8: with exactly 8 llama-quantize switches to its
+// Mixtral rules, which GLM-5's 256 never meet. Indexer top-k 32, so prompts
+// of a few hundred tokens exercise the indexer's choice (GLM-5's 2048 needs
+// longer ones).
 GlmDsaShape glm5_mini() {
     GlmDsaShape s = glm5();
     s.preset = "glm5-mini";
     s.n_layer = 4;
     s.n_dense_lead = 1;
-    s.n_embd = 512;
     s.n_head = 4;
     s.q_lora_rank = 512;
     s.n_ff = 1024;

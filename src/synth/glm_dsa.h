@@ -39,9 +39,10 @@ struct GlmDsaShape {
 // "micro" (2 blocks of width 8, 16 tokens, a few KB: fuzz seeds), "tiny" (4 trunk blocks of width 64 + an MTP block, 8 experts in 4 groups,
 // a shared-indexer block, indexer top-k 16, 512-token vocabulary; a few MB),
 // "glm5" (GLM-5's shape: 78 blocks + MTP, 256 experts, 744B parameters) or
-// "glm5-mini" (GLM-5's head geometry, whose 192-wide attn_k_b rows take
-// llama-quantize's fallback types, at width 512 with 8 experts: a model
-// llama.cpp's CPU path runs in seconds at F32, for quantized-file tests).
+// "glm5-mini" (GLM-5's width 6144 and head sizes, whose 192-wide attn_k_b
+// rows take llama-quantize's fallback types, with 4 heads and 16 experts of
+// 256: a model llama.cpp's CPU path runs in seconds at F32, for
+// quantized-file tests).
 // Throws ds4::UsageError for another name.
 GlmDsaShape glm_dsa_preset(const std::string& name);
 // The preset's first n_layer trunk blocks (and its MTP block) as a model of

@@ -84,8 +84,8 @@ const char* kHelp = R"(usage:
                              KB, --no-tokenizer; tiny: 4 blocks of width 64,
                              expert groups, a shared-indexer block, top-k 16;
                              glm5: GLM-5's shape, 78 blocks + MTP, 256 experts;
-                             glm5-mini: GLM-5's head sizes at width 512, 4
-                             blocks + MTP, 16 experts, top-k 32)
+                             glm5-mini: GLM-5's width and head sizes, 4
+                             heads, 4 blocks + MTP, 16 experts of 256, top-k 32)
       --tokenizer-dir DIR    GLM's own tokenizer.json (+ tokenizer_config.json
                              or chat_template.jinja), e.g. a Hugging Face
                              download of GLM-5; default: a stand-in with
