@@ -31,6 +31,12 @@ SyntheticPreset synthetic_preset(const std::string& name) {
     throw UsageError("--synthetic must be one of " + known + "; got '" + name + "'");
 }
 
+SyntheticPreset truncate_synthetic_preset(SyntheticPreset preset, int n_layer) {
+    preset.n_layer = synth_family(preset.arch).truncated_block_count(preset.shape, n_layer);
+    preset.truncate_to = n_layer;
+    return preset;
+}
+
 SynthResult write_synthetic_model(const SyntheticPreset& preset, uint64_t seed, const LayerRange& range,
                                   const std::string& path, const std::function<void(uint64_t)>& on_size) {
     SynthRequest r;
@@ -39,6 +45,8 @@ SynthResult write_synthetic_model(const SyntheticPreset& preset, uint64_t seed, 
     r.seed = seed;
     r.type = preset.type;
     r.quant = preset.quant;
+    r.n_layer = preset.truncate_to;
+    r.n_layer_given = preset.truncate_to != 0;
     r.tokenizer = false;
     r.layers = range;
     r.on_size = on_size;

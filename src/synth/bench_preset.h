@@ -18,6 +18,11 @@ std::vector<std::string> synthetic_preset_names();
 // Throws ds4::UsageError listing the valid names for an unknown one.
 SyntheticPreset synthetic_preset(const std::string& name);
 
+// The preset's model truncated to its first n_layer blocks (trunk blocks:
+// a family's MTP block stays), as `ds4-gguf synth --n-layer` writes it.
+// Throws ds4::UsageError naming the range for a bad n_layer.
+SyntheticPreset truncate_synthetic_preset(SyntheticPreset preset, int n_layer);
+
 // Writes the preset's model (no tokenizer: the real vocabulary size only)
 // with the blocks of `range` to `path`. `on_size` is called with
 // the file size before anything is written and may throw to refuse it.

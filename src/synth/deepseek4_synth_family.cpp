@@ -69,10 +69,14 @@ std::vector<SyntheticPreset> bench_presets() {
     };
 }
 
+int truncated_block_count(const std::string& shape, int n_layer) {
+    return static_cast<int>(truncate_deepseek4_shape(deepseek4_preset(shape), n_layer).n_layer);
+}
+
 }  // namespace
 
 const SynthFamily& deepseek4_synth_family() {
-    static const SynthFamily family{"deepseek4", synth, describe, bench_presets};
+    static const SynthFamily family{"deepseek4", synth, describe, bench_presets, truncated_block_count};
     return family;
 }
 

@@ -1,9 +1,12 @@
 #include "synth/glm_dsa.h"
 
 #include <algorithm>
+#include <set>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "gguf/gguf_writer.h"
+#include "synth/q2_k_mix.h"
 #include "synth/glm_tokenizer.h"
 #include "synth/layer_slice.h"
 #include "synth/random_tensor.h"
@@ -120,6 +123,33 @@ GlmDsaShape glm5() {
     return s;
 }
 
+// GLM-5's hidden width (6144) and head geometry (nope/rope/value 192/64/256
+// over a 512-wide latent, 32 indexer heads of 128) with fewer and narrower
+// parts: 4 heads (GLM-5: 64), q rank 512 (2048), a dense FFN of 1024
+// (12288), 16 experts of 256 (256 of 2048), 4 used, a 1024-token
+// vocabulary. The row widths that decide llama-quantize's block types and
+// fallbacks are GLM-5's, in a model llama.cpp's CPU path evaluates at F32 in
+// seconds. 16 experts, not 8: with exactly 8 llama-quantize switches to its
+// Mixtral rules, which GLM-5's 256 never meet. Indexer top-k 32, so prompts
+// of a few hundred tokens exercise the indexer's choice (GLM-5's 2048 needs
+// longer ones).
+GlmDsaShape glm5_mini() {
+    GlmDsaShape s = glm5();
+    s.preset = "glm5-mini";
+    s.n_layer = 4;
+    s.n_dense_lead = 1;
+    s.n_head = 4;
+    s.q_lora_rank = 512;
+    s.n_ff = 1024;
+    s.n_ff_exp = 256;
+    s.n_expert = 16;
+    s.n_expert_used = 4;
+    s.indexer_top_k = 32;
+    s.n_ctx_train = 4096;
+    s.n_vocab = 1024;
+    return s;
+}
+
 uint32_t file_type_of(GgmlType t) {
     switch (t) {
         case GgmlType::F16: return 1;
@@ -137,7 +167,8 @@ GlmDsaShape glm_dsa_preset(const std::string& name) {
     if (name == "micro") return micro();
     if (name == "tiny") return tiny();
     if (name == "glm5") return glm5();
-    throw UsageError("--preset must be micro, tiny or glm5 for glm-dsa, got '" + name + "'");
+    if (name == "glm5-mini") return glm5_mini();
+    throw UsageError("--preset must be micro, tiny, glm5 or glm5-mini for glm-dsa, got '" + name + "'");
 }
 
 GlmDsaShape truncate_glm_dsa_shape(const GlmDsaShape& shape, int n_layer) {
@@ -176,8 +207,10 @@ SynthResult synth_glm_dsa(const GlmDsaSynthOptions& opts) {
     w.set("general.architecture", GgufValue::string(a));
     w.set("general.type", GgufValue::string("model"));
     w.set("general.name", GgufValue::string("ds4 synthetic glm-dsa " + s.preset));
-    w.set("general.file_type", GgufValue::u32(file_type_of(opts.type)));
-    if (ggml_type_traits(opts.type).block_elems > 1) w.set("general.quantization_version", GgufValue::u32(2));
+    const bool q2_k = opts.mix == GlmDsaMix::q2_k;
+    w.set("general.file_type", GgufValue::u32(q2_k ? kFileTypeQ2_K : file_type_of(opts.type)));
+    if (q2_k || ggml_type_traits(opts.type).block_elems > 1)
+        w.set("general.quantization_version", GgufValue::u32(2));
     u32("context_length", s.n_ctx_train);
     u32("embedding_length", s.n_embd);
     u32("feed_forward_length", s.n_ff);
@@ -228,8 +261,26 @@ SynthResult synth_glm_dsa(const GlmDsaSynthOptions& opts) {
     const int64_t IH = s.indexer_n_head, ID = s.indexer_head_dim;
     const auto fan_in = WeightDistribution::scaled_by_fan_in;
     const auto gain = WeightDistribution::near_one(0.2f);
+    // The stored type of each tensor: `type` (F32 for the norms, router and
+    // indexer weights; --type for the matrices) as the mix decides it, then
+    // llama-quantize's fallback where rows are not whole blocks. A fallback
+    // is logged once per kind of tensor (its name without "blk.N.").
+    QuantMixModel mix_model;
+    mix_model.n_layer = n_all;
+    mix_model.n_expert = static_cast<int>(s.n_expert);
+    mix_model.n_gqa = static_cast<int>(s.n_head);  // one shared latent KV head
+    std::set<std::string> fallbacks_logged;
     auto add = [&](const std::string& name, GgmlType type, std::vector<int64_t> ne, WeightDistribution dist) {
-        add_random_tensor(w, name, type, std::move(ne), dist, opts.seed, opts.progress);
+        const QuantChoice c = q2_k ? q2_k_tensor_type(name, ne, GgmlType::F32, mix_model)
+                                   : QuantChoice{type, llama_block_fallback(type, ne[0])};
+        const std::string kind = name.starts_with("blk.") ? name.substr(name.find('.', 4) + 1) : name;
+        if (c.fell_back() && fallbacks_logged.insert(kind).second) {
+            const auto& want = ggml_type_traits(c.wanted);
+            log_info("glm-dsa " + s.preset + ": " + kind + " has rows of " + std::to_string(ne[0]) +
+                     ", not whole " + std::string(want.name) + " blocks of " + std::to_string(want.block_elems) + ": written as " +
+                     std::string(ggml_type_name(c.type)) + " (llama-quantize's fallback)");
+        }
+        add_random_tensor(w, name, c.type, std::move(ne), dist, opts.seed, opts.progress);
     };
     auto matrix = [&](const std::string& name, std::vector<int64_t> ne, int64_t in) {
         add(name, opts.type, std::move(ne), fan_in(in));

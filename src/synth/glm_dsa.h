@@ -37,19 +37,31 @@ struct GlmDsaShape {
 };
 
 // "micro" (2 blocks of width 8, 16 tokens, a few KB: fuzz seeds), "tiny" (4 trunk blocks of width 64 + an MTP block, 8 experts in 4 groups,
-// a shared-indexer block, indexer top-k 16, 512-token vocabulary; a few MB)
-// or "glm5" (GLM-5's shape: 78 blocks + MTP, 256 experts, 744B parameters).
+// a shared-indexer block, indexer top-k 16, 512-token vocabulary; a few MB),
+// "glm5" (GLM-5's shape: 78 blocks + MTP, 256 experts, 744B parameters) or
+// "glm5-mini" (GLM-5's width 6144 and head sizes, whose 192-wide attn_k_b
+// rows take llama-quantize's fallback types, with 4 heads and 16 experts of
+// 256: a model llama.cpp's CPU path runs in seconds at F32, for
+// quantized-file tests).
 // Throws ds4::UsageError for another name.
 GlmDsaShape glm_dsa_preset(const std::string& name);
 // The preset's first n_layer trunk blocks (and its MTP block) as a model of
 // their own. Throws ds4::UsageError unless 1 <= n_layer <= the trunk.
 GlmDsaShape truncate_glm_dsa_shape(const GlmDsaShape& shape, int n_layer);
 
+// How the matrices are stored: all in one type (GlmDsaSynthOptions::type,
+// the norms, router and indexer weights kept F32) or as llama-quantize's
+// Q2_K mix writes them (synth/q2_k_mix.h). Either way a tensor whose rows
+// are not whole blocks of its type takes llama-quantize's fallback
+// (synth/llama_quant_rules.h), logged once per tensor kind.
+enum class GlmDsaMix { uniform, q2_k };
+
 struct GlmDsaSynthOptions {
     std::string preset = "tiny";
     std::string out;
     uint64_t seed = 0;
-    GgmlType type = GgmlType::F32;  // every matrix but the router and the norms
+    GgmlType type = GgmlType::F32;  // GlmDsaMix::uniform: every matrix but the router and the norms
+    GlmDsaMix mix = GlmDsaMix::uniform;
     int n_layer = 0;                // not 0: truncated to the first n_layer trunk blocks
     LayerRange layers;              // the blocks that get tensors (default: all)
     std::function<void(uint64_t file_bytes)> on_size;

@@ -1,7 +1,7 @@
-// GLM-5's entry in the synth family table: `--type`, the tokenizer flags and
-// --template-file checked and turned into GlmDsaSynthOptions, and its
-// ds4-bench presets (glm5-q2, the published
-// files' quantized mix, is for later).
+// GLM-5's entry in the synth family table: `--type` or `--quant q2`, the
+// tokenizer flags and --template-file checked and turned into
+// GlmDsaSynthOptions, and its ds4-bench presets (glm5-q2: GLM-5's shape in
+// llama-quantize's Q2_K mix, the published files' starting point).
 #include "cli/cli_values.h"
 #include "common/error.h"
 #include "synth/glm_dsa.h"
@@ -21,8 +21,12 @@ GgmlType parse_type(const std::string& text) {
 }
 
 SynthResult synth(const SynthRequest& r) {
-    if (!r.quant.empty() || !r.embd_type.empty())
-        throw UsageError("--quant and --embd-type are for other families; glm-dsa takes --type");
+    if (!r.embd_type.empty()) throw UsageError("--embd-type is for qwen3moe; glm-dsa takes --type or --quant q2");
+    if (!r.quant.empty() && !r.type.empty())
+        throw UsageError("--quant and --type exclude each other: --quant q2 is llama-quantize's Q2_K mix, "
+                         "--type one type for every matrix");
+    if (!r.quant.empty() && r.quant != "q2")
+        throw UsageError("--quant must be q2 for glm-dsa (llama-quantize's Q2_K mix), got " + quote_value(r.quant));
     if (!r.tokenizer && (!r.tokenizer_dir.empty() || !r.template_file.empty()))
         throw UsageError("--no-tokenizer leaves out the tokenizer and chat template; --tokenizer-dir and "
                          "--template-file do not apply");
@@ -32,6 +36,7 @@ SynthResult synth(const SynthRequest& r) {
     o.n_layer = r.n_layer_given ? r.n_layer : 0;
     if (r.n_layer_given) truncate_glm_dsa_shape(shape, o.n_layer);  // validates N (0 too) first
     o.type = parse_type(r.type);
+    if (r.quant == "q2") o.mix = GlmDsaMix::q2_k;
     o.out = r.out;
     if (o.out.empty()) throw UsageError("--out needs a file name");
     o.seed = r.seed;
@@ -46,22 +51,30 @@ SynthResult synth(const SynthRequest& r) {
 
 // The stand-in is said where it is used: its text ids are not GLM's.
 std::string describe(const SynthRequest& r) {
-    std::string d = "glm-dsa " + r.preset;
+    std::string d = "glm-dsa " + r.preset + (r.quant.empty() ? "" : " " + r.quant);
     if (r.tokenizer && r.tokenizer_dir.empty())
         d += " (stand-in tokenizer: Qwen3's BPE pieces with GLM's special tokens; --tokenizer-dir for GLM's own)";
     return d;
 }
 
 std::vector<SyntheticPreset> bench_presets() {
-    const GlmDsaShape tiny = glm_dsa_preset("tiny");
-    return {SyntheticPreset{"glm-dsa-tiny-f32", "glm-dsa", "tiny", static_cast<int>(tiny.n_layer + tiny.n_nextn),
-                            "f32", ""}};
+    auto preset = [](const std::string& name, const std::string& shape, const std::string& type,
+                     const std::string& quant) {
+        const GlmDsaShape s = glm_dsa_preset(shape);
+        return SyntheticPreset{name, "glm-dsa", shape, static_cast<int>(s.n_layer + s.n_nextn), type, quant};
+    };
+    return {preset("glm5-q2", "glm5", "", "q2"), preset("glm-dsa-tiny-f32", "tiny", "f32", "")};
+}
+
+int truncated_block_count(const std::string& shape, int n_layer) {
+    const GlmDsaShape t = truncate_glm_dsa_shape(glm_dsa_preset(shape), n_layer);
+    return static_cast<int>(t.n_layer + t.n_nextn);
 }
 
 }  // namespace
 
 const SynthFamily& glm_dsa_synth_family() {
-    static const SynthFamily family{"glm-dsa", synth, describe, bench_presets};
+    static const SynthFamily family{"glm-dsa", synth, describe, bench_presets, truncated_block_count};
     return family;
 }
 

@@ -8,42 +8,17 @@ namespace {
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
-// tensor_allows_quantization: only 2-D/3-D tensors whose name ends in
-// "weight", never norms or the expert router (nor DeepSeek V4's token-id
-// routing table).
-bool allows_quantization(const std::string& name, const std::vector<int64_t>& ne) {
-    int dims = static_cast<int>(ne.size());
-    while (dims > 1 && ne[static_cast<size_t>(dims - 1)] == 1) --dims;  // ggml_n_dims
-    if (dims < 2) return false;
-    return name.ends_with("weight") && !contains(name, "_norm.weight") && !contains(name, "ffn_gate_inp.weight") &&
-           !contains(name, "ffn_gate_tid2eid.weight");
-}
-
 // use_more_bits in llama_tensor_get_type_impl: the first and last eighth of
 // the layers, and every third layer in between.
 bool use_more_bits(int i_layer, int n_layers) {
     return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
 }
 
-// tensor_type_fallback: a row that is not whole blocks of the chosen type
-// takes a 32-element type, and F16 when even that does not fit.
-GgmlType fallback(GgmlType t, int64_t ncols) {
-    if (ncols % ggml_type_traits(t).block_elems == 0) return t;
-    GgmlType r = t;
-    switch (t) {
-        case GgmlType::Q4_K: r = GgmlType::Q5_0; break;
-        case GgmlType::Q5_K: r = GgmlType::Q5_1; break;
-        case GgmlType::Q6_K: r = GgmlType::Q8_0; break;
-        default: break;
-    }
-    return ncols % ggml_type_traits(r).block_elems == 0 ? r : GgmlType::F16;
-}
-
 }  // namespace
 
 GgmlType q4_k_m_tensor_type(const std::string& name, const std::vector<int64_t>& ne, GgmlType source_type,
                             const QuantMixModel& m) {
-    if (!allows_quantization(name, ne)) return source_type;
+    if (!llama_quantizes_tensor(name, ne)) return source_type;
     const int64_t ncols = ne[0];
     const bool eight_experts = m.n_expert == 8;
     GgmlType t = GgmlType::Q4_K;  // llama_ftype_get_default_type(Q4_K_M)
@@ -73,7 +48,7 @@ GgmlType q4_k_m_tensor_type(const std::string& name, const std::vector<int64_t>&
         // The layer comes from the name (experts of one layer share it).
         if (use_more_bits(tensor_layer(name), m.n_layer)) t = GgmlType::Q6_K;
     }
-    return fallback(t, ncols);
+    return llama_block_fallback(t, ncols);
 }
 
 }  // namespace ds4

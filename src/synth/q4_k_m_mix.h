@@ -13,14 +13,9 @@
 #include <vector>
 
 #include "gguf/ggml_type.h"
+#include "synth/llama_quant_rules.h"
 
 namespace ds4 {
-
-struct QuantMixModel {
-    int n_layer = 0;        // hparams.n_layer_all
-    int n_expert = 0;       // 8 switches on llama.cpp's Mixtral-era rules
-    bool tied_embeddings = false;  // no output.weight: token_embd is the head
-};
 
 // The Q4_K_M type of tensor `name` of shape `ne` (ggml order) stored as
 // `source_type` before quantization. Tensors llama-quantize never quantizes

@@ -67,10 +67,14 @@ std::vector<SyntheticPreset> bench_presets() {
     };
 }
 
+int truncated_block_count(const std::string& shape, int n_layer) {
+    return static_cast<int>(truncate_qwen3moe_shape(qwen3moe_preset(shape), n_layer).n_layer);
+}
+
 }  // namespace
 
 const SynthFamily& qwen3moe_synth_family() {
-    static const SynthFamily family{"qwen3moe", synth, describe, bench_presets};
+    static const SynthFamily family{"qwen3moe", synth, describe, bench_presets, truncated_block_count};
     return family;
 }
 

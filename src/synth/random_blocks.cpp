@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "quant/block_layouts.h"
+#include "quant/block_layouts_fallback.h"  // BlockQ3K
 #include "quant/quant.h"
 #include "synth/parallel_fill.h"
 #include "synth/weights.h"
@@ -43,6 +44,12 @@ void random_block(GgmlType type, float sigma, uint64_t seed, uint64_t index, uin
             const float d = sigma / 14.0f * jitter;
             put_half(block + offsetof(BlockQ2K, d), d);
             put_half(block + offsetof(BlockQ2K, dmin), 1.5f * d);
+            break;
+        }
+        case GgmlType::Q3_K: {
+            // x = d*(sc-32)*(q-4h), 6-bit sc, 2-bit q, h = 1 - hmask bit:
+            // std ~ 43.3 d (mean 0.25 d).
+            put_half(block + offsetof(BlockQ3K, d), sigma / 43.3f * jitter);
             break;
         }
         case GgmlType::Q4_K: {
@@ -114,7 +121,7 @@ void fill_serial(GgmlType type, float sigma, uint64_t seed, uint64_t offset, uin
 
 bool random_blocks_supported(GgmlType t) {
     switch (t) {
-        case GgmlType::Q2_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+        case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
         case GgmlType::IQ2_XXS: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q5_1:
             return true;
         default:

@@ -21,7 +21,7 @@
 
 namespace ds4 {
 
-// Q2_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, Q4_0, Q5_0, Q5_1.
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, Q4_0, Q5_0, Q5_1.
 bool random_blocks_supported(GgmlType type);
 
 // Writes bytes [offset, offset + n) of such a tensor (split across threads

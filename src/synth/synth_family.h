@@ -40,9 +40,10 @@ struct SyntheticPreset {
     std::string name;   // e.g. "qwen3-30b-a3b-q4_k_m"
     std::string arch;   // the family
     std::string shape;  // the family's preset: "qwen3-30b-a3b", "flash", "tiny", ...
-    int n_layer = 0;    // block_count of the full model
+    int n_layer = 0;    // block_count of the model (of the truncated one with truncate_to)
     // The weight types as the family's synth flags take them (SynthRequest).
     std::string type, quant;
+    int truncate_to = 0;  // not 0: the model of `ds4-gguf synth --n-layer truncate_to`
 };
 
 struct SynthFamily {
@@ -55,6 +56,9 @@ struct SynthFamily {
     std::string (*describe)(const SynthRequest& request);
     // The presets ds4-bench --synthetic offers for this family.
     std::vector<SyntheticPreset> (*bench_presets)();
+    // block_count of preset `shape` truncated by --n-layer n_layer;
+    // ds4::UsageError naming the range for a bad n_layer.
+    int (*truncated_block_count)(const std::string& shape, int n_layer);
 };
 
 const SynthFamily& qwen3moe_synth_family();

@@ -92,4 +92,20 @@ node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"
   if (j.parallel !== +process.argv[2] || !(j.rows[0].gen_tps_per_seq > 0)) process.exit(1);' "$tmp/par.json" "$n" \
   || fail "--parallel $n --json lacks parallel / gen_tps_per_seq"
 expect_usage --step-incr 1
+
+# --n-layer N: the preset truncated as ds4-gguf synth --n-layer writes it
+# (glm-dsa keeps its MTP block after the N trunk blocks, built but not run:
+# the engine's n_layer counts the trunk).
+"$bin/ds4-bench" --synthetic glm-dsa-tiny-f32 --n-layer 2 --ctx-start 4 --ctx-max 4 --step-incr 1 -t 2 \
+  --gen-tokens 2 --seed "$seed" --json "$tmp/trunc.json" >"$tmp/trunc.csv" 2>"$tmp/trunc.err" \
+  || fail "--n-layer 2 exited $? (seed $seed): $(cat "$tmp/trunc.err")"
+grep -q "^ds4-bench: synthetic glm-dsa-tiny-f32 --n-layer 2, layers 0:2 of 3, " "$tmp/trunc.err" \
+  || fail "--n-layer 2 build line: $(cat "$tmp/trunc.err")"
+node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  if (j.n_layer !== 2 || j.synthetic_n_layer !== 2) { console.error(JSON.stringify(j)); process.exit(1); }' \
+  "$tmp/trunc.json" || fail "--n-layer 2: --json lacks n_layer 2 / synthetic_n_layer 2"
+for n in 0 5 x; do expect_usage --synthetic glm-dsa-tiny-f32 --n-layer "$n" --step-incr 1; done
+expect_usage -m "$tmp/x.gguf" --n-layer 2 --step-incr 1
+expect_usage --synthetic glm5-q2 --n-layer 2 --layers 0:3 --step-incr 1
+grep -q "3 layers" "$tmp/err" || fail "--layers 0:3 of glm5-q2 --n-layer 2 does not name 3 layers: $(cat "$tmp/err")"
 echo "ok (seed $seed)"

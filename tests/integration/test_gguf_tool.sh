@@ -141,7 +141,10 @@ expect 2 "synth unknown flag" -- "$TOOL" synth --arch qwen3moe --preset tiny --o
 # glm-dsa: micro's 16 tokens fit no tokenizer; --no-tokenizer takes no tokenizer or template flags.
 expect 2 "glm-dsa micro with a tokenizer" -- "$TOOL" synth --arch glm-dsa --preset micro --out "$WORK/x.gguf"
 expect 2 "glm-dsa --no-tokenizer --template-file" -- "$TOOL" synth --arch glm-dsa --preset tiny --no-tokenizer --template-file "$M" --out "$WORK/x.gguf"
-expect 2 "glm-dsa --quant" -- "$TOOL" synth --arch glm-dsa --preset tiny --quant q2 --out "$WORK/x.gguf"
+# glm-dsa --quant: q2 (llama-quantize's Q2_K mix) only, and not with --type or --embd-type.
+expect 2 "glm-dsa --quant q4" -- "$TOOL" synth --arch glm-dsa --preset tiny --quant q4 --out "$WORK/x.gguf"
+expect 2 "glm-dsa --quant q2 --type" -- "$TOOL" synth --arch glm-dsa --preset tiny --quant q2 --type q8_0 --out "$WORK/x.gguf"
+expect 2 "glm-dsa --embd-type" -- "$TOOL" synth --arch glm-dsa --preset tiny --embd-type q8_0 --out "$WORK/x.gguf"
 # --n-layer: 1 <= N <= the preset's layers (qwen3moe tiny 4, deepseek4 tiny 5, flash 43, pro 61).
 expect 2 "synth --n-layer 0" -- "$TOOL" synth --arch qwen3moe --preset tiny --out "$WORK/x.gguf" --n-layer 0
 expect 2 "synth --n-layer 0 deepseek4" -- "$TOOL" synth --arch deepseek4 --preset tiny --out "$WORK/x.gguf" --n-layer 0

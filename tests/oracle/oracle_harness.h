@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -220,6 +221,20 @@ inline GgufSummary read_gguf_summary(const fs::path& path) {
     ggml_free(meta);
     if (s.n_vocab <= 0) throw std::runtime_error("GGUF file " + path.string() + " has no tokenizer.ggml.tokens");
     return s;
+}
+
+// Every tensor's stored type, by name (also for files without a tokenizer,
+// which read_gguf_summary refuses).
+inline std::map<std::string, ggml_type> gguf_tensor_types(const fs::path& path) {
+    ggml_context* meta = nullptr;
+    gguf_init_params params{/*no_alloc=*/true, &meta};
+    gguf_context* g = gguf_init_from_file(path.c_str(), params);
+    if (g == nullptr) throw std::runtime_error("ggml cannot read GGUF file " + path.string());
+    std::map<std::string, ggml_type> types;
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) types[gguf_get_tensor_name(g, i)] = gguf_get_tensor_type(g, i);
+    gguf_free(g);
+    ggml_free(meta);
+    return types;
 }
 
 // ---- making models ---------------------------------------------------------

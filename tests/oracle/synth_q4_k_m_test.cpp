@@ -26,18 +26,6 @@ namespace {
 
 using namespace ds4::oracle;
 
-std::map<std::string, ggml_type> tensor_types(const fs::path& path) {
-    ggml_context* meta = nullptr;
-    gguf_init_params params{/*no_alloc=*/true, &meta};
-    GgufPtr g(gguf_init_from_file(path.c_str(), params));
-    GgmlPtr meta_owner(meta);
-    if (!g) throw std::runtime_error("ggml cannot read GGUF file " + path.string());
-    std::map<std::string, ggml_type> types;
-    for (int64_t i = 0; i < gguf_get_n_tensors(g.get()); ++i)
-        types[gguf_get_tensor_name(g.get(), i)] = gguf_get_tensor_type(g.get(), i);
-    return types;
-}
-
 fs::path write_synth(const std::string& preset, bool q4_k_m, uint64_t seed, int64_t n_vocab, const fs::path& out) {
     ds4::SynthOptions o;
     o.preset = preset;
@@ -71,8 +59,8 @@ TEST_P(SynthQ4KM, TypesMatchLlamaQuantizeAndValuesAreSane) {
     const fs::path ref = quantize(f32, dir / "ref-q4_k_m.gguf", "Q4_K_M");
     const fs::path ours = write_synth(preset, true, seed, n_vocab, dir / "ours-q4_k_m.gguf");
 
-    const auto want = tensor_types(ref);
-    const auto got = tensor_types(ours);
+    const auto want = gguf_tensor_types(ref);
+    const auto got = gguf_tensor_types(ours);
     ASSERT_EQ(want.size(), got.size());
     size_t quantized = 0;
     for (const auto& [name, type] : want) {

@@ -92,6 +92,10 @@ const char* const kHelp =
     "                         through the last; the embedding and the output head\n"
     "                         always run. With --synthetic only those blocks are\n"
     "                         built. Printed and in --json in the same spelling.\n"
+    "  --n-layer N            with --synthetic: the preset truncated to its first N\n"
+    "                         blocks (a trailing MTP block stays), as ds4-gguf synth\n"
+    "                         --n-layer writes it: a full-width model small enough for\n"
+    "                         the memory at hand\n"
     "  -h, --help             this text\n"
     "  --version              program version\n";
 
@@ -103,6 +107,7 @@ std::string one_line(std::string s) {
 
 struct BenchArgs {
     std::string model, backend = "auto", csv, json, synthetic, layers;
+    int n_layer = 0;  // --n-layer (0: not given)
     std::optional<ds4::SyntheticPreset> preset;
     std::optional<ds4::LayerRange> layers_spec;
     int threads = 0;
@@ -159,6 +164,7 @@ BenchArgs parse_args(int argc, char** argv) {
     app.add_option("--json", a.json)->check(CLI::NonexistentPath | CLI::ExistingFile);
     app.add_option("--synthetic", a.synthetic);
     app.add_option("--layers", a.layers);
+    auto* n_layer = app.add_option("--n-layer", a.n_layer);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -172,7 +178,10 @@ BenchArgs parse_args(int argc, char** argv) {
     if (a.int8_activations && a.backend == "cpu") throw UsageError("--int8-activations is a CUDA mode; the CPU backend is always exact.");
     if (a.model.empty() && a.synthetic.empty())
         throw UsageError("-m/--model FILE or --synthetic PRESET is required (see --help).");
+    if (n_layer->count() > 0 && a.synthetic.empty())
+        throw UsageError("--n-layer truncates a --synthetic preset; a model file has the blocks it has.");
     if (!a.synthetic.empty()) a.preset = ds4::synthetic_preset(a.synthetic);
+    if (a.preset && n_layer->count() > 0) a.preset = ds4::truncate_synthetic_preset(*a.preset, a.n_layer);
     if (!a.layers.empty()) {
         a.layers_spec = ds4::parse_layer_range(a.layers);
         // A preset's layer count is known now (so nothing is built for a bad
@@ -226,8 +235,10 @@ int run_bench(const BenchArgs& a) {
         const auto t0 = std::chrono::steady_clock::now();
         memory_model = ds4::MemoryModelFile::build(*a.preset, a.walk.seed, build_range);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::fprintf(stderr, "ds4-bench: synthetic %s, layers %s of %d, %llu bytes (%.2f GiB) built in memory in %.2f s\n",
-                     a.preset->name.c_str(), layers_spelling(a.layers_spec, a.preset->n_layer).c_str(), a.preset->n_layer,
+        const std::string truncated =
+            a.preset->truncate_to ? " --n-layer " + std::to_string(a.preset->truncate_to) : std::string();
+        std::fprintf(stderr, "ds4-bench: synthetic %s%s, layers %s of %d, %llu bytes (%.2f GiB) built in memory in %.2f s\n",
+                     a.preset->name.c_str(), truncated.c_str(), layers_spelling(a.layers_spec, a.preset->n_layer).c_str(), a.preset->n_layer,
                      static_cast<unsigned long long>(memory_model->bytes()),
                      static_cast<double>(memory_model->bytes()) / kGiB, secs);
         path = memory_model->path();
@@ -306,6 +317,7 @@ int run_bench(const BenchArgs& a) {
         nlohmann::json j;
         j["model"] = a.preset ? a.preset->name : a.model;
         j["synthetic"] = a.preset.has_value();
+        if (a.preset && a.preset->truncate_to) j["synthetic_n_layer"] = a.preset->truncate_to;
         j["backend"] = engine->backend().name();
         j["layers"] = layers;
         j["n_layer"] = n_layer;

@@ -9,8 +9,8 @@
 //   ds4-gguf synth --arch deepseek4 --preset micro|tiny|flash|pro --out FILE [--seed N]
 //                  [--quant q2|q4|f32] [--tokenizer-dir DIR | --no-tokenizer] [--template-file F]
 //                  [--n-layer N]
-//   ds4-gguf synth --arch glm-dsa --preset micro|tiny|glm5 --out FILE [--seed N]
-//                  [--type f32|f16|bf16|q8_0|q4_k|q2_k] [--n-layer N]
+//   ds4-gguf synth --arch glm-dsa --preset micro|tiny|glm5|glm5-mini --out FILE [--seed N]
+//                  [--type f32|f16|bf16|q8_0|q4_k|q2_k | --quant q2] [--n-layer N]
 //                  [--tokenizer-dir DIR | --no-tokenizer] [--template-file F]
 //
 // Exit status: 0 success, 1 a file could not be read or written (one
@@ -79,11 +79,13 @@ const char* kHelp = R"(usage:
   ds4-gguf synth --arch glm-dsa --preset NAME --out FILE [options]
       llama.cpp's glm-dsa (GLM-5.x) layout with an MTP block, random weights,
       a GLM tokenizer and chat template
-      --preset NAME          micro | tiny | glm5
+      --preset NAME          micro | tiny | glm5 | glm5-mini
                              (micro: 2 blocks of width 8, 16 tokens, a few
                              KB, --no-tokenizer; tiny: 4 blocks of width 64,
                              expert groups, a shared-indexer block, top-k 16;
-                             glm5: GLM-5's shape, 78 blocks + MTP, 256 experts)
+                             glm5: GLM-5's shape, 78 blocks + MTP, 256 experts;
+                             glm5-mini: GLM-5's width and head sizes, 4
+                             heads, 4 blocks + MTP, 16 experts of 256, top-k 32)
       --tokenizer-dir DIR    GLM's own tokenizer.json (+ tokenizer_config.json
                              or chat_template.jinja), e.g. a Hugging Face
                              download of GLM-5; default: a stand-in with
@@ -95,7 +97,12 @@ const char* kHelp = R"(usage:
       --no-tokenizer         no vocabulary or template, only its size
       --seed N               weights seed (default: a fresh one, printed)
       --type T               matrices: f32 | f16 | bf16 | q8_0 | q4_k | q2_k
-                             (default f32; rows must be whole blocks)
+                             (default f32)
+      --quant q2             llama-quantize's Q2_K mix instead (head q6_K,
+                             ffn_down and attn_output q3_K, the rest q2_K);
+                             either way rows that are not whole blocks take
+                             llama-quantize's fallback (GLM-5's 192-wide
+                             attn_k_b: q4_0 for q2_K), one line per kind
       --n-layer N            a truncated model: the first N trunk blocks and
                              the MTP block, 1 <= N <= the preset's trunk
   ds4-gguf split --layers A:B|A:output|A:B,output IN OUT
