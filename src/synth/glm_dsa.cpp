@@ -261,8 +261,8 @@ SynthResult synth_glm_dsa(const GlmDsaSynthOptions& opts) {
     const int64_t IH = s.indexer_n_head, ID = s.indexer_head_dim;
     const auto fan_in = WeightDistribution::scaled_by_fan_in;
     const auto gain = WeightDistribution::near_one(0.2f);
-    // The stored type of each tensor: `type` (F32 for the norms, router and
-    // indexer weights; --type for the matrices) as the mix decides it, then
+    // The stored type of each tensor: `type` (F32 for the norms, the router
+    // and the indexer's proj; --type for the matrices) as the mix decides it, then
     // llama-quantize's fallback where rows are not whole blocks. A fallback
     // is logged once per kind of tensor (its name without "blk.N.").
     QuantMixModel mix_model;
@@ -276,8 +276,8 @@ SynthResult synth_glm_dsa(const GlmDsaSynthOptions& opts) {
         const std::string kind = name.starts_with("blk.") ? name.substr(name.find('.', 4) + 1) : name;
         if (c.fell_back() && fallbacks_logged.insert(kind).second) {
             const auto& want = ggml_type_traits(c.wanted);
-            log_info("glm-dsa " + s.preset + ": " + kind + " has rows of " + std::to_string(ne[0]) +
-                     ", not whole " + std::string(want.name) + " blocks of " + std::to_string(want.block_elems) + ": written as " +
+            log_info("glm-dsa " + s.preset + ": " + kind + " has rows of " + std::to_string(ne[0]) + ", not whole " +
+                     std::string(want.name) + " blocks of " + std::to_string(want.block_elems) + ": written as " +
                      std::string(ggml_type_name(c.type)) + " (llama-quantize's fallback)");
         }
         add_random_tensor(w, name, c.type, std::move(ne), dist, opts.seed, opts.progress);

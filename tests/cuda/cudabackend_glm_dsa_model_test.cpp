@@ -8,6 +8,8 @@
 //   synth:  `ds4-gguf synth --arch glm-dsa --preset tiny` (f32, q8_0): a
 //           dense lead block, expert groups, a shared-indexer block, top-k
 //           16; prompts of 200+ tokens put most positions past the top-k.
+//           And `--preset glm5-mini --quant q2 --n-layer 2`: GLM-5's width
+//           and head sizes in llama-quantize's Q2_K mix.
 //   llama:  llama.cpp's generator file (test-llama-archs -a '^glm-dsa$')
 //           rewritten so routing and the indexer matter and redrawn at a
 //           trained checkpoint's magnitudes, as the oracle tests make it
@@ -64,6 +66,19 @@ TEST_P(CudaGlmDsaModel, LogitsAndGreedyTokensMatchCpu) {
     CudaBackend gpu(0);
     gpu.attach_weights(*l.map);
     compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 200, 215), 64, "tiny " + GetParam(),
+                     Decode::replayed_and_op_by_op);
+}
+
+// GLM-5's width and head sizes in llama-quantize's Q2_K mix (`--preset
+// glm5-mini --quant q2`: q2_K, q3_K ffn_down and attn_output, a q6_K head,
+// the 192-wide attn_k_b rows as q4_0): the quantized matvecs and the
+// grouped latent projections at GLM-5's row widths; prompts past top-k 32.
+TEST_F(CudaGlmDsaModel, Glm5MiniQ2MixMatchesCpu) {
+    const auto l = load(synth("--arch glm-dsa --preset glm5-mini --quant q2 --n-layer 2", "glm5-mini-q2.gguf"));
+    ASSERT_EQ(l.model->info().arch, "glm-dsa");
+    CudaBackend gpu(0);
+    gpu.attach_weights(*l.map);
+    compare_with_cpu(*l.model, gpu, random_prompt(l.model->info().n_vocab, 100, 120), 16, "glm5-mini q2",
                      Decode::replayed_and_op_by_op);
 }
 
