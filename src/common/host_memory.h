@@ -11,4 +11,8 @@ namespace ds4 {
 // 0 when it cannot be read.
 uint64_t available_host_memory();
 
+// MemTotal from /proc/meminfo: the machine's RAM (what --simulate-used-memory
+// may claim at most); 0 when it cannot be read.
+uint64_t total_host_memory();
+
 }  // namespace ds4
