@@ -111,7 +111,8 @@ std::string ssd_help_text() {
       --ssd-streaming-cache-experts N|NGB
                             expert cache size: N expert slots, or NGB GiB of
                             memory (default: half of the available device or
-                            host memory less 2 GiB); any size works, 1 included
+                            host memory less 2 GiB; host memory within the
+                            memory cgroup's limit); any size works, 1 included
       --ssd-streaming-host-cache N|NGB|0
                             CUDA: page-locked host RAM for experts between the
                             file and the device cache (default: half of the
