@@ -15,8 +15,8 @@
 # The cap: `systemd-run --scope -p MemoryMax=` where systemd runs, else a cgroup v2 child with memory.max, else
 # a cgroup v1 child of this shell's memory cgroup with memory.limit_in_bytes; none of them: the capped runs
 # are skipped and env.txt says why. The cgroup counts the page cache too, so the plain mmap run keeps at most
-# CAP_GIB of the file in memory. (The automatic budget reads /proc/meminfo, which a cgroup does not change:
-# the capped streaming run needs --simulate-used-memory as much as the uncapped one.)
+# CAP_GIB of the file in memory. The automatic budget sees the cgroup's room too (common/host_memory.cpp):
+# stream-auto-capped runs without --simulate-used-memory.
 set -u
 # summary LOG_DIR: the table from a run's logs and --json files (also alone: --summary LOG_DIR).
 summary() {
@@ -34,7 +34,7 @@ if m:
 print("\nI/O bound: decode's bytes missed per token / the one-reader dd figure.\n")
 print("| run | cap | load before | prefill t/s | decode t/s | hit rate | GiB read (cache) | GiB read (disk, pgpgin) | decode MiB missed/token | I/O bound t/s | decode / bound |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-order = ["stream-sim", "stream-sim-capped", "mmap-capped", "stream-sim-pread-capped"]
+order = ["stream-sim", "stream-sim-capped", "stream-auto-capped", "mmap-capped", "stream-sim-pread-capped"]
 names = sorted((f[:-5] for f in os.listdir(L) if f.endswith(".json")),
                key=lambda n: (order.index(n.rsplit("-", 1)[0]) if n.rsplit("-", 1)[0] in order else 99, n))
 for name in names:
@@ -76,7 +76,7 @@ drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || echo "(could not
   echo "date: $(date -u)"; echo "commit: $(git -C "$repo" rev-parse HEAD)"; git -C "$repo" status --short | grep -v '^??'
   echo "kernel: $(uname -r)"; echo "cores: $(nproc)"; grep -E '^(MemTotal|MemAvailable|SwapTotal):' /proc/meminfo
   df -T "$W" | tail -1
-} > "$L/env.txt"
+} >> "$L/env.txt"
 
 if [ ! -f "$F" ]; then
   t0=$(date +%s)
@@ -86,7 +86,9 @@ if [ ! -f "$F" ]; then
 fi
 echo "file: $(stat -c %s "$F") bytes" >> "$L/env.txt"
 
-# The disk alone: O_DIRECT reads of 2 GiB at three places in the file, one request at a time.
+# The disk alone: O_DIRECT reads of 2 GiB at three places in the file, one request at a time (DISK=skip:
+# keep an earlier pass's figures).
+if [ "${DISK:-}" != skip ]; then
 : > "$L/dd.txt"
 for skip in 0 800 1600; do
   drop
@@ -100,6 +102,7 @@ for skip in 0 600 1200 1800; do
 done
 wait
 echo "4 readers: 4294967296 bytes in $(echo "$(date +%s.%N) - $t0" | bc) s" >> "$L/dd.txt"
+fi
 cat "$L/dd.txt"
 
 # How the cap is made here (one of three), or why not.
@@ -160,13 +163,20 @@ bench() {
   echo "== $name"; grep -E "ssd-streaming:|ctx |decode experts|experts: [0-9]|rc=|cgroup|disk read" "$L/$name.txt"
 }
 
+# RUNS: which walks (default all); each one REPEAT times, interleaved.
+runs=${RUNS:-stream-sim stream-sim-capped mmap-capped stream-sim-pread-capped stream-auto-capped}
 for rep in $(seq "${REPEAT:-2}"); do
-  bench "stream-sim-$rep" 0 "${ssd[@]}"
-  if [ "$cap_how" != none ]; then
-    bench "stream-sim-capped-$rep" 1 "${ssd[@]}"
-    bench "mmap-capped-$rep" 1
-    bench "stream-sim-pread-capped-$rep" 1 "${ssd[@]}" --ssd-streaming-io pread
-  fi
+  for r in $runs; do
+    case $r in
+      stream-sim) bench "$r-$rep" 0 "${ssd[@]}" ;;
+      *-capped) [ "$cap_how" = none ] && continue ;;&
+      stream-sim-capped) bench "$r-$rep" 1 "${ssd[@]}" ;;
+      mmap-capped) bench "$r-$rep" 1 ;;
+      stream-sim-pread-capped) bench "$r-$rep" 1 "${ssd[@]}" --ssd-streaming-io pread ;;
+      # No simulated use: the automatic budget from the cgroup's own room.
+      stream-auto-capped) bench "$r-$rep" 1 --ssd-streaming ;;
+    esac
+  done
 done
 [ -n "$cg" ] && rmdir "$cg"
 sed -i "s|\"$F\"|\"FILE\"|" "$L"/*.json  # the logs name no local path
