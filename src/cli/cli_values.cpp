@@ -125,6 +125,22 @@ ExpertCacheBudget parse_expert_cache_budget(std::string_view flag, std::string_v
     return budget;
 }
 
+uint64_t parse_gib_size(std::string_view flag, std::string_view text) {
+    if (text == "0") return 0;
+    size_t i = 0;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+    const std::string_view number = text.substr(0, i);
+    std::string unit;
+    for (char c : text.substr(i)) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string what = "must be a size in GiB (NGB, e.g. 12GB)";
+    if (number.empty() || (unit != "gb" && unit != "g" && unit != "gib")) fail(flag, what, text);
+    double gib = 0;
+    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), gib);
+    if (ec != std::errc() || end != number.data() + number.size() || !std::isfinite(gib)) fail(flag, what, text);
+    if (gib > 1e9) fail(flag, "must be a size in [0, 1e9] GiB", text);
+    return static_cast<uint64_t>(gib * 1073741824.0);
+}
+
 std::string parse_backend_value(std::string_view flag, std::string_view text) {
     if (text != "auto" && text != "cpu" && text != "cuda")
         throw UsageError(std::string(flag) + " must be auto, cpu or cuda, got " + quote_value(text));

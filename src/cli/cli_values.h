@@ -30,6 +30,10 @@ struct ExpertCacheBudget {
 };
 ExpertCacheBudget parse_expert_cache_budget(std::string_view flag, std::string_view text);
 
+// A memory size in GiB, "NGB" (also "N.5GB", "G", "GiB", any case; GB
+// means 2^30 bytes as above), or "0": bytes, whole. At most 1e9 GiB.
+uint64_t parse_gib_size(std::string_view flag, std::string_view text);
+
 // --backend: "auto", "cpu" or "cuda".
 std::string parse_backend_value(std::string_view flag, std::string_view text);
 // --chat-template: a renderer ds4 knows, or "raw".

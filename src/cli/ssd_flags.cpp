@@ -1,10 +1,12 @@
 #include "cli/ssd_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <filesystem>
 
 #include "cli/cli_values.h"
 #include "common/error.h"
+#include "common/host_memory.h"
 
 namespace ds4 {
 
@@ -18,6 +20,7 @@ void add_ssd_flags(CLI::App& app, SsdRawFlags& raw) {
     app.add_option("--ssd-streaming-preload-experts", raw.preload);
     app.add_option("--ssd-streaming-pack", raw.pack);
     app.add_option("--ssd-streaming-trace-out", raw.trace_out);
+    app.add_option("--simulate-used-memory", raw.simulate_used);
 }
 
 void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreaming& o) {
@@ -89,6 +92,17 @@ void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreami
             throw UsageError("--ssd-streaming-trace-out " + quote_value(raw.trace_out) + " is a directory, not a file");
         o.trace_out = raw.trace_out;
     }
+    if (given("--simulate-used-memory")) {
+        o.simulated_used = parse_gib_size("--simulate-used-memory", raw.simulate_used);
+        // More than the machine has is a typo, not a smaller machine.
+        const uint64_t ram = total_host_memory();
+        if (ram > 0 && o.simulated_used > ram) {
+            char gib[32];
+            std::snprintf(gib, sizeof gib, "%.2f", double(ram) / double(uint64_t{1} << 30));
+            throw UsageError("--simulate-used-memory " + quote_value(raw.simulate_used) +
+                             " is more than this machine's " + gib + " GiB of RAM");
+        }
+    }
 }
 
 std::string ssd_help_text() {
@@ -97,7 +111,8 @@ std::string ssd_help_text() {
       --ssd-streaming-cache-experts N|NGB
                             expert cache size: N expert slots, or NGB GiB of
                             memory (default: half of the available device or
-                            host memory less 2 GiB); any size works, 1 included
+                            host memory less 2 GiB; host memory within the
+                            memory cgroup's limit); any size works, 1 included
       --ssd-streaming-host-cache N|NGB|0
                             CUDA: page-locked host RAM for experts between the
                             file and the device cache (default: half of the
@@ -124,6 +139,14 @@ std::string ssd_help_text() {
                             write every step's routing, as the expert cache saw
                             it, to FILE (a routing trace: ds4-trace replay FILE
                             replays it through the cache's policy at any budget)
+      --simulate-used-memory NGB
+                            budget the automatic sizes above (the cache, the host
+                            tier) as if N GiB of RAM, and on CUDA also of device
+                            memory, were already in use: a model that fits runs
+                            as one that does not. Budgets only: nothing is
+                            allocated and the page cache is not limited (for a
+                            hard cap run under a cgroup memory limit); sizes
+                            given as N|NGB are unchanged. At most the machine's RAM
 )";
 }
 

@@ -17,19 +17,21 @@ namespace ds4 {
 // The flags as typed, for CLI11.
 struct SsdRawFlags {
     int enabled = 0;
-    std::string cache, host_cache, prefill, io, profile, preload, pack, trace_out;
+    std::string cache, host_cache, prefill, io, profile, preload, pack, trace_out, simulate_used;
 };
 
 // Registers --ssd-streaming, --ssd-streaming-cache-experts, --ssd-streaming-host-cache,
 // --ssd-streaming-prefill, --ssd-streaming-io, --ssd-streaming-profile,
-// --ssd-streaming-preload-experts, --ssd-streaming-pack and --ssd-streaming-trace-out.
+// --ssd-streaming-preload-experts, --ssd-streaming-pack, --ssd-streaming-trace-out
+// and --simulate-used-memory.
 void add_ssd_flags(CLI::App& app, SsdRawFlags& raw);
 
 // Parses the values into `out`; every other flag needs --ssd-streaming,
 // --ssd-streaming-preload-experts needs a profile, and the profile's
 // directory must exist (it is written at exit); the pack must be an existing
 // regular file (its contents are checked against the model at load); the
-// trace's directory must exist.
+// trace's directory must exist; --simulate-used-memory must be a size no
+// larger than the machine's RAM.
 void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreaming& out);
 
 // The names of the flags that take a value (for programs that check that
@@ -38,7 +40,7 @@ inline constexpr const char* kSsdValueFlags[] = {"--ssd-streaming-cache-experts"
                                                  "--ssd-streaming-prefill",
                                                  "--ssd-streaming-io", "--ssd-streaming-profile",
                                                  "--ssd-streaming-preload-experts", "--ssd-streaming-pack",
-                                                 "--ssd-streaming-trace-out"};
+                                                 "--ssd-streaming-trace-out", "--simulate-used-memory"};
 
 // The help lines of these flags.
 std::string ssd_help_text();

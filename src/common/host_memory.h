@@ -3,12 +3,26 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ds4 {
 
 // MemAvailable from /proc/meminfo: what the kernel estimates can be
-// allocated without swapping (free memory plus reclaimable page cache);
-// 0 when it cannot be read.
+// allocated without swapping (free memory plus reclaimable page cache),
+// and no more than this process's memory cgroup has room for (a container,
+// a systemd scope); 0 when it cannot be read.
 uint64_t available_host_memory();
+
+// The room the memory cgroup leaves this process: over its cgroup and every
+// ancestor with a limit, the least of limit less usage, the usage counted
+// without page cache (which the kernel reclaims); UINT64_MAX when no limit
+// applies. `self` is /proc/self/cgroup's text, `root` where the cgroup file
+// systems are mounted (/sys/fs/cgroup); cgroup v1's memory controller, else
+// v2's unified hierarchy.
+uint64_t cgroup_memory_room(const std::string& self, const std::string& root);
+
+// MemTotal from /proc/meminfo: the machine's RAM (what --simulate-used-memory
+// may claim at most); 0 when it cannot be read.
+uint64_t total_host_memory();
 
 }  // namespace ds4

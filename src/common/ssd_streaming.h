@@ -31,6 +31,11 @@ struct SsdStreaming {
     uint64_t host_experts = 0;
     uint64_t host_bytes = 0;
     bool host_off = false;
+    // --simulate-used-memory: bytes the automatic budgets (the cache, the
+    // host tier) take as already in use, of RAM and of device memory both,
+    // so that a model that fits can be run as one that does not. Budgets
+    // only: nothing is allocated.
+    uint64_t simulated_used = 0;
     PrefillStrategy prefill = PrefillStrategy::automatic;
     ReadMethod io = ReadMethod::automatic;
     // --ssd-streaming-profile: routing counts read at start (to preload the

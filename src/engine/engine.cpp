@@ -45,9 +45,10 @@ int64_t experts_per_token(const GgufFile& file) {
 }
 
 // Slots for a budget of `experts` or `bytes` (as asked), else automatic:
-// half of `avail` less `reserve`; at most `total`. `how` says which.
-int64_t budget_slots(uint64_t experts, uint64_t bytes, uint64_t avail, uint64_t reserve, uint64_t slot, int64_t total,
-                     const char* where, std::string& how) {
+// half of `avail` (less `simulated`, --simulate-used-memory) less `reserve`;
+// at most `total`. `how` says which, with the simulated figure.
+int64_t budget_slots(uint64_t experts, uint64_t bytes, uint64_t avail, uint64_t simulated, uint64_t reserve,
+                     uint64_t slot, int64_t total, const char* where, std::string& how) {
     if (experts > 0) {
         how = "as asked";
         return int64_t(std::min<uint64_t>(experts, uint64_t(total)));
@@ -56,8 +57,13 @@ int64_t budget_slots(uint64_t experts, uint64_t bytes, uint64_t avail, uint64_t 
         how = "from the " + std::to_string(bytes >> 20) + " MiB asked";
         return int64_t(std::min<uint64_t>(bytes / slot, uint64_t(total)));
     }
-    how = "automatic: half of " + size_text(double(avail)) + " " + where + " less " + size_text(double(reserve));
-    return int64_t(std::min<uint64_t>((avail > reserve ? (avail - reserve) / 2 : 0) / slot, uint64_t(total)));
+    const uint64_t left = avail > simulated ? avail - simulated : 0;
+    how = "automatic: half of " + size_text(double(left)) + " " + where;
+    if (simulated > 0)
+        how += " (" + size_text(double(avail)) + " less " + size_text(double(simulated)) +
+               " --simulate-used-memory)";
+    how += " less " + size_text(double(reserve));
+    return int64_t(std::min<uint64_t>((left > reserve ? (left - reserve) / 2 : 0) / slot, uint64_t(total)));
 }
 
 // The cache's slot count for --ssd-streaming, and the plan logged with it:
@@ -75,8 +81,8 @@ int64_t streaming_slots(const Backend& backend, const ModelMap& map, const SsdSt
     // The automatic budget keeps 2 GiB for the state and scratch the
     // sessions allocate later.
     std::string how;
-    int64_t slots = budget_slots(s.experts, s.bytes, backend.available_memory(), uint64_t(2) << 30, slot, total,
-                                 "available", how);
+    int64_t slots = budget_slots(s.experts, s.bytes, backend.available_memory(), s.simulated_used, uint64_t(2) << 30,
+                                 slot, total, "available", how);
     if (slots < 1) {
         // Any budget works (misses go to scratch slots); less than one
         // expert is read as one.
@@ -84,7 +90,7 @@ int64_t streaming_slots(const Backend& backend, const ModelMap& map, const SsdSt
                     " each); caching one.");
         slots = 1;
     }
-    char line[400];
+    char line[640];
     std::snprintf(line, sizeof line,
                   "ssd-streaming: %s resident without routed experts; %lld routed experts of %s in the file; cache "
                   "%lld experts (%s, %s); working set %lld experts per token (%zu MoE blocks x %lld)",
@@ -111,8 +117,8 @@ int64_t host_tier_slots(const Backend& backend, const SsdStreaming& s, const std
     const int64_t left = total_experts(blocks);
     if (backend.reads_attached_buffers_in_place() || s.host_off || slot == 0 || device_slots >= left) return 0;
     std::string how;
-    const int64_t n = budget_slots(s.host_experts, s.host_bytes, available_host_memory(), uint64_t(4) << 30, slot, left,
-                                   "of RAM available", how);
+    const int64_t n = budget_slots(s.host_experts, s.host_bytes, available_host_memory(), s.simulated_used,
+                                   uint64_t(4) << 30, slot, left, "of RAM available", how);
     log_info("ssd-streaming: host tier " + std::to_string(n) + " experts (" + size_text(double(n) * double(slot)) + ", " +
              how + ")");
     return n;

@@ -82,6 +82,15 @@ usage "port zero" "--listen" "${M[@]}" --role coordinator --layers 0:1 --listen 
 usage "port too big" "--listen" "${M[@]}" --role coordinator --layers 0:1 --listen 0.0.0.0 65536
 usage "coordinator port text" "--coordinator" "${M[@]}" --role worker --layers 1:2 --listen h 1 --coordinator h port
 usage "bad expert cache" "--ssd-streaming-cache-experts" "${M[@]}" --ssd-streaming --ssd-streaming-cache-experts 5TB
+# --simulate-used-memory: a size no larger than the RAM, checked before the
+# model (MODEL is 4 bytes: a load would exit 1).
+ram_gib=$(awk '/^MemTotal:/ {print int($2 / 1048576)}' /proc/meminfo)
+usage "simulated use negative" "--simulate-used-memory" "${M[@]}" --ssd-streaming --simulate-used-memory -4GB
+usage "simulated use not a size" "--simulate-used-memory" "${M[@]}" --ssd-streaming --simulate-used-memory lots
+usage "simulated use without unit" "--simulate-used-memory" "${M[@]}" --ssd-streaming --simulate-used-memory 12
+usage "simulated use over the RAM" "RAM" "${M[@]}" --ssd-streaming --simulate-used-memory "$((ram_gib + 1 + RANDOM % 64))GB"
+usage "simulated use without streaming" "needs --ssd-streaming" "${M[@]}" --simulate-used-memory 1GB
+usage "simulated use without value" "--simulate-used-memory" "${M[@]}" --ssd-streaming --simulate-used-memory
 usage "missing model file" "$WORK/absent.gguf" -m "$WORK/absent.gguf" -p hi
 usage "model is a directory" "--model" -m "$WORK" -p hi
 usage "missing prompt file" "--prompt-file" "${M[@]}" --prompt-file "$WORK/absent.txt"

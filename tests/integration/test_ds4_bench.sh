@@ -121,6 +121,12 @@ grep -q "^ds4-bench: experts: [0-9]* lookups, [0-9]* hits .* misses (.* GiB read
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d["expert_cache"]; assert d["ssd_streaming"] and "misses" in d["expert_stats"] and c["lookups"] == c["hits"] + c["misses"] and c["bytes_read"] > 0, d' \
   "$tmp/ssd.json" || fail "no cache statistics in --json"
 expect_usage -m "$m" --step-incr 1 --ssd-streaming-cache-experts 4
+ram_gib=$(awk '/^MemTotal:/ {print int($2 / 1048576)}' /proc/meminfo)
+for bad in -1GB 1.5 "$((ram_gib + 1))GB"; do
+  expect_usage -m "$m" --step-incr 1 --ssd-streaming --simulate-used-memory "$bad"
+  grep -q -- "--simulate-used-memory" "$tmp/err" || fail "--simulate-used-memory $bad: $(cat "$tmp/err")"
+done
+expect_usage -m "$m" --step-incr 1 --simulate-used-memory 1GB
 
 "$bin/ds4-bench" --help | grep -q -- "--synthetic PRESET" || fail "--help does not describe --synthetic"
 "$bin/ds4-bench" --help | grep -q -- "N:output" || fail "--help does not describe --layers N:output"

@@ -56,6 +56,12 @@ run 2 "shutdown timeout not a number" -m "$MODEL" --shutdown-timeout soon
 run 2 "cors not an origin" -m "$MODEL" --cors example.com
 run 2 "cors origin with a path" -m "$MODEL" --cors https://example.com/
 run 2 "cors * and an origin" -m "$MODEL" --cors '*' --cors https://example.com
+ram_gib=$(awk '/^MemTotal:/ {print int($2 / 1048576)}' /proc/meminfo)
+run 2 "simulated use negative" -m "$MODEL" --ssd-streaming --simulate-used-memory -2GB
+run 2 "simulated use over the RAM" -m "$MODEL" --ssd-streaming --simulate-used-memory "$((ram_gib + 1))GB"
+grep -q -- "--simulate-used-memory .* RAM" "$WORK/err" || fail "simulated use over the RAM: $(cat "$WORK/err")"
+run 2 "simulated use without streaming" -m "$MODEL" --simulate-used-memory 1GB
+grep -q -- "--simulate-used-memory needs --ssd-streaming" "$WORK/err" || fail "simulated use without streaming: $(cat "$WORK/err")"
 run 2 "int8 activations on the cpu" -m "$MODEL" --backend cpu --int8-activations
 grep -q -- "--int8-activations is a CUDA mode" "$WORK/err" || fail "int8 activations on the cpu: $(cat "$WORK/err")"
 run 2 "certificate without key" -m "$MODEL" --ssl-cert-file "$WORK/keys"

@@ -4,8 +4,9 @@
 # CPU), for both families, at budgets from one expert to all of them,
 # by count and by bytes and automatic, at prefill chunks, prefill strategies
 # and read engines drawn each run; the startup plan and the end-of-run cache
-# line are printed; a routing profile round trip; a failed read is one
-# sentence and exit 1.
+# line are printed; a routing profile round trip; --simulate-used-memory
+# shrinks the automatic budget by its amount; a failed read is one sentence
+# and exit 1.
 set -euo pipefail
 bin=${DS4_BIN:?}
 tmp=$(mktemp -d)
@@ -106,6 +107,45 @@ for arch in qwen3moe deepseek4; do
         --ssd-streaming-profile "$tmp/qwen3moe.profile" 2>"$tmp/err" || fail "$arch: a foreign profile failed the run"
     grep -q "recorded with another model file; ignoring it" "$tmp/err" || fail "$arch: foreign profile not refused"
   fi
+
+  # --simulate-used-memory NGB: the automatic budget is half of what is
+  # available less N, less the reserve, and the plan shows both figures. The
+  # whole RAM in GiB leaves less than the 2 GiB reserve: the cache shrinks
+  # from every expert (the run above) to one; 1 GiB shrinks the figure by
+  # exactly 1.00 GiB; a budget given as a count is unchanged. The logits stay
+  # the resident run's.
+  ram_gib=$(awk '/^MemTotal:/ {print int($2 / 1048576)}' /proc/meminfo)
+  grep -q "cache $total experts (.*, automatic: half of [0-9.]* GiB available less 2.00 GiB)" "$tmp/auto-err" \
+    || fail "$arch: the automatic plan without the flag: $(grep "^ssd-streaming: " "$tmp/auto-err")"
+  res=$tmp/res-32.bin
+  [[ -f $res ]] || "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$res" --prefill-chunk 32 -t 2 \
+    2>/dev/null || fail "$arch: resident run failed"
+  for sim in "${ram_gib}GB" 1GB "${ram_gib}GB $working"; do
+    read -r size count <<<"$sim"
+    flags=(--ssd-streaming --simulate-used-memory "$size")
+    [[ -n $count ]] && flags+=(--ssd-streaming-cache-experts "$count")
+    "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" --prefill-chunk 32 -t 2 "${flags[@]}" \
+        2>"$tmp/err" || fail "$arch: --simulate-used-memory $sim failed: $(cat "$tmp/err")"
+    cmp -s "$res" "$tmp/ssd.bin" || fail "$arch: --simulate-used-memory $sim: logits differ from the resident run (seed $seed)"
+    plan=$(grep "^ssd-streaming: .* resident" "$tmp/err")
+    if [[ -n $count ]]; then
+      grep -q "cache $count experts (.*, as asked)" <<<"$plan" || fail "$arch: $sim: a counted budget changed: $plan"
+    elif [[ $size == 1GB ]]; then
+      fig=$(sed -n 's/.*automatic: half of \([0-9.]*\) GiB available (\([0-9.]*\) GiB less 1\.00 GiB --simulate-used-memory) less 2\.00 GiB.*/\1 \2/p' <<<"$plan")
+      read -r left avail <<<"$fig"
+      [[ -n $left && $(awk -v a="$avail" 'BEGIN {printf "%.2f", a - 1}') == "$left" ]] \
+        || fail "$arch: 1GB simulated: the plan's figures are not 1.00 GiB apart: $plan"
+    else
+      grep -q "cache 1 experts (.*, automatic: half of [0-9.]* [MG]iB available ([0-9.]* GiB less ${ram_gib}\.00 GiB --simulate-used-memory) less 2\.00 GiB)" <<<"$plan" \
+        || fail "$arch: $sim: the cache did not shrink to one expert: $plan"
+      grep -q "the budget holds no whole expert" "$tmp/err" || fail "$arch: $sim: no warning: $(cat "$tmp/err")"
+    fi
+  done
+  # ds4-bench takes the flag the same way.
+  "$bin/ds4-bench" -m "$m" -t 2 --ctx-start 8 --ctx-max 8 --step-incr 1 --gen-tokens 2 --ssd-streaming \
+      --simulate-used-memory "${ram_gib}GB" >/dev/null 2>"$tmp/err" || fail "$arch: ds4-bench with the flag: $(cat "$tmp/err")"
+  grep -q "^ssd-streaming: .* cache 1 experts (.*${ram_gib}\.00 GiB --simulate-used-memory" "$tmp/err" \
+    || fail "$arch: ds4-bench: no simulated plan: $(cat "$tmp/err")"
 
   # A failed read (the test hook fails the 5th) ends the run with one sentence
   # naming the file, exit 1, and no logits written.

@@ -14,6 +14,7 @@
 #include "chat/chat.h"
 #include "cli/ds4_options.h"
 #include "common/error.h"
+#include "common/host_memory.h"
 #include "support/temp_file.h"
 #include "support/test_seed.h"
 
@@ -397,6 +398,36 @@ TEST_F(Ds4OptionsTest, LayersValue) {
 TEST_F(Ds4OptionsTest, ExpertCacheValue) {
     for (const char* bad : {"0", "GB", "12TB", "-4", "1.5", "0GB", "x", "12 GB", "1e3GB"})
         expect_usage({"--ssd-streaming", "--ssd-streaming-cache-experts", bad}, {"--ssd-streaming-cache-experts"});
+}
+
+// --simulate-used-memory: a size in GiB up to the machine's RAM (drawn
+// fresh: whole and quarter GiB round-trip exactly to bytes), 0 for none;
+// anything else, more than the RAM, or without --ssd-streaming is refused.
+TEST_F(Ds4OptionsTest, SimulateUsedMemory) {
+    const uint64_t seed = ds4::test::test_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    const uint64_t ram = total_host_memory();
+    ASSERT_GT(ram, uint64_t{1} << 30) << "no MemTotal in /proc/meminfo";
+    const uint64_t ram_quarters = ram / (uint64_t{1} << 28);  // whole quarters of a GiB the machine has
+    EXPECT_EQ(parse({"--ssd-streaming"}).ssd.simulated_used, 0u);
+    EXPECT_EQ(parse({"--ssd-streaming", "--simulate-used-memory", "0"}).ssd.simulated_used, 0u);
+    for (int i = 0; i < 20; ++i) {
+        const uint64_t q = std::uniform_int_distribution<uint64_t>(0, ram_quarters)(rng);
+        char text[32];
+        const char* units[] = {"GB", "gb", "G", "GiB"};
+        std::snprintf(text, sizeof text, "%.2f%s", double(q) / 4.0, units[i % 4]);
+        SCOPED_TRACE(text);
+        EXPECT_EQ(parse({"--ssd-streaming", "--simulate-used-memory", text}).ssd.simulated_used, q << 28);
+    }
+    // One GiB past the RAM, rounded up to whole GiB: more than the machine.
+    const std::string over = std::to_string(ram / (uint64_t{1} << 30) + 1) + "GB";
+    expect_usage({"--ssd-streaming", "--simulate-used-memory", over}, {"--simulate-used-memory", "RAM"});
+    for (const char* bad : {"-1GB", "-0.5GB", "12", "x", "GB", "12TB", "12 GB", "1e3GB", "nanGB", "infGB", "2e9GB", ""})
+        expect_usage({"--ssd-streaming", "--simulate-used-memory", bad}, {"--simulate-used-memory"});
+    expect_usage({"--simulate-used-memory", "1GB"}, {"--simulate-used-memory", "needs --ssd-streaming"});
+    expect_usage({"--ssd-streaming", "--simulate-used-memory"}, {"--simulate-used-memory", "needs a value"});
+    EXPECT_NE(ds4_help_text().find("--simulate-used-memory NGB"), std::string::npos);
 }
 
 TEST_F(Ds4OptionsTest, Contradictions) {

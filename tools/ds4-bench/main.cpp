@@ -58,7 +58,7 @@ const char* const kHelp =
     "  --ssd-streaming-cache-experts N|NGB, --ssd-streaming-prefill auto|per-expert|full-layer,\n"
     "  --ssd-streaming-io auto|io_uring|pread, --ssd-streaming-profile FILE,\n"
     "  --ssd-streaming-preload-experts N, --ssd-streaming-pack FILE,\n"
-    "  --ssd-streaming-trace-out FILE\n"
+    "  --ssd-streaming-trace-out FILE, --simulate-used-memory NGB\n"
     "                         as ds4's (see ds4 --help)\n"
     "  -t, --threads N        CPU threads (default: all cores)\n"
     "  --check-tensors        read every weight of the layers run before the walk and\n"
