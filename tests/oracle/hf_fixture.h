@@ -101,4 +101,20 @@ inline void expect_integrity_check_sees_one_changed_byte(const fs::path& dir, co
     EXPECT_THROW(verify_fixture_sha256(scratch, name), std::runtime_error) << "byte " << at << " of " << p;
 }
 
+// A test over one fixture (the parameter, its name) with a fresh seed, named
+// in every failure, and a temporary folder.
+class HfFixtureTest : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        seed_ = fresh_seed();
+        rng_.seed(seed_);
+        trace_.emplace(__FILE__, __LINE__, ds4::test::seed_note(seed_) + ", fixture " + GetParam());
+    }
+
+    TempDir dir_;
+    uint64_t seed_ = 0;
+    std::mt19937_64 rng_;
+    std::optional<::testing::ScopedTrace> trace_;
+};
+
 }  // namespace ds4::oracle

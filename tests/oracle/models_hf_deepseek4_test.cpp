@@ -50,19 +50,7 @@ constexpr Tolerance kHfTolerance{1e-5, 1.0};
 
 HfFixture load_fixture(const std::string& name) { return load_hf_fixture(kFixtures, name); }
 
-class HfDeepSeek4 : public ::testing::TestWithParam<std::string> {
-protected:
-    void SetUp() override {
-        seed_ = fresh_seed();
-        rng_.seed(seed_);
-        trace_.emplace(__FILE__, __LINE__, ds4::test::seed_note(seed_) + ", fixture " + GetParam());
-    }
-
-    TempDir dir_;
-    uint64_t seed_ = 0;
-    std::mt19937_64 rng_;
-    std::optional<::testing::ScopedTrace> trace_;
-};
+class HfDeepSeek4 : public HfFixtureTest {};
 
 TEST_P(HfDeepSeek4, Ds4MatchesTransformersFloat64AtEveryChunk) {
     const HfFixture f = load_fixture(GetParam());

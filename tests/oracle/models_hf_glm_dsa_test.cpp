@@ -51,19 +51,7 @@ std::vector<int32_t> random_prefix(const HfFixture& f, std::mt19937_64& rng) {
     return {f.ids.begin(), f.ids.begin() + ptrdiff_t(n)};
 }
 
-class HfGlmDsa : public ::testing::TestWithParam<std::string> {
-protected:
-    void SetUp() override {
-        seed_ = fresh_seed();
-        rng_.seed(seed_);
-        trace_.emplace(__FILE__, __LINE__, ds4::test::seed_note(seed_) + ", fixture " + GetParam());
-    }
-
-    TempDir dir_;
-    uint64_t seed_ = 0;
-    std::mt19937_64 rng_;
-    std::optional<::testing::ScopedTrace> trace_;
-};
+class HfGlmDsa : public HfFixtureTest {};
 
 TEST_P(HfGlmDsa, Ds4MatchesTransformersFloat64AtEveryChunk) {
     const HfFixture f = load_hf_fixture(kFixtures, GetParam());
