@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "pipeline.pb.h"
@@ -28,5 +29,10 @@ uint64_t activation_bytes(const wire::Activations& a);
 // What a step's result carries back: its activations (logits or final
 // hidden rows) and its candidate tokens (ids and logits, 4 bytes each).
 uint64_t result_bytes(const wire::Result& r);
+
+// A KV snapshot's tensor as it travels (raw f32 bytes). False when the bytes
+// are not whole floats (a torn message). An empty tensor (a layer that keeps
+// no state of that kind) is valid and copies nothing.
+bool state_tensor_from_bytes(const std::string& bytes, std::vector<float>& out);
 
 }  // namespace ds4

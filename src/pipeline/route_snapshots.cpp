@@ -6,9 +6,9 @@
 // without the route's parts, or a refused restore, ends in the history
 // replayed through the route on the next step (SlotPool::step).
 #include <chrono>
-#include <cstring>
 
 #include "common/log.h"
+#include "pipeline/activations.h"
 #include "pipeline/remote_stages.h"
 #include "pipeline/route.h"
 #include "pipeline/transport.h"
@@ -41,9 +41,8 @@ std::vector<RouteStatePart> RemoteStages::snapshot_route(int slot, int64_t n_pas
                 throw Error("the worker at " + hop.address() + " sent the state of another slice or position.");
             RouteStatePart part{s.slice().begin(), s.slice().end(), s.model_id(), {}};
             for (const std::string& t : s.tensors()) {
-                if (t.size() % sizeof(float) != 0) throw Error("the worker at " + hop.address() + " sent a torn tensor.");
-                part.tensors.emplace_back(t.size() / sizeof(float));
-                std::memcpy(part.tensors.back().data(), t.data(), t.size());
+                if (!state_tensor_from_bytes(t, part.tensors.emplace_back()))
+                    throw Error("the worker at " + hop.address() + " sent a torn tensor.");
             }
             parts.push_back(std::move(part));
         }

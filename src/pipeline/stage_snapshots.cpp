@@ -4,12 +4,12 @@
 // worker's slice and model file; anything else is refused, so a route that
 // changed since a snapshot was written replays instead of restoring state
 // another slice computed.
-#include <cstring>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/engine.h"
 #include "engine/token_history.h"
+#include "pipeline/activations.h"
 #include "pipeline/route.h"
 #include "pipeline/stage_service.h"
 #include "pipeline/transport.h"
@@ -80,9 +80,8 @@ grpc::Status StageService::Restore(grpc::ServerContext* ctx, const wire::Restore
         snap.n_past = s.n_past();
         snap.tokens = tokens;
         for (const std::string& t : s.tensors()) {
-            if (t.size() % sizeof(float) != 0) return refuse("a KV snapshot part with a torn tensor.");
-            snap.tensors.emplace_back(t.size() / sizeof(float));
-            std::memcpy(snap.tensors.back().data(), t.data(), t.size());
+            if (!state_tensor_from_bytes(t, snap.tensors.emplace_back()))
+                return refuse("a KV snapshot part with a torn tensor.");
         }
         std::lock_guard<std::mutex> lock(mu_);
         SlotPool& pool = pool_for(req->n_slots(), req->n_ctx(), req->routed(), req->activation_bits());
