@@ -97,6 +97,21 @@ struct AttentionParams {
     float scale = 1.0f;
 };
 
+// Experts whose matrices are still being read when the MoE op starts: a
+// weight source that reads its misses in the background (the CPU's expert
+// cache) hands this to the op with the routing, so the op computes the
+// experts it already holds first and waits only before the others.
+class ExpertArrival {
+public:
+    virtual ~ExpertArrival() = default;
+    // Whether matrix `m` (an index the routing holds) is still on its way.
+    virtual bool pending(int32_t m) const = 0;
+    // Returns once every pending matrix has arrived. Throws ds4::Error (the
+    // read's sentence) when one could not be read: the step fails, never
+    // computes with partial bytes.
+    virtual void wait() = 0;
+};
+
 // Per-token MoE routing results in backend memory: n_used experts and their
 // weights for each of `rows` tokens (download_ints / download to inspect).
 struct Routing {
@@ -104,6 +119,10 @@ struct Routing {
     int64_t rows = 0;
     IntArray experts;  // [rows x n_used]
     Tensor weights;    // [rows x n_used]
+    // Set by the weight source when some experts are still being read; only
+    // on a backend whose MoE ops say they wait for it
+    // (Backend::computes_experts_as_they_arrive).
+    std::shared_ptr<ExpertArrival> arrival;
 };
 
 class Backend {
@@ -132,6 +151,11 @@ public:
     // and have finished when they return (the CPU): a source may then read
     // the file straight into its buffers instead of through write_weights.
     virtual bool reads_attached_buffers_in_place() const { return false; }
+    // True when every MoE op honours Routing::arrival: it computes the
+    // experts that are not pending first and calls wait() before it reads
+    // the others (the CPU). A weight source then lets the reads of a step's
+    // misses run while the step computes.
+    virtual bool computes_experts_as_they_arrive() const { return false; }
     // Host memory write_weights copies from fastest (page-locked on CUDA),
     // for a weight source's staging and host tier; null where plain memory
     // is as good (the CPU) or none can be had. Freed with free_host_staging.

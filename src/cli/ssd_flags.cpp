@@ -16,6 +16,7 @@ void add_ssd_flags(CLI::App& app, SsdRawFlags& raw) {
     app.add_option("--ssd-streaming-host-cache", raw.host_cache);
     app.add_option("--ssd-streaming-prefill", raw.prefill);
     app.add_option("--ssd-streaming-io", raw.io);
+    app.add_option("--ssd-streaming-overlap", raw.overlap);
     app.add_option("--ssd-streaming-profile", raw.profile);
     app.add_option("--ssd-streaming-preload-experts", raw.preload);
     app.add_option("--ssd-streaming-pack", raw.pack);
@@ -52,6 +53,11 @@ void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreami
         else if (raw.io == "io_uring") o.io = ReadMethod::uring;
         else if (raw.io == "pread") o.io = ReadMethod::pread;
         else throw UsageError("--ssd-streaming-io must be auto, io_uring or pread, got " + quote_value(raw.io));
+    }
+    if (given("--ssd-streaming-overlap")) {
+        if (raw.overlap == "on") o.overlap = true;
+        else if (raw.overlap == "off") o.overlap = false;
+        else throw UsageError("--ssd-streaming-overlap must be on or off, got " + quote_value(raw.overlap));
     }
     if (given("--ssd-streaming-profile")) {
         if (raw.profile.empty()) throw UsageError("--ssd-streaming-profile needs a file name");
@@ -125,6 +131,10 @@ std::string ssd_help_text() {
                             how experts are read: io_uring with O_DIRECT where the
                             file system allows it, or a pool of pread threads
                             (default: auto, io_uring when the kernel has it)
+      --ssd-streaming-overlap on|off
+                            CPU: compute the experts a step holds, and its shared
+                            expert, while its misses are read (default: on; off
+                            waits for the reads first)
       --ssd-streaming-profile FILE
                             routing counts: read at start to preload the experts
                             used most, written back (added to) at exit

@@ -38,6 +38,10 @@ struct SsdStreaming {
     uint64_t simulated_used = 0;
     PrefillStrategy prefill = PrefillStrategy::automatic;
     ReadMethod io = ReadMethod::automatic;
+    // --ssd-streaming-overlap: on the CPU a step computes the experts it
+    // holds (and its shared expert) while its misses are read; off: it
+    // waits for the reads first (to measure what the overlap gains).
+    bool overlap = true;
     // --ssd-streaming-profile: routing counts read at start (to preload the
     // hottest experts) and written back, added to, at exit.
     std::string profile;

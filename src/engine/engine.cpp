@@ -180,6 +180,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         co.experts_per_token = used;
         co.prefill = o.ssd_streaming.prefill;
         co.reader.method = o.ssd_streaming.io;
+        co.overlap = o.ssd_streaming.overlap;
         co.pack = o.ssd_streaming.pack;
         co.trace_out = o.ssd_streaming.trace_out;
         auto cache = std::make_shared<ExpertCache>(*e->backend_, *e->map_, blocks, co);

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -160,6 +161,8 @@ ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<Rout
     bytes_size_ = checked_product(uint64_t(capacity) + 1, slot_bytes_);
     bytes_ = map_anonymous(bytes_size_, "slots");
     backend.attach_buffer(bytes_, bytes_size_);
+    if (options.overlap && reads_in_place_ && backend.computes_experts_as_they_arrive())
+        worker_ = std::make_unique<ReadWorker>();
     if (n_scaled > 0) {
         scales_size_ = checked_product(checked_product(n_scaled, 3), uint64_t(capacity) * sizeof(float));
         scales_ = reinterpret_cast<float*>(map_anonymous(scales_size_, "scales"));
@@ -168,6 +171,7 @@ ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<Rout
 }
 
 ExpertCache::~ExpertCache() {
+    settle(false);  // no read may still write into the slots
     if (bytes_) munmap(bytes_, bytes_size_);
     if (scales_) munmap(scales_, scales_size_);
     if (layer_) munmap(layer_, layer_size_);
@@ -188,8 +192,8 @@ std::string ExpertCache::describe() const {
                   static_cast<long long>(n_slots_), static_cast<long long>(n_scratch_), double(slot_bytes_) / double(1 << 20),
                   double(n_slots_ + n_scratch_) * double(slot_bytes_) / double(uint64_t{1} << 30), host_text().c_str());
     const std::string source = pack_ ? "the expert pack " + pack_->path() + ", one read per expert," : "the file";
-    return line + source + " on a miss (" + (pack_ ? pack_reader_.get() : &reader_)->describe() + "); prefill " +
-           strategy_name(options_.prefill);
+    return line + source + " on a miss (" + (pack_ ? pack_reader_.get() : &reader_)->describe() + (worker_ ? ", while the step computes its hits" : "") +
+           "); prefill " + strategy_name(options_.prefill);
 }
 
 ExpertSourceStats ExpertCache::stats() const {
@@ -197,6 +201,8 @@ ExpertSourceStats ExpertCache::stats() const {
     ExpertSourceStats s = policy_->counts();
     s.full_layer_reads = stats_.full_layer_reads;
     s.miss_reads = stats_.miss_reads;
+    s.stall_seconds = stats_.stall_seconds;
+    s.background_loads = stats_.background_loads;
     s.bytes_read = reader_.bytes_read() + (pack_reader_ ? pack_reader_->bytes_read() : 0);
     s.read_seconds = reader_.wait_seconds() + (pack_reader_ ? pack_reader_->wait_seconds() : 0);
     return s;
@@ -204,10 +210,11 @@ ExpertSourceStats ExpertCache::stats() const {
 
 std::string ExpertCache::stats_line() const {
     const ExpertSourceStats s = stats();
-    char line[480];
+    char line[560];
     std::snprintf(line, sizeof line,
                   "experts: %llu lookups, %llu hits (%.1f%%), %llu misses (%llu from the host tier, %llu to scratch, "
-                  "%llu evictions; %llu read requests), %llu full-layer reads; %.2f GiB read in %.2f s (%.2f GB/s)",
+                  "%llu evictions; %llu read requests), %llu full-layer reads; %.2f GiB read in %.2f s (%.2f GB/s), "
+                  "steps waited %.2f s",
                   static_cast<unsigned long long>(s.lookups), static_cast<unsigned long long>(s.hits),
                   s.lookups ? 100.0 * double(s.hits) / double(s.lookups) : 0.0,
                   static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.host_hits),
@@ -215,11 +222,32 @@ std::string ExpertCache::stats_line() const {
                   static_cast<unsigned long long>(s.evictions), static_cast<unsigned long long>(s.miss_reads),
                   static_cast<unsigned long long>(s.full_layer_reads),
                   double(s.bytes_read) / double(uint64_t{1} << 30), s.read_seconds,
-                  s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0);
+                  s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0, s.stall_seconds);
     return line;
 }
 
+// The misses of the step in flight on the read worker, as the MoE op sees
+// them: their slots are pending until the reads are done.
+class ExpertCache::Arrival final : public ExpertArrival {
+public:
+    Arrival(ExpertCache& cache, std::vector<bool> pending) : cache_(cache), pending_(std::move(pending)) {}
+    bool pending(int32_t m) const override { return !done_ && m >= 0 && size_t(m) < pending_.size() && pending_[size_t(m)]; }
+    void wait() override {
+        if (done_) return;
+        done_ = true;
+        cache_.settle(true);
+    }
+
+private:
+    ExpertCache& cache_;
+    std::vector<bool> pending_;  // by slot
+    bool done_ = false;
+};
+
 ExpertMatrices ExpertCache::resolve(Backend& backend, const RoutedExperts& block, Routing& routing) {
+    // The previous step's reads, if its MoE op never waited for them (the
+    // step failed before it): done, or forgotten, before any slot changes.
+    settle(false);
     std::lock_guard<std::mutex> lock(stats_mu_);
     const auto lay = layout_.find(block.layer);
     if (lay == layout_.end())
@@ -232,78 +260,109 @@ ExpertMatrices ExpertCache::resolve(Backend& backend, const RoutedExperts& block
     // The routing as planned (ids checked), before any read can fail: a
     // replay of the trace makes the same decisions in the same order.
     if (trace_) trace_->record(block.layer, routing.rows, routing.n_used, ids);
-    if (plan.whole) return full_layer(backend, L);
-    load(backend, L, plan.loads);
+    if (plan.whole) return timed([&] { return full_layer(backend, L); });
+    if (worker_ && !plan.loads.empty()) {
+        // The MoE op computes the hits while the worker reads the misses.
+        in_flight_ = std::make_unique<MissReads>(prepare_load(backend, L, plan.loads));
+        std::vector<bool> pending(size_t(n_slots_ + n_scratch_), false);
+        for (const auto& [slot, expert] : plan.loads) pending[size_t(slot)] = true;
+        ++stats_.background_loads;
+        worker_->start([this, &backend] { read_misses(backend, *in_flight_); });
+        routing.arrival = std::make_shared<Arrival>(*this, std::move(pending));
+    } else {
+        timed([&] { load(backend, L, plan.loads); return 0; });
+    }
     for (int32_t& id : ids) id = plan.slot_of.at(id);
     backend.upload_ints(routing.experts, ids.data());
     return slot_matrices(L);
 }
 
+template <class F>
+auto ExpertCache::timed(F&& f) -> decltype(f()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Add {
+        double& to;
+        std::chrono::steady_clock::time_point t0;
+        ~Add() { to += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+    } add{stats_.stall_seconds, t0};
+    return f();
+}
+
+void ExpertCache::settle(bool rethrow) {
+    if (!in_flight_) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::exception_ptr error;
+    try {
+        worker_->wait();
+    } catch (...) {
+        error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Those slots hold partial bytes now: forget them, so a later step
+    // reads the experts again instead of computing with garbage.
+    if (error) policy_->forget(in_flight_->layout->block->layer, in_flight_->loads, in_flight_->host);
+    in_flight_.reset();
+    if (error && rethrow) std::rethrow_exception(error);
+}
+
 void ExpertCache::load(Backend& backend, const BlockLayout& L, const std::vector<std::pair<int64_t, int64_t>>& loads) {
     if (loads.empty()) return;
+    const MissReads m = prepare_load(backend, L, loads);
+    try {
+        read_misses(backend, m);
+    } catch (...) {
+        policy_->forget(L.block->layer, loads, m.host);
+        throw;
+    }
+}
+
+ExpertCache::MissReads ExpertCache::prepare_load(Backend& backend, const BlockLayout& L,
+                                                 const std::vector<std::pair<int64_t, int64_t>>& loads) {
     const RoutedExperts& b = *L.block;
+    MissReads m;
+    m.layout = &L;
+    m.loads = loads;
     // Where each miss's bytes come from on their way to its slot: the host
     // tier (a hit there, or a slot it gives for the read), the staging
     // buffer, or (the CPU) the slot itself.
-    std::vector<const uint8_t*> source(loads.size(), nullptr);
-    std::vector<uint8_t*> read_into(loads.size(), nullptr);
-    const HostPlan host = policy_->plan_host(b.layer, loads);
+    m.source.assign(loads.size(), nullptr);
+    m.read_into.assign(loads.size(), nullptr);
+    m.host = policy_->plan_host(b.layer, loads);
     size_t staged = 0;
     for (size_t i = 0; i < loads.size(); ++i) {
         const int64_t slot = loads[i].first;
         if (reads_in_place_) {
-            read_into[i] = bytes_ + uint64_t(slot) * slot_bytes_;
-        } else if (host.route[i] == HostRoute::hit) {
-            source[i] = host_->slot(host.slot[i]);
-        } else if (host.route[i] == HostRoute::claimed) {
-            source[i] = read_into[i] = host_->slot(host.slot[i]);
+            m.read_into[i] = bytes_ + uint64_t(slot) * slot_bytes_;
+        } else if (m.host.route[i] == HostRoute::hit) {
+            m.source[i] = host_->slot(m.host.slot[i]);
+        } else if (m.host.route[i] == HostRoute::claimed) {
+            m.source[i] = m.read_into[i] = host_->slot(m.host.slot[i]);
         } else {
             ++staged;
         }
     }
     uint8_t* stage = staged ? staging_.get(staged * slot_bytes_) : nullptr;
-    std::vector<ExpertReader::Request> reads;
     for (size_t i = 0, k = 0; i < loads.size(); ++i) {
-        if (!read_into[i] && !source[i]) source[i] = read_into[i] = stage + (k++) * slot_bytes_;
-        if (!read_into[i]) continue;
+        if (!m.read_into[i] && !m.source[i]) m.source[i] = m.read_into[i] = stage + (k++) * slot_bytes_;
+        if (!m.read_into[i]) continue;
         const int64_t expert = loads[i].second;
         if (L.pack) {
             // One aligned read of the whole record: gate, up, down (and the
             // per-expert scales, unused here: the cache keeps them from the GGUF).
-            reads.push_back({L.pack->record_offset(expert), L.pack->record_bytes, read_into[i],
-                             "expert " + std::to_string(expert) + " of block " + std::to_string(b.layer)});
+            m.reads.push_back({L.pack->record_offset(expert), L.pack->record_bytes, m.read_into[i],
+                               "expert " + std::to_string(expert) + " of block " + std::to_string(b.layer)});
             continue;
         }
         const std::pair<const WeightRef*, uint64_t> parts[3] = {{&b.gate, 0}, {&b.up, L.up_offset}, {&b.down, L.down_offset}};
         for (const auto& [w, at] : parts)
-            reads.push_back({w->offset + uint64_t(expert) * w->matrix_bytes, w->matrix_bytes, read_into[i] + at,
-                             "expert " + std::to_string(expert) + " of '" + w->name + "'"});
+            m.reads.push_back({w->offset + uint64_t(expert) * w->matrix_bytes, w->matrix_bytes, m.read_into[i] + at,
+                               "expert " + std::to_string(expert) + " of '" + w->name + "'"});
     }
-    stats_.miss_reads += reads.size();
-    try {
-        if (L.pack) {
-            pack_reader_->read_all(reads);
-            // A damaged record is an error for this step, never a wrong token.
-            for (size_t i = 0, r = 0; i < loads.size(); ++i) {
-                if (!read_into[i]) continue;
-                if (!pack_->record_intact(*L.pack, loads[i].second, read_into[i]))
-                    throw Error("reading " + reads[r].what + " from " + pack_->path() +
-                                " failed: the record does not match its checksum (the pack is damaged; pack the model again).");
-                ++r;
-            }
-        } else {
-            reader_.read_all(reads);
-        }
-    } catch (...) {
-        // Those slots hold partial bytes now: forget them, so a later step
-        // reads the experts again instead of computing with garbage.
-        policy_->forget(b.layer, loads, host);
-        throw;
-    }
+    stats_.miss_reads += m.reads.size();
+    // The scales are the host's already: in place before any read.
     const int64_t capacity = n_slots_ + n_scratch_;
-    for (size_t i = 0; i < loads.size(); ++i) {
-        const auto [slot, expert] = loads[i];
-        if (source[i]) backend.write_weights(bytes_ + uint64_t(slot) * slot_bytes_, source[i], slot_bytes_);
+    for (const auto& [slot, expert] : loads) {
         for (int k = 0; k < 3; ++k) {
             const std::vector<float>& v = L.scale_values[k];
             if (v.empty()) continue;
@@ -313,6 +372,26 @@ void ExpertCache::load(Backend& backend, const BlockLayout& L, const std::vector
                                   reinterpret_cast<const uint8_t*>(&v[per_expert ? size_t(expert) : 0]), sizeof(float));
         }
     }
+    return m;
+}
+
+void ExpertCache::read_misses(Backend& backend, const MissReads& m) {
+    const BlockLayout& L = *m.layout;
+    if (L.pack) {
+        pack_reader_->read_all(m.reads);
+        // A damaged record is an error for this step, never a wrong token.
+        for (size_t i = 0, r = 0; i < m.loads.size(); ++i) {
+            if (!m.read_into[i]) continue;
+            if (!pack_->record_intact(*L.pack, m.loads[i].second, m.read_into[i]))
+                throw Error("reading " + m.reads[r].what + " from " + pack_->path() +
+                            " failed: the record does not match its checksum (the pack is damaged; pack the model again).");
+            ++r;
+        }
+    } else {
+        reader_.read_all(m.reads);
+    }
+    for (size_t i = 0; i < m.loads.size(); ++i)
+        if (m.source[i]) backend.write_weights(bytes_ + uint64_t(m.loads[i].first) * slot_bytes_, m.source[i], slot_bytes_);
 }
 
 ExpertMatrices ExpertCache::slot_matrices(const BlockLayout& L) const {
@@ -407,6 +486,7 @@ void ExpertCache::warm_host_tier() {
 }
 
 void ExpertCache::preload(Backend& backend, const std::vector<std::pair<int, int64_t>>& experts) {
+    settle(false);
     std::lock_guard<std::mutex> lock(stats_mu_);
     for (const auto& [layer, loads] : policy_->preload(experts)) load(backend, layout_.at(layer), loads);
 }

@@ -48,6 +48,7 @@
 #include "experts/cache_policy.h"
 #include "experts/expert_source.h"
 #include "experts/host_tier.h"
+#include "experts/read_worker.h"
 #include "experts/routing_profile.h"
 #include "experts/routing_trace_writer.h"
 
@@ -71,6 +72,10 @@ struct ExpertCacheOptions {
     // --ssd-streaming-trace-out: every step's routing, as the cache saw it,
     // written to this file (experts/routing_trace.h); "": none.
     std::string trace_out;
+    // --ssd-streaming-overlap: a step's misses are read on a thread of
+    // their own while the MoE op computes the hits, where the backend's MoE
+    // ops take experts as they arrive (the CPU); else the step waits.
+    bool overlap = true;
 };
 
 class ExpertCache final : public ExpertSource {
@@ -129,8 +134,32 @@ private:
         const PackBlock* pack = nullptr;     // its records in the expert pack, if one is read
     };
 
+    // A step's misses, ready to be read: where each one's bytes go and the
+    // read requests.
+    struct MissReads {
+        const BlockLayout* layout = nullptr;
+        std::vector<std::pair<int64_t, int64_t>> loads;  // (slot, expert)
+        HostPlan host;
+        std::vector<const uint8_t*> source;  // copied into the slot after the reads (null: read in place)
+        std::vector<uint8_t*> read_into;     // null: a host-tier hit, nothing to read
+        std::vector<ExpertReader::Request> reads;
+    };
+    class Arrival;
+
     // Reads the misses of one step into their slots, all in flight at once.
     void load(Backend& backend, const BlockLayout& L, const std::vector<std::pair<int64_t, int64_t>>& slot_expert);
+    // Under the lock: the host tier's part, the requests, the slots' scales.
+    MissReads prepare_load(Backend& backend, const BlockLayout& L,
+                           const std::vector<std::pair<int64_t, int64_t>>& slot_expert);
+    // The reads, the pack's checksums and the copies into the slots; on any
+    // thread (the read worker's). Throws ds4::Error; the caller forgets the loads.
+    void read_misses(Backend& backend, const MissReads& m);
+    // Waits for the reads in flight, if any; on a failure forgets their
+    // loads and, if `rethrow`, throws the read's error.
+    void settle(bool rethrow);
+    // f(), its wall time added to the time steps waited on reads.
+    template <class F>
+    auto timed(F&& f) -> decltype(f());
     ExpertMatrices slot_matrices(const BlockLayout& L) const;
     // Reads block b's gate, up and down tensors whole (three long reads)
     // to base + at[0..2].
@@ -164,6 +193,10 @@ private:
     // resolve holds the lock, so a reader sees whole steps.
     mutable std::mutex stats_mu_;
     ExpertSourceStats stats_;  // the reads; the policy counts the rest
+    // Declared last: destroyed first, so no read runs once the members
+    // above are gone.
+    std::unique_ptr<MissReads> in_flight_;  // the misses the read worker is reading
+    std::unique_ptr<ReadWorker> worker_;    // null: a step reads its misses itself
 };
 
 }  // namespace ds4

@@ -89,9 +89,9 @@ void ExpertReader::read(uint64_t offset, uint64_t bytes, uint8_t* dst, const std
 
 void ExpertReader::read_all(const std::vector<Request>& requests) {
     if (requests.empty()) return;
-    const uint64_t first = reads_ + 1;
-    reads_ += requests.size();
-    if (fail_at_ > 0 && uint64_t(fail_at_) >= first && uint64_t(fail_at_) <= reads_)
+    const uint64_t first = reads_.fetch_add(requests.size()) + 1;
+    const uint64_t last = first + requests.size() - 1;
+    if (fail_at_ > 0 && uint64_t(fail_at_) >= first && uint64_t(fail_at_) <= last)
         fail("Input/output error (DS4_TEST_FAIL_READ)", requests[size_t(uint64_t(fail_at_) - first)].what);
     check_unchanged(requests.front().what);
     std::vector<ReadSpan> spans;
@@ -103,7 +103,7 @@ void ExpertReader::read_all(const std::vector<Request>& requests) {
     const auto t0 = std::chrono::steady_clock::now();
     ReadFailure failure;
     const bool ok = engine_->run(spans, failure);
-    wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
     if (!ok) fail(failure.why, requests[failure.span].what);
     // A change during the reads may have handed out mixed bytes.
     check_unchanged(requests.front().what);

@@ -8,6 +8,7 @@
 // pread threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -56,9 +57,11 @@ public:
 
     // "io_uring, O_DIRECT, 32 reads in flight".
     std::string describe() const { return engine_->describe(); }
+    // Counters another thread may read while reads run (a server's /metrics
+    // while the read worker reads a step's misses).
     uint64_t reads() const { return reads_; }            // requests served
     uint64_t bytes_read() const { return bytes_; }
-    double wait_seconds() const { return wait_s_; }      // wall time spent in reads
+    double wait_seconds() const { return double(wait_ns_) * 1e-9; }  // wall time spent in reads
 
 private:
     [[noreturn]] void fail(const std::string& why, const std::string& what) const;
@@ -70,8 +73,8 @@ private:
     std::string path_;
     uint64_t size_ = 0;
     int64_t mtime_ns_ = 0;
-    uint64_t reads_ = 0, bytes_ = 0;
-    double wait_s_ = 0;
+    std::atomic<uint64_t> reads_{0}, bytes_{0};
+    std::atomic<int64_t> wait_ns_{0};
     int64_t fail_at_ = 0;  // DS4_TEST_FAIL_READ, 0 when unset
 };
 

@@ -44,7 +44,9 @@ struct ExpertSourceStats {
     uint64_t full_layer_reads = 0;  // steps that read a block's whole routed tensors
     uint64_t miss_reads = 0;        // read requests for misses: one per expert from a pack, three from the GGUF
     uint64_t bytes_read = 0;
-    double read_seconds = 0;        // wall time the steps waited on reads
+    double read_seconds = 0;        // wall time reads were in flight (the disk's busy time)
+    double stall_seconds = 0;       // wall time steps waited on reads (less, where reads overlap compute)
+    uint64_t background_loads = 0;  // steps whose misses were read while the step computed its hits
 };
 
 class ExpertSource {

@@ -20,7 +20,9 @@ std::string expert_cache_prometheus(const ExpertSourceStats& s) {
         {"ds4_expert_cache_scratch_loads_total", "Misses served from a scratch slot without caching.", double(s.scratch_loads)},
         {"ds4_expert_cache_full_layer_reads_total", "Steps that read a block's whole routed tensors.", double(s.full_layer_reads)},
         {"ds4_expert_cache_read_bytes_total", "Bytes of routed experts read from the model file.", double(s.bytes_read)},
-        {"ds4_expert_cache_read_seconds_total", "Wall time steps waited on expert reads.", s.read_seconds},
+        {"ds4_expert_cache_read_seconds_total", "Wall time expert reads were in flight.", s.read_seconds},
+        {"ds4_expert_cache_stall_seconds_total", "Wall time steps waited on expert reads (less than the reads' where "
+                                                 "they overlap compute).", s.stall_seconds},
     };
     std::string out;
     char line[160];

@@ -71,9 +71,10 @@ for arch in qwen3moe deepseek4; do
     res=$tmp/res-$eff.bin
     [[ -f $res ]] || "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$res" --prefill-chunk "$eff" -t 2 \
       2>/dev/null || fail "$arch: resident run failed"
-    flags=(--ssd-streaming --ssd-streaming-prefill "$strategy" --ssd-streaming-io "$io")
+    overlap=$( (( RANDOM % 2 )) && echo on || echo off)  # misses read while the hits compute, or not
+    flags=(--ssd-streaming --ssd-streaming-prefill "$strategy" --ssd-streaming-io "$io" --ssd-streaming-overlap "$overlap")
     [[ $budget != auto ]] && flags+=(--ssd-streaming-cache-experts "$budget")
-    what="budget $budget, chunk $chunk, $strategy, io $io (seed $seed)"
+    what="budget $budget, chunk $chunk, $strategy, io $io, overlap $overlap (seed $seed)"
     "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" --prefill-chunk "$chunk" -t 2 \
         "${flags[@]}" 2>"$tmp/err" || fail "$arch: $what failed: $(cat "$tmp/err")"
     cmp -s "$res" "$tmp/ssd.bin" || fail "$arch: $what: logits differ from the resident run"

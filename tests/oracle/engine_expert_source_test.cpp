@@ -38,13 +38,14 @@ struct Run {
 };
 
 Run run(const fs::path& model, std::optional<int64_t> slots, const std::vector<int32_t>& prompt, int64_t chunk,
-        int n_decode) {
+        int n_decode, bool overlap = true) {
     EngineOptions o;
     o.model = model.string();
     o.backend.name = "cpu";
     o.backend.threads = 2;
     o.chat = false;
     o.expert_cache_slots = slots;
+    o.ssd_streaming.overlap = overlap;
     const auto engine = ds4::Engine::open(o);
     SessionOptions so;
     so.n_ctx = int64_t(prompt.size()) + n_decode + 1;
@@ -105,6 +106,16 @@ void expect_cache_equals_resident(const fs::path& model, std::mt19937_64& rng) {
             // (GLM-5's generator model has a single MoE block).
             EXPECT_GT(got.stats.misses + got.stats.full_layer_reads * uint64_t(n_expert), uint64_t(got.slots));
         }
+        // The CPU reads a step's misses while it computes the hits (and
+        // the shared expert): every step that missed did so here.
+        EXPECT_GT(got.stats.background_loads, 0u) << "no step read its misses in the background";
+        if (slots == n_expert) {
+            // And with the overlap off: the step waits, the same bits.
+            const Run waited = run(model, slots, prompt, chunk, n_decode, false);
+            EXPECT_EQ(waited.logits, want.logits) << "--ssd-streaming-overlap off changes the logits";
+            EXPECT_EQ(waited.stats.background_loads, 0u);
+            EXPECT_EQ(waited.stats.misses, got.stats.misses) << "the overlap changed what the cache decided";
+        }
         std::printf("%s, %lld slots: %llu lookups, %llu hits, %llu misses, %.2f MiB read\n", arch.c_str(),
                     static_cast<long long>(got.slots), static_cast<unsigned long long>(got.stats.lookups),
                     static_cast<unsigned long long>(got.stats.hits), static_cast<unsigned long long>(got.stats.misses),
@@ -146,6 +157,57 @@ TEST(ExpertSource, CacheEqualsResidentDeepSeek4) {
     std::mt19937_64 rng(seed);
     TempDir dir;
     expect_cache_equals_resident(realistic_deepseek4(dir.path(), model_seed(seed)), rng);
+}
+
+// A read that fails while the step computes its hits fails that step with
+// the read's sentence (the MoE op waits for it before the misses) and
+// loses nothing: the slots it was filling are forgotten, so a later run on
+// the same engine reads those experts again and gets the resident logits.
+TEST(ExpertSource, FailedBackgroundReadFailsTheStepOnly) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(ds4::test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    TempDir dir;
+    const fs::path m = realistic_qwen3moe(dir.path(), model_seed(seed));
+    const auto V = int32_t(read_gguf_summary(m).n_vocab);
+    const auto prompt = random_token_ids(rng, 12 + rng() % 12, V);
+    const ds4::Run want = run(m, std::nullopt, prompt, 1, 0);
+
+    // Request N of the reader fails: past the start's scale reads, inside
+    // the prompt's first steps (three requests per missed expert).
+    const int fail_at = 4 + int(rng() % 40);
+    SCOPED_TRACE("read request " + std::to_string(fail_at) + " fails");
+    setenv("DS4_TEST_FAIL_READ", std::to_string(fail_at).c_str(), 1);
+    EngineOptions o;
+    o.model = m.string();
+    o.backend.name = "cpu";
+    o.backend.threads = 2;
+    o.chat = false;
+    o.expert_cache_slots = 0;
+    std::unique_ptr<ds4::Engine> engine;
+    try {
+        engine = ds4::Engine::open(o);
+    } catch (...) {
+        unsetenv("DS4_TEST_FAIL_READ");
+        throw;
+    }
+    unsetenv("DS4_TEST_FAIL_READ");
+    SessionOptions so;
+    so.n_ctx = int64_t(prompt.size()) + 2;
+    so.prefill_chunk = 1;
+    {
+        const auto s = engine->new_session(so);
+        try {
+            s->eval(prompt, true);
+            ADD_FAILURE() << "the step whose read failed did not fail";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("DS4_TEST_FAIL_READ"), std::string::npos) << e.what();
+        }
+    }
+    const ExpertSourceStats before = engine->expert_stats();
+    EXPECT_GT(before.background_loads, 0u);
+    const auto s = engine->new_session(so);
+    EXPECT_EQ(s->eval(prompt, true), want.logits) << "a slot the failed read was filling was used as if filled";
 }
 
 }  // namespace

@@ -173,6 +173,11 @@ TEST_F(Ds4OptionsTest, SsdStreamingStrategyReadsAndProfile) {
     expect_usage({"--ssd-streaming", "--ssd-streaming-prefill", "layer"}, {"--ssd-streaming-prefill", "'layer'"});
     expect_usage({"--ssd-streaming", "--ssd-streaming-io", "aio"}, {"--ssd-streaming-io", "'aio'"});
     expect_usage({"--ssd-streaming-io", "pread"}, {"--ssd-streaming-io", "needs --ssd-streaming"});
+    EXPECT_TRUE(d.ssd.overlap);
+    EXPECT_FALSE(parse({"--ssd-streaming", "--ssd-streaming-overlap", "off"}).ssd.overlap);
+    EXPECT_TRUE(parse({"--ssd-streaming", "--ssd-streaming-overlap", "on"}).ssd.overlap);
+    expect_usage({"--ssd-streaming", "--ssd-streaming-overlap", "yes"}, {"--ssd-streaming-overlap", "'yes'"});
+    expect_usage({"--ssd-streaming-overlap", "off"}, {"--ssd-streaming-overlap", "needs --ssd-streaming"});
     expect_usage({"--ssd-streaming", "--ssd-streaming-preload-experts", "4"},
                  {"--ssd-streaming-preload-experts", "--ssd-streaming-profile"});
     expect_usage({"--ssd-streaming", "--ssd-streaming-profile", "/nonexistent/ds4/p.txt"},

@@ -145,6 +145,7 @@ std::vector<BenchRow> run_bench_walk(const Engine& engine, const BenchWalkOption
         const ExpertSourceStats after = engine.expert_stats();
         row.gen_bytes_read = after.bytes_read - before.bytes_read;
         row.gen_read_seconds = after.read_seconds - before.read_seconds;
+        row.gen_stall_seconds = after.stall_seconds - before.stall_seconds;
         row.gen_misses = after.misses - before.misses;
         row.gen_host_hits = after.host_hits - before.host_hits;
         row.gen_lookups = after.lookups - before.lookups;

@@ -39,7 +39,8 @@ struct BenchRow {
     // The expert cache during the probe (--ssd-streaming): bytes read from
     // the file and seconds waited on them, misses and host-tier copies.
     uint64_t gen_bytes_read = 0;
-    double gen_read_seconds = 0;
+    double gen_read_seconds = 0;   // reads in flight
+    double gen_stall_seconds = 0;  // decode waiting on them
     uint64_t gen_misses = 0, gen_host_hits = 0, gen_lookups = 0;
 };
 

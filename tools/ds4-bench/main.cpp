@@ -56,7 +56,8 @@ const char* const kHelp =
     "  --ssd-streaming        routed experts read from the file into a bounded cache\n"
     "                         (as ds4's; its hits, misses and bytes read are printed)\n"
     "  --ssd-streaming-cache-experts N|NGB, --ssd-streaming-prefill auto|per-expert|full-layer,\n"
-    "  --ssd-streaming-io auto|io_uring|pread, --ssd-streaming-profile FILE,\n"
+    "  --ssd-streaming-io auto|io_uring|pread, --ssd-streaming-overlap on|off,\n"
+    "  --ssd-streaming-profile FILE,\n"
     "  --ssd-streaming-preload-experts N, --ssd-streaming-pack FILE,\n"
     "  --ssd-streaming-trace-out FILE, --simulate-used-memory NGB\n"
     "                         as ds4's (see ds4 --help)\n"
@@ -295,11 +296,13 @@ int run_bench(const BenchArgs& a) {
             const double gbps = r.gen_read_seconds > 0 ? double(r.gen_bytes_read) / r.gen_read_seconds : 0;
             std::fprintf(stderr,
                          "  decode experts: %llu lookups, %llu misses (%llu from the host tier), %.1f MiB read per "
-                         "token at %.2f GB/s: I/O bound %.2f t/s, waiting on reads %.0f%% of decode\n",
+                         "token at %.2f GB/s: I/O bound %.2f t/s, reads in flight %.0f%% of decode, waiting on them "
+                         "%.0f%%\n",
                          static_cast<unsigned long long>(r.gen_lookups), static_cast<unsigned long long>(r.gen_misses),
                          static_cast<unsigned long long>(r.gen_host_hits), per_token / double(1 << 20), gbps / 1e9,
                          per_token > 0 && gbps > 0 ? gbps / per_token : 0.0,
-                         100.0 * r.gen_read_seconds * r.gen_tps / std::max(1.0, double(a.walk.parallel * a.walk.gen_tokens)));
+                         100.0 * r.gen_read_seconds * r.gen_tps / std::max(1.0, double(a.walk.parallel * a.walk.gen_tokens)),
+                         100.0 * r.gen_stall_seconds * r.gen_tps / std::max(1.0, double(a.walk.parallel * a.walk.gen_tokens)));
         }
     });
     std::fprintf(stderr, "ds4-bench: %zu rows written to %s\n", rows.size(), a.csv.empty() ? "stdout" : a.csv.c_str());
@@ -340,6 +343,8 @@ int run_bench(const BenchArgs& a) {
                                  {"miss_reads", es.miss_reads},
                                  {"bytes_read", es.bytes_read},
                                  {"read_seconds", es.read_seconds},
+                                 {"stall_seconds", es.stall_seconds},
+                                 {"background_loads", es.background_loads},
                                  {"read_gb_per_s", es.read_seconds > 0 ? double(es.bytes_read) / es.read_seconds / 1e9 : 0.0}};
         }
         j["rows"] = nlohmann::json::array();
@@ -350,6 +355,7 @@ int run_bench(const BenchArgs& a) {
                                  {"gen_tps_per_seq", r.gen_tps_per_seq},
                                  {"gen_expert_bytes_read", r.gen_bytes_read},
                                  {"gen_expert_read_seconds", r.gen_read_seconds},
+                                 {"gen_expert_stall_seconds", r.gen_stall_seconds},
                                  {"gen_expert_lookups", r.gen_lookups},
                                  {"gen_expert_misses", r.gen_misses},
                                  {"gen_expert_host_hits", r.gen_host_hits},

@@ -316,9 +316,22 @@ void CpuBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightRe
         return s->ne[0] > 1 ? v[e] : v[0];
     };
     std::vector<float> slot_out(static_cast<size_t>(x.rows * n_used * n_embd));
-    for (int64_t e = 0; e < n_exp; ++e) {
+    // Experts still being read come last, after a wait: the others are
+    // computed while their bytes arrive. Each (token, slot) pair has its own
+    // row of slot_out and the sum below runs in routing order, so the order
+    // the experts are computed in changes no bit of the result.
+    auto pending = [&](int64_t e) { return routing.arrival && routing.arrival->pending(int32_t(e)); };
+    std::vector<int64_t> order;
+    size_t ready = 0;
+    for (const bool late : {false, true}) {
+        for (int64_t e = 0; e < n_exp; ++e)
+            if (!by_expert[size_t(e)].empty() && pending(e) == late) order.push_back(e);
+        if (!late) ready = order.size();
+    }
+    for (size_t k = 0; k < order.size(); ++k) {
+        if (k == ready && routing.arrival) routing.arrival->wait();
+        const int64_t e = order[k];
         const auto& slots = by_expert[static_cast<size_t>(e)];
-        if (slots.empty()) continue;
         const int64_t m = static_cast<int64_t>(slots.size());
         Tensor xs = alloc(m, n_embd), g = alloc(m, n_ff), u = alloc(m, n_ff), d = alloc(m, n_embd);
         for (int64_t i = 0; i < m; ++i) {

@@ -17,6 +17,7 @@ public:
     std::string name() const override { return "cpu"; }
     uint64_t available_memory() const override;
     bool reads_attached_buffers_in_place() const override { return true; }
+    bool computes_experts_as_they_arrive() const override { return true; }
 
     Tensor alloc(int64_t rows, int64_t cols) override;
     void upload(Tensor& t, const float* host) override;

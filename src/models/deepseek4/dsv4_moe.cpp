@@ -15,14 +15,17 @@ Tensor dsv4_ffn(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, i
                                                  hp.n_expert_used, hp.expert_weights_norm, hp.expert_weights_scale);
     Tensor out = be.alloc(n, E);
     const ExpertMatrices m = experts.resolve(be, L.experts, r);
-    dsv4_ops(be).moe_swiglu_clamp(x, r, m.gate, m.up, m.down, hp.swiglu_clamp_exp[size_t(layer)], out);
-
+    // The shared expert between resolve and the routed op: a streamed
+    // step's misses are still being read while it computes (a reorder of
+    // independent work; the sum below is the same).
     const int64_t n_ff = L.gate_shexp.ne[1];
     Tensor g = be.alloc(n, n_ff), u = be.alloc(n, n_ff), d = be.alloc(n, E);
     be.matmul(L.gate_shexp, x, g);
     be.matmul(L.up_shexp, x, u);
     dsv4_ops(be).swiglu_clamp(g, u, hp.swiglu_clamp_shexp[size_t(layer)], g);
     be.matmul(L.down_shexp, g, d);
+
+    dsv4_ops(be).moe_swiglu_clamp(x, r, m.gate, m.up, m.down, hp.swiglu_clamp_exp[size_t(layer)], out);
     be.add(out, d, out);
     return out;
 }

@@ -32,9 +32,11 @@ Tensor glm_ffn(Backend& be, const GlmDsaHparams& hp, const GlmDsaLayerWeights& L
                                               hp.expert_weights_scale);
     Tensor out = be.alloc(n, hp.n_embd);
     const ExpertMatrices m = experts.resolve(be, L.experts, r);
+    // The shared expert between resolve and the routed op: a streamed
+    // step's misses are still being read while it computes.
+    const Tensor shared = swiglu_ffn(be, L.gate_shexp, L.up_shexp, L.down_shexp, x, hp.n_embd);
     be.moe_swiglu(x, r, m.gate, m.up, m.down, m.scale_of(m.gate_scale), m.scale_of(m.up_scale),
                   m.scale_of(m.down_scale), out);
-    const Tensor shared = swiglu_ffn(be, L.gate_shexp, L.up_shexp, L.down_shexp, x, hp.n_embd);
     be.add(out, shared, out);
     return out;
 }
