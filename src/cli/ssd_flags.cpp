@@ -17,6 +17,7 @@ void add_ssd_flags(CLI::App& app, SsdRawFlags& raw) {
     app.add_option("--ssd-streaming-prefill", raw.prefill);
     app.add_option("--ssd-streaming-io", raw.io);
     app.add_option("--ssd-streaming-overlap", raw.overlap);
+    app.add_option("--ssd-streaming-lookahead", raw.lookahead);
     app.add_option("--ssd-streaming-profile", raw.profile);
     app.add_option("--ssd-streaming-preload-experts", raw.preload);
     app.add_option("--ssd-streaming-pack", raw.pack);
@@ -58,6 +59,11 @@ void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreami
         if (raw.overlap == "on") o.overlap = true;
         else if (raw.overlap == "off") o.overlap = false;
         else throw UsageError("--ssd-streaming-overlap must be on or off, got " + quote_value(raw.overlap));
+    }
+    if (given("--ssd-streaming-lookahead")) {
+        if (raw.lookahead == "on") o.lookahead = true;
+        else if (raw.lookahead == "off") o.lookahead = false;
+        else throw UsageError("--ssd-streaming-lookahead must be on or off, got " + quote_value(raw.lookahead));
     }
     if (given("--ssd-streaming-profile")) {
         if (raw.profile.empty()) throw UsageError("--ssd-streaming-profile needs a file name");
@@ -135,6 +141,10 @@ std::string ssd_help_text() {
                             CPU: compute the experts a step holds, and its shared
                             expert, while its misses are read (default: on; off
                             waits for the reads first)
+      --ssd-streaming-lookahead on|off
+                            CPU, with the overlap: read the next block's likely
+                            experts (its router on this block's input) while
+                            its attention computes (default: on)
       --ssd-streaming-profile FILE
                             routing counts: read at start to preload the experts
                             used most, written back (added to) at exit

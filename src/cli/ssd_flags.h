@@ -17,11 +17,12 @@ namespace ds4 {
 // The flags as typed, for CLI11.
 struct SsdRawFlags {
     int enabled = 0;
-    std::string cache, host_cache, prefill, io, overlap, profile, preload, pack, trace_out, simulate_used;
+    std::string cache, host_cache, prefill, io, overlap, lookahead, profile, preload, pack, trace_out, simulate_used;
 };
 
 // Registers --ssd-streaming, --ssd-streaming-cache-experts, --ssd-streaming-host-cache,
-// --ssd-streaming-prefill, --ssd-streaming-io, --ssd-streaming-overlap, --ssd-streaming-profile,
+// --ssd-streaming-prefill, --ssd-streaming-io, --ssd-streaming-overlap, --ssd-streaming-lookahead,
+// --ssd-streaming-profile,
 // --ssd-streaming-preload-experts, --ssd-streaming-pack, --ssd-streaming-trace-out
 // and --simulate-used-memory.
 void add_ssd_flags(CLI::App& app, SsdRawFlags& raw);
@@ -38,7 +39,7 @@ void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreami
 // every value is present before CLI11 parses).
 inline constexpr const char* kSsdValueFlags[] = {"--ssd-streaming-cache-experts", "--ssd-streaming-host-cache",
                                                  "--ssd-streaming-prefill",
-                                                 "--ssd-streaming-io", "--ssd-streaming-overlap",
+                                                 "--ssd-streaming-io", "--ssd-streaming-overlap", "--ssd-streaming-lookahead",
                                                  "--ssd-streaming-profile",
                                                  "--ssd-streaming-preload-experts", "--ssd-streaming-pack",
                                                  "--ssd-streaming-trace-out", "--simulate-used-memory"};

@@ -42,6 +42,10 @@ struct SsdStreaming {
     // holds (and its shared expert) while its misses are read; off: it
     // waits for the reads first (to measure what the overlap gains).
     bool overlap = true;
+    // --ssd-streaming-lookahead: with the overlap, the next block's likely
+    // experts (its router on this block's FFN input) are read while its
+    // attention computes; off: only the experts a step chose are read.
+    bool lookahead = true;
     // --ssd-streaming-profile: routing counts read at start (to preload the
     // hottest experts) and written back, added to, at exit.
     std::string profile;

@@ -181,6 +181,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         co.prefill = o.ssd_streaming.prefill;
         co.reader.method = o.ssd_streaming.io;
         co.overlap = o.ssd_streaming.overlap;
+        co.lookahead = o.ssd_streaming.lookahead;
         co.pack = o.ssd_streaming.pack;
         co.trace_out = o.ssd_streaming.trace_out;
         auto cache = std::make_shared<ExpertCache>(*e->backend_, *e->map_, blocks, co);

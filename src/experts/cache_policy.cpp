@@ -227,6 +227,8 @@ std::unordered_map<int, std::vector<std::pair<int64_t, int64_t>>> CachePolicy::p
     return by_layer;
 }
 
+bool CachePolicy::holds(int layer, int64_t expert) const { return where_.count(key(layer, expert)) > 0; }
+
 ExpertCounts CachePolicy::routing_counts() const {
     ExpertCounts out;
     for (const PolicyBlock& b : order_) {

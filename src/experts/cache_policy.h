@@ -85,6 +85,8 @@ public:
     std::unordered_map<int, std::vector<std::pair<int64_t, int64_t>>> preload(
         const std::vector<std::pair<int, int64_t>>& experts);
 
+    // Whether a remembered slot holds this expert now (decides nothing).
+    bool holds(int layer, int64_t expert) const;
     // Routing counts so far, undecayed, by (layer, expert).
     ExpertCounts routing_counts() const;
     int64_t slots() const { return n_slots_; }

@@ -161,8 +161,17 @@ ExpertCache::ExpertCache(Backend& backend, ModelMap& map, const std::vector<Rout
     bytes_size_ = checked_product(uint64_t(capacity) + 1, slot_bytes_);
     bytes_ = map_anonymous(bytes_size_, "slots");
     backend.attach_buffer(bytes_, bytes_size_);
-    if (options.overlap && reads_in_place_ && backend.computes_experts_as_they_arrive())
+    if (options.overlap && reads_in_place_ && backend.computes_experts_as_they_arrive()) {
         worker_ = std::make_unique<ReadWorker>();
+        // Two tokens' experts read ahead; not when the slots hold every
+        // expert (nothing is missed after the first use).
+        if (options.lookahead && options.experts_per_token > 0 && n_slots_ < policy_->total_experts()) {
+            n_ahead_ = 2 * options.experts_per_token;
+            ahead_size_ = checked_product(uint64_t(n_ahead_), slot_bytes_);
+            ahead_ = map_anonymous(ahead_size_, "lookahead buffer");
+            ahead_expert_.assign(size_t(n_ahead_), -1);
+        }
+    }
     if (n_scaled > 0) {
         scales_size_ = checked_product(checked_product(n_scaled, 3), uint64_t(capacity) * sizeof(float));
         scales_ = reinterpret_cast<float*>(map_anonymous(scales_size_, "scales"));
@@ -175,6 +184,7 @@ ExpertCache::~ExpertCache() {
     if (bytes_) munmap(bytes_, bytes_size_);
     if (scales_) munmap(scales_, scales_size_);
     if (layer_) munmap(layer_, layer_size_);
+    if (ahead_) munmap(ahead_, ahead_size_);
 }
 
 std::string ExpertCache::host_text() const {
@@ -193,6 +203,7 @@ std::string ExpertCache::describe() const {
                   double(n_slots_ + n_scratch_) * double(slot_bytes_) / double(uint64_t{1} << 30), host_text().c_str());
     const std::string source = pack_ ? "the expert pack " + pack_->path() + ", one read per expert," : "the file";
     return line + source + " on a miss (" + (pack_ ? pack_reader_.get() : &reader_)->describe() + (worker_ ? ", while the step computes its hits" : "") +
+           (n_ahead_ ? ", " + std::to_string(n_ahead_) + " read ahead on the router's lookahead" : std::string()) +
            "); prefill " + strategy_name(options_.prefill);
 }
 
@@ -203,6 +214,8 @@ ExpertSourceStats ExpertCache::stats() const {
     s.miss_reads = stats_.miss_reads;
     s.stall_seconds = stats_.stall_seconds;
     s.background_loads = stats_.background_loads;
+    s.lookahead_reads = stats_.lookahead_reads;
+    s.lookahead_hits = stats_.lookahead_hits;
     s.bytes_read = reader_.bytes_read() + (pack_reader_ ? pack_reader_->bytes_read() : 0);
     s.read_seconds = reader_.wait_seconds() + (pack_reader_ ? pack_reader_->wait_seconds() : 0);
     return s;
@@ -210,11 +223,11 @@ ExpertSourceStats ExpertCache::stats() const {
 
 std::string ExpertCache::stats_line() const {
     const ExpertSourceStats s = stats();
-    char line[560];
+    char line[640];
     std::snprintf(line, sizeof line,
                   "experts: %llu lookups, %llu hits (%.1f%%), %llu misses (%llu from the host tier, %llu to scratch, "
                   "%llu evictions; %llu read requests), %llu full-layer reads; %.2f GiB read in %.2f s (%.2f GB/s), "
-                  "steps waited %.2f s",
+                  "steps waited %.2f s; %llu read ahead, %llu of them used",
                   static_cast<unsigned long long>(s.lookups), static_cast<unsigned long long>(s.hits),
                   s.lookups ? 100.0 * double(s.hits) / double(s.lookups) : 0.0,
                   static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.host_hits),
@@ -222,7 +235,8 @@ std::string ExpertCache::stats_line() const {
                   static_cast<unsigned long long>(s.evictions), static_cast<unsigned long long>(s.miss_reads),
                   static_cast<unsigned long long>(s.full_layer_reads),
                   double(s.bytes_read) / double(uint64_t{1} << 30), s.read_seconds,
-                  s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0, s.stall_seconds);
+                  s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0, s.stall_seconds,
+                  static_cast<unsigned long long>(s.lookahead_reads), static_cast<unsigned long long>(s.lookahead_hits));
     return line;
 }
 
@@ -260,7 +274,10 @@ ExpertMatrices ExpertCache::resolve(Backend& backend, const RoutedExperts& block
     // The routing as planned (ids checked), before any read can fail: a
     // replay of the trace makes the same decisions in the same order.
     if (trace_) trace_->record(block.layer, routing.rows, routing.n_used, ids);
-    if (plan.whole) return timed([&] { return full_layer(backend, L); });
+    if (plan.whole) {
+        ahead_layer_ = -1;
+        return timed([&] { return full_layer(backend, L); });
+    }
     if (worker_ && !plan.loads.empty()) {
         // The MoE op computes the hits while the worker reads the misses.
         in_flight_ = std::make_unique<MissReads>(prepare_load(backend, L, plan.loads));
@@ -301,9 +318,11 @@ void ExpertCache::settle(bool rethrow) {
     stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // Those slots hold partial bytes now: forget them, so a later step
     // reads the experts again instead of computing with garbage.
-    if (error) policy_->forget(in_flight_->layout->block->layer, in_flight_->loads, in_flight_->host);
+    const bool guess = in_flight_->lookahead;
+    if (error && guess) ahead_layer_ = -1;  // a guess that could not be read: the step reads for itself
+    else if (error) policy_->forget(in_flight_->layout->block->layer, in_flight_->loads, in_flight_->host);
     in_flight_.reset();
-    if (error && rethrow) std::rethrow_exception(error);
+    if (error && rethrow && !guess) std::rethrow_exception(error);
 }
 
 void ExpertCache::load(Backend& backend, const BlockLayout& L, const std::vector<std::pair<int64_t, int64_t>>& loads) {
@@ -330,9 +349,20 @@ ExpertCache::MissReads ExpertCache::prepare_load(Backend& backend, const BlockLa
     m.read_into.assign(loads.size(), nullptr);
     m.host = policy_->plan_host(b.layer, loads);
     size_t staged = 0;
+    // Read ahead for this block: copied, not read (the copy runs where the
+    // reads would, so the slot is pending until then).
+    auto read_ahead = [&](int64_t expert) -> const uint8_t* {
+        if (ahead_layer_ != b.layer) return nullptr;
+        for (size_t k = 0; k < ahead_expert_.size(); ++k)
+            if (ahead_expert_[k] == expert) return ahead_ + uint64_t(k) * slot_bytes_;
+        return nullptr;
+    };
     for (size_t i = 0; i < loads.size(); ++i) {
         const int64_t slot = loads[i].first;
-        if (reads_in_place_) {
+        if (const uint8_t* ahead = reads_in_place_ ? read_ahead(loads[i].second) : nullptr) {
+            m.source[i] = ahead;
+            ++stats_.lookahead_hits;
+        } else if (reads_in_place_) {
             m.read_into[i] = bytes_ + uint64_t(slot) * slot_bytes_;
         } else if (m.host.route[i] == HostRoute::hit) {
             m.source[i] = host_->slot(m.host.slot[i]);
@@ -342,22 +372,11 @@ ExpertCache::MissReads ExpertCache::prepare_load(Backend& backend, const BlockLa
             ++staged;
         }
     }
+    ahead_layer_ = -1;  // used up: the next prefetch refills the buffer
     uint8_t* stage = staged ? staging_.get(staged * slot_bytes_) : nullptr;
     for (size_t i = 0, k = 0; i < loads.size(); ++i) {
         if (!m.read_into[i] && !m.source[i]) m.source[i] = m.read_into[i] = stage + (k++) * slot_bytes_;
-        if (!m.read_into[i]) continue;
-        const int64_t expert = loads[i].second;
-        if (L.pack) {
-            // One aligned read of the whole record: gate, up, down (and the
-            // per-expert scales, unused here: the cache keeps them from the GGUF).
-            m.reads.push_back({L.pack->record_offset(expert), L.pack->record_bytes, m.read_into[i],
-                               "expert " + std::to_string(expert) + " of block " + std::to_string(b.layer)});
-            continue;
-        }
-        const std::pair<const WeightRef*, uint64_t> parts[3] = {{&b.gate, 0}, {&b.up, L.up_offset}, {&b.down, L.down_offset}};
-        for (const auto& [w, at] : parts)
-            m.reads.push_back({w->offset + uint64_t(expert) * w->matrix_bytes, w->matrix_bytes, m.read_into[i] + at,
-                               "expert " + std::to_string(expert) + " of '" + w->name + "'"});
+        if (m.read_into[i]) append_reads(L, loads[i].second, m.read_into[i], m.reads);
     }
     stats_.miss_reads += m.reads.size();
     // The scales are the host's already: in place before any read.
@@ -373,6 +392,61 @@ ExpertCache::MissReads ExpertCache::prepare_load(Backend& backend, const BlockLa
         }
     }
     return m;
+}
+
+void ExpertCache::append_reads(const BlockLayout& L, int64_t expert, uint8_t* into,
+                               std::vector<ExpertReader::Request>& reads) const {
+    const RoutedExperts& b = *L.block;
+    if (L.pack) {
+        // One aligned read of the whole record: gate, up, down (and the
+        // per-expert scales, unused here: the cache keeps them from the GGUF).
+        reads.push_back({L.pack->record_offset(expert), L.pack->record_bytes, into,
+                         "expert " + std::to_string(expert) + " of block " + std::to_string(b.layer)});
+        return;
+    }
+    const std::pair<const WeightRef*, uint64_t> parts[3] = {{&b.gate, 0}, {&b.up, L.up_offset}, {&b.down, L.down_offset}};
+    for (const auto& [w, at] : parts)
+        reads.push_back({w->offset + uint64_t(expert) * w->matrix_bytes, w->matrix_bytes, into + at,
+                         "expert " + std::to_string(expert) + " of '" + w->name + "'"});
+}
+
+void ExpertCache::prefetch(Backend& backend, const RoutedExperts& next, const Routing& guess) {
+    if (n_ahead_ == 0) return;
+    settle(false);  // this block's reads are done: its MoE op waited for them
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    const auto lay = layout_.find(next.layer);
+    if (lay == layout_.end()) return;
+    const BlockLayout& L = lay->second;
+    std::vector<int32_t> ids(size_t(guess.rows * guess.n_used));
+    backend.download_ints(guess.experts, ids.data());
+    // The experts guessed most often first (ties: the first guessed), those
+    // the slots do not hold, as many as the buffer takes.
+    std::vector<std::pair<int32_t, int32_t>> chosen;  // (expert, times guessed)
+    for (const int32_t e : ids) {
+        if (e < 0 || e >= next.n_expert() || policy_->holds(next.layer, e)) continue;
+        auto it = std::find_if(chosen.begin(), chosen.end(), [&](const auto& c) { return c.first == e; });
+        if (it == chosen.end()) chosen.push_back({e, 1});
+        else ++it->second;
+    }
+    std::stable_sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    if (int64_t(chosen.size()) > n_ahead_) chosen.resize(size_t(n_ahead_));
+    ahead_layer_ = -1;
+    std::fill(ahead_expert_.begin(), ahead_expert_.end(), -1);
+    if (chosen.empty()) return;
+    auto m = std::make_unique<MissReads>();
+    m->layout = &L;
+    m->lookahead = true;
+    for (size_t k = 0; k < chosen.size(); ++k) {
+        ahead_expert_[k] = chosen[k].first;
+        m->loads.push_back({int64_t(k), chosen[k].first});
+        m->source.push_back(nullptr);
+        m->read_into.push_back(ahead_ + uint64_t(k) * slot_bytes_);
+        append_reads(L, chosen[k].first, m->read_into.back(), m->reads);
+    }
+    ahead_layer_ = next.layer;
+    stats_.lookahead_reads += chosen.size();
+    in_flight_ = std::move(m);
+    worker_->start([this, &backend] { read_misses(backend, *in_flight_); });
 }
 
 void ExpertCache::read_misses(Backend& backend, const MissReads& m) {

@@ -76,6 +76,10 @@ struct ExpertCacheOptions {
     // their own while the MoE op computes the hits, where the backend's MoE
     // ops take experts as they arrive (the CPU); else the step waits.
     bool overlap = true;
+    // --ssd-streaming-lookahead: with the overlap, the next block's likely
+    // experts (the families' router lookahead) are read ahead into a
+    // buffer of two tokens' experts while its attention computes.
+    bool lookahead = true;
 };
 
 class ExpertCache final : public ExpertSource {
@@ -107,6 +111,8 @@ public:
     bool needs_mapped_experts() const override { return false; }
     bool replayable() const override { return false; }  // reads the routing back to fill slots
     ExpertMatrices resolve(Backend& backend, const RoutedExperts& block, Routing& routing) override;
+    bool wants_lookahead(int64_t rows) const override { return n_ahead_ > 0 && rows * options_.experts_per_token <= n_ahead_ * 4; }
+    void prefetch(Backend& backend, const RoutedExperts& next, const Routing& guess) override;
 
     // Loads these (layer, expert) pairs, hottest first, into free or cold
     // slots until the remembered slots are full: a warm start from a
@@ -143,8 +149,11 @@ private:
         std::vector<const uint8_t*> source;  // copied into the slot after the reads (null: read in place)
         std::vector<uint8_t*> read_into;     // null: a host-tier hit, nothing to read
         std::vector<ExpertReader::Request> reads;
+        bool lookahead = false;  // read ahead on a guess: a failure fails no step
     };
     class Arrival;
+    // The read requests of one expert of block L into `into` (the slot's layout).
+    void append_reads(const BlockLayout& L, int64_t expert, uint8_t* into, std::vector<ExpertReader::Request>& reads) const;
 
     // Reads the misses of one step into their slots, all in flight at once.
     void load(Backend& backend, const BlockLayout& L, const std::vector<std::pair<int64_t, int64_t>>& slot_expert);
@@ -193,6 +202,13 @@ private:
     // resolve holds the lock, so a reader sees whole steps.
     mutable std::mutex stats_mu_;
     ExpertSourceStats stats_;  // the reads; the policy counts the rest
+    // The router lookahead's buffer: n_ahead_ slots read ahead for block
+    // ahead_layer_ (-1: none), ahead_expert_[k] in slot k (-1: empty).
+    uint8_t* ahead_ = nullptr;
+    uint64_t ahead_size_ = 0;
+    int64_t n_ahead_ = 0;
+    int ahead_layer_ = -1;
+    std::vector<int64_t> ahead_expert_;
     // Declared last: destroyed first, so no read runs once the members
     // above are gone.
     std::unique_ptr<MissReads> in_flight_;  // the misses the read worker is reading

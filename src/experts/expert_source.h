@@ -47,6 +47,8 @@ struct ExpertSourceStats {
     double read_seconds = 0;        // wall time reads were in flight (the disk's busy time)
     double stall_seconds = 0;       // wall time steps waited on reads (less, where reads overlap compute)
     uint64_t background_loads = 0;  // steps whose misses were read while the step computed its hits
+    uint64_t lookahead_reads = 0;   // experts read ahead on the router lookahead's guess
+    uint64_t lookahead_hits = 0;    // misses served from those instead of the file
 };
 
 class ExpertSource {
@@ -68,6 +70,17 @@ public:
     // keeps experts elsewhere than at their expert index (a cache's slots)
     // rewrites routing.experts, in backend memory, to index its matrices.
     virtual ExpertMatrices resolve(Backend& backend, const RoutedExperts& block, Routing& routing) = 0;
+
+    // Router lookahead. Whether a guess at the next block's experts is
+    // worth computing for a step of `rows` tokens (a source that reads in
+    // the background, for decode-sized steps).
+    virtual bool wants_lookahead(int64_t /*rows*/) const { return false; }
+    // The experts block `next` will likely choose (its router applied to
+    // this block's FFN input), once this block's MoE op is done: the source
+    // may read those it lacks while the next block's attention computes.
+    // Changes no result, and nothing of what a cache keeps: the next
+    // resolve() still decides from the real routing.
+    virtual void prefetch(Backend& /*backend*/, const RoutedExperts& /*next*/, const Routing& /*guess*/) {}
 };
 
 // The bound tensors themselves, read where the model map holds them (the

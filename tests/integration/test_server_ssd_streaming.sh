@@ -21,7 +21,8 @@ both resident
 stop_server
 
 # The hook fails the 3rd expert read: the first request's prefill.
-DS4_TEST_FAIL_READ=3 start --ssd-streaming --ssd-streaming-cache-experts 1
+# (the lookahead off: a read ahead that fails fails no request, the step reads for itself)
+DS4_TEST_FAIL_READ=3 start --ssd-streaming --ssd-streaming-cache-experts 1 --ssd-streaming-lookahead off
 grep -q "^experts: cache of 1 slots" "$tmp/log" || fail "no cache line at start"
 code=$(curl -s -o "$tmp/failed.json" -w '%{http_code}' "$base/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"messages":[{"role":"user","content":"Tell me about tide number 1."}],"max_tokens":12,"temperature":0}')

@@ -72,9 +72,11 @@ for arch in qwen3moe deepseek4; do
     [[ -f $res ]] || "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$res" --prefill-chunk "$eff" -t 2 \
       2>/dev/null || fail "$arch: resident run failed"
     overlap=$( (( RANDOM % 2 )) && echo on || echo off)  # misses read while the hits compute, or not
-    flags=(--ssd-streaming --ssd-streaming-prefill "$strategy" --ssd-streaming-io "$io" --ssd-streaming-overlap "$overlap")
+    ahead=$( (( RANDOM % 2 )) && echo on || echo off)    # the router lookahead's reads, or none
+    flags=(--ssd-streaming --ssd-streaming-prefill "$strategy" --ssd-streaming-io "$io" --ssd-streaming-overlap "$overlap"
+           --ssd-streaming-lookahead "$ahead")
     [[ $budget != auto ]] && flags+=(--ssd-streaming-cache-experts "$budget")
-    what="budget $budget, chunk $chunk, $strategy, io $io, overlap $overlap (seed $seed)"
+    what="budget $budget, chunk $chunk, $strategy, io $io, overlap $overlap, lookahead $ahead (seed $seed)"
     "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" --prefill-chunk "$chunk" -t 2 \
         "${flags[@]}" 2>"$tmp/err" || fail "$arch: $what failed: $(cat "$tmp/err")"
     cmp -s "$res" "$tmp/ssd.bin" || fail "$arch: $what: logits differ from the resident run"
@@ -152,7 +154,7 @@ for arch in qwen3moe deepseek4; do
   # naming the file, exit 1, and no logits written.
   rm -f "$tmp/x.bin"
   if DS4_TEST_FAIL_READ=5 "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/x.bin" --ssd-streaming \
-       --ssd-streaming-cache-experts "$per_token" 2>"$tmp/err"; then
+       --ssd-streaming-cache-experts "$per_token" --ssd-streaming-lookahead off 2>"$tmp/err"; then
     fail "$arch: a failed expert read did not fail the run"
   fi
   grep -q "^ds4: reading \(expert [0-9]* of \)\?'blk\.[0-9]*\.ffn_.*_exps\.weight' from $m failed: Input/output error" "$tmp/err" \

@@ -109,17 +109,26 @@ void expect_cache_equals_resident(const fs::path& model, std::mt19937_64& rng) {
         // The CPU reads a step's misses while it computes the hits (and
         // the shared expert): every step that missed did so here.
         EXPECT_GT(got.stats.background_loads, 0u) << "no step read its misses in the background";
+        // Decode steps guess the next block's experts and read those the
+        // slots lack (not when the slots hold every expert); what was read
+        // ahead and used is a subset of the misses.
+        if (slots != 0 && moe_blocks >= 2)
+            EXPECT_GT(got.stats.lookahead_reads, 0u) << "no expert was read ahead on the router lookahead";
+        EXPECT_LE(got.stats.lookahead_hits, got.stats.misses);
         if (slots == n_expert) {
             // And with the overlap off: the step waits, the same bits.
             const Run waited = run(model, slots, prompt, chunk, n_decode, false);
             EXPECT_EQ(waited.logits, want.logits) << "--ssd-streaming-overlap off changes the logits";
             EXPECT_EQ(waited.stats.background_loads, 0u);
+            EXPECT_EQ(waited.stats.lookahead_reads, 0u);
             EXPECT_EQ(waited.stats.misses, got.stats.misses) << "the overlap changed what the cache decided";
         }
-        std::printf("%s, %lld slots: %llu lookups, %llu hits, %llu misses, %.2f MiB read\n", arch.c_str(),
-                    static_cast<long long>(got.slots), static_cast<unsigned long long>(got.stats.lookups),
+        std::printf("%s, %lld slots: %llu lookups, %llu hits, %llu misses, %.2f MiB read, %llu read ahead (%llu used)\n",
+                    arch.c_str(), static_cast<long long>(got.slots), static_cast<unsigned long long>(got.stats.lookups),
                     static_cast<unsigned long long>(got.stats.hits), static_cast<unsigned long long>(got.stats.misses),
-                    double(got.stats.bytes_read) / double(1 << 20));
+                    double(got.stats.bytes_read) / double(1 << 20),
+                    static_cast<unsigned long long>(got.stats.lookahead_reads),
+                    static_cast<unsigned long long>(got.stats.lookahead_hits));
     }
 }
 
@@ -163,6 +172,9 @@ TEST(ExpertSource, CacheEqualsResidentDeepSeek4) {
 // the read's sentence (the MoE op waits for it before the misses) and
 // loses nothing: the slots it was filling are forgotten, so a later run on
 // the same engine reads those experts again and gets the resident logits.
+// A read ahead on the router lookahead that fails fails nothing: the step
+// reads what it needs itself. Without the lookahead every failed read is a
+// step's; with it, a failure is either, and never a wrong logit.
 TEST(ExpertSource, FailedBackgroundReadFailsTheStepOnly) {
     const uint64_t seed = fresh_seed();
     SCOPED_TRACE(ds4::test::seed_note(seed));
@@ -173,41 +185,47 @@ TEST(ExpertSource, FailedBackgroundReadFailsTheStepOnly) {
     const auto prompt = random_token_ids(rng, 12 + rng() % 12, V);
     const ds4::Run want = run(m, std::nullopt, prompt, 1, 0);
 
-    // Request N of the reader fails: past the start's scale reads, inside
-    // the prompt's first steps (three requests per missed expert).
-    const int fail_at = 4 + int(rng() % 40);
-    SCOPED_TRACE("read request " + std::to_string(fail_at) + " fails");
-    setenv("DS4_TEST_FAIL_READ", std::to_string(fail_at).c_str(), 1);
-    EngineOptions o;
-    o.model = m.string();
-    o.backend.name = "cpu";
-    o.backend.threads = 2;
-    o.chat = false;
-    o.expert_cache_slots = 0;
-    std::unique_ptr<ds4::Engine> engine;
-    try {
-        engine = ds4::Engine::open(o);
-    } catch (...) {
-        unsetenv("DS4_TEST_FAIL_READ");
-        throw;
-    }
-    unsetenv("DS4_TEST_FAIL_READ");
-    SessionOptions so;
-    so.n_ctx = int64_t(prompt.size()) + 2;
-    so.prefill_chunk = 1;
-    {
-        const auto s = engine->new_session(so);
+    for (const bool lookahead : {false, true}) {
+        // Request N of the reader fails: inside the prompt's first steps
+        // (three requests per missed expert). One block's worth of slots:
+        // the cache evicts, and the lookahead has something to read.
+        const int fail_at = 4 + int(rng() % 40);
+        SCOPED_TRACE("read request " + std::to_string(fail_at) + " fails, lookahead " + (lookahead ? "on" : "off"));
+        setenv("DS4_TEST_FAIL_READ", std::to_string(fail_at).c_str(), 1);
+        EngineOptions o;
+        o.model = m.string();
+        o.backend.name = "cpu";
+        o.backend.threads = 2;
+        o.chat = false;
+        o.expert_cache_slots = int64_t(*GgufFile::open(m.string())->get_uint("qwen3moe.expert_count"));
+        o.ssd_streaming.lookahead = lookahead;
+        std::unique_ptr<ds4::Engine> engine;
         try {
-            s->eval(prompt, true);
-            ADD_FAILURE() << "the step whose read failed did not fail";
-        } catch (const Error& e) {
-            EXPECT_NE(std::string(e.what()).find("DS4_TEST_FAIL_READ"), std::string::npos) << e.what();
+            engine = ds4::Engine::open(o);
+        } catch (...) {
+            unsetenv("DS4_TEST_FAIL_READ");
+            throw;
         }
+        unsetenv("DS4_TEST_FAIL_READ");
+        SessionOptions so;
+        so.n_ctx = int64_t(prompt.size()) + 2;
+        so.prefill_chunk = 1;
+        bool failed = false;
+        {
+            const auto s = engine->new_session(so);
+            try {
+                const std::vector<float> got = s->eval(prompt, true);
+                EXPECT_EQ(got, want.logits) << "a failed read ahead changed the logits";
+            } catch (const Error& e) {
+                failed = true;
+                EXPECT_NE(std::string(e.what()).find("DS4_TEST_FAIL_READ"), std::string::npos) << e.what();
+            }
+        }
+        if (!lookahead) EXPECT_TRUE(failed) << "the step whose read failed did not fail";
+        EXPECT_GT(engine->expert_stats().background_loads, 0u);
+        const auto s = engine->new_session(so);
+        EXPECT_EQ(s->eval(prompt, true), want.logits) << "a slot the failed read was filling was used as if filled";
     }
-    const ExpertSourceStats before = engine->expert_stats();
-    EXPECT_GT(before.background_loads, 0u);
-    const auto s = engine->new_session(so);
-    EXPECT_EQ(s->eval(prompt, true), want.logits) << "a slot the failed read was filling was used as if filled";
 }
 
 }  // namespace

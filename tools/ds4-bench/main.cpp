@@ -57,7 +57,7 @@ const char* const kHelp =
     "                         (as ds4's; its hits, misses and bytes read are printed)\n"
     "  --ssd-streaming-cache-experts N|NGB, --ssd-streaming-prefill auto|per-expert|full-layer,\n"
     "  --ssd-streaming-io auto|io_uring|pread, --ssd-streaming-overlap on|off,\n"
-    "  --ssd-streaming-profile FILE,\n"
+    "  --ssd-streaming-lookahead on|off, --ssd-streaming-profile FILE,\n"
     "  --ssd-streaming-preload-experts N, --ssd-streaming-pack FILE,\n"
     "  --ssd-streaming-trace-out FILE, --simulate-used-memory NGB\n"
     "                         as ds4's (see ds4 --help)\n"
@@ -345,6 +345,8 @@ int run_bench(const BenchArgs& a) {
                                  {"read_seconds", es.read_seconds},
                                  {"stall_seconds", es.stall_seconds},
                                  {"background_loads", es.background_loads},
+                                 {"lookahead_reads", es.lookahead_reads},
+                                 {"lookahead_hits", es.lookahead_hits},
                                  {"read_gb_per_s", es.read_seconds > 0 ? double(es.bytes_read) / es.read_seconds / 1e9 : 0.0}};
         }
         j["rows"] = nlohmann::json::array();

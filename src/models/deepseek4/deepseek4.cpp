@@ -114,7 +114,8 @@ public:
 
             cur = hc_pre(be, hp_, L.hc_ffn, x, site);
             be.rms_norm(cur, &L.ffn_norm, hp_.rms_eps, E, cur);
-            const Tensor ffn = dsv4_ffn(be, hp_, L, l, cur, in.token_ids, expert_source());
+            const Dsv4LayerWeights* next = l + 1 < last_ ? &w_.layers[static_cast<size_t>(l + 1 - first_)] : nullptr;
+            const Tensor ffn = dsv4_ffn(be, hp_, L, l, cur, in.token_ids, expert_source(), next);
             hc_post(be, ffn, x, site, y);
             std::swap(x, y);
         }

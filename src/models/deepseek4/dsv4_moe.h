@@ -12,7 +12,9 @@ namespace ds4 {
 
 // The routed experts come from `experts` (the model's weight source);
 // `tokens` are the batch's token ids (hash routing reads them on the device).
+// `next`: the following block of this stage (null: none), whose router the
+// source may ask for a lookahead guess at its experts.
 Tensor dsv4_ffn(Backend& be, const Dsv4Hparams& hp, const Dsv4LayerWeights& L, int layer, const Tensor& x,
-                const IntArray& tokens, ExpertSource& experts);
+                const IntArray& tokens, ExpertSource& experts, const Dsv4LayerWeights* next = nullptr);
 
 }  // namespace ds4

@@ -115,7 +115,10 @@ public:
             be.add(x, attn, x);
 
             be.rms_norm(x, &L.ffn_norm, hp_.rms_eps, E, h);
-            const Tensor ffn = glm_ffn(be, hp_, L, l, h, expert_source());
+            // The next block's router, for the lookahead (a dense lead block has none).
+            const GlmDsaLayerWeights* next =
+                l + 1 < last_ && l + 1 >= hp_.n_dense_lead ? &w_.layers[size_t(l + 1 - first_)] : nullptr;
+            const Tensor ffn = glm_ffn(be, hp_, L, l, h, expert_source(), next);
             be.add(x, ffn, x);
         }
         // Without the head here, the next stage (or the coordinator that

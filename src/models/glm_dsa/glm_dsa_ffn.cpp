@@ -18,18 +18,23 @@ Tensor swiglu_ffn(Backend& be, const GlmScaled& gate, const GlmScaled& up, const
     return out;
 }
 
+// Block B's routing of the rows x.
+Routing glm_route(Backend& be, const GlmDsaHparams& hp, const GlmDsaLayerWeights& B, const Tensor& x) {
+    Tensor logits = be.alloc(x.rows, hp.n_expert);
+    be.matmul(B.gate_inp, x, logits);
+    return glm_dsa_ops(be).route_sigmoid(logits, B.exp_probs_b ? &B.exp_probs_b : nullptr, hp.n_expert_used,
+                                         hp.n_expert_groups, hp.n_group_used, hp.expert_weights_norm,
+                                         hp.expert_weights_scale);
+}
+
 }  // namespace
 
 Tensor glm_ffn(Backend& be, const GlmDsaHparams& hp, const GlmDsaLayerWeights& L, int layer, const Tensor& x,
-               ExpertSource& experts) {
+               ExpertSource& experts, const GlmDsaLayerWeights* next) {
     if (layer < hp.n_dense_lead) return swiglu_ffn(be, L.gate, L.up, L.down, x, hp.n_embd);
 
     const int64_t n = x.rows;
-    Tensor logits = be.alloc(n, hp.n_expert);
-    be.matmul(L.gate_inp, x, logits);
-    Routing r = glm_dsa_ops(be).route_sigmoid(logits, L.exp_probs_b ? &L.exp_probs_b : nullptr, hp.n_expert_used,
-                                              hp.n_expert_groups, hp.n_group_used, hp.expert_weights_norm,
-                                              hp.expert_weights_scale);
+    Routing r = glm_route(be, hp, L, x);
     Tensor out = be.alloc(n, hp.n_embd);
     const ExpertMatrices m = experts.resolve(be, L.experts, r);
     // The shared expert between resolve and the routed op: a streamed
@@ -37,6 +42,9 @@ Tensor glm_ffn(Backend& be, const GlmDsaHparams& hp, const GlmDsaLayerWeights& L
     const Tensor shared = swiglu_ffn(be, L.gate_shexp, L.up_shexp, L.down_shexp, x, hp.n_embd);
     be.moe_swiglu(x, r, m.gate, m.up, m.down, m.scale_of(m.gate_scale), m.scale_of(m.up_scale),
                   m.scale_of(m.down_scale), out);
+    // Router lookahead: the next block's router on this block's FFN input
+    // guesses its experts, read while its attention runs.
+    if (next && experts.wants_lookahead(n)) experts.prefetch(be, next->experts, glm_route(be, hp, *next, x));
     be.add(out, shared, out);
     return out;
 }

@@ -13,7 +13,9 @@ namespace ds4 {
 
 // The FFN output (before the residual add) of the normed rows x of block
 // `layer`; routed experts come from `experts` (the model's weight source).
+// `next`: the following block of this stage (null: none), whose router the
+// source may ask for a lookahead guess at its experts.
 Tensor glm_ffn(Backend& be, const GlmDsaHparams& hp, const GlmDsaLayerWeights& L, int layer, const Tensor& x,
-               ExpertSource& experts);
+               ExpertSource& experts, const GlmDsaLayerWeights* next = nullptr);
 
 }  // namespace ds4

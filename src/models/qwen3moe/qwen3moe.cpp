@@ -140,6 +140,14 @@ public:
             const ExpertMatrices m = expert_source().resolve(be, L.experts, r);
             be.moe_swiglu(h, r, m.gate, m.up, m.down, m.scale_of(m.gate_scale), m.scale_of(m.up_scale),
                           m.scale_of(m.down_scale), proj);
+            if (l + 1 < layers_.size() && expert_source().wants_lookahead(n)) {
+                // Router lookahead: the next block's router on this block's
+                // FFN input guesses its experts, read while its attention runs.
+                const Layer& N = layers_[l + 1];
+                be.matmul(N.gate_inp, h, router);
+                const Routing guess = be.route_softmax_topk(router, hp_.n_expert_used, true, hp_.expert_weights_scale);
+                expert_source().prefetch(be, N.experts, guess);
+            }
         }
         if (!layers_.empty()) be.add(x, proj, x);  // the last block's MoE output
         // Without the head here, the next stage (or the coordinator that
