@@ -14,7 +14,8 @@ threads=${4:-$(nproc)}; n=${5:-64}
 prompt="Write a long story about a lighthouse keeper and the sea."
 tmp=$(mktemp -d); w=
 trap '[ -n "$w" ] && kill -9 $w 2>/dev/null; rm -rf "$tmp"' EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+source "$(dirname "$0")/../tests/integration/free_port.sh"  # a port outside the ephemeral range
+port=$(free_port)
 rate() { sed -n 's/.*generation: \([0-9.]*\) t\/s.*/\1/p' "$1"; }
 run_single() { "$bin/ds4" -m "$model" -p "$prompt" --nothink --temp 0 -n "$n" -t "$threads" >/dev/null 2>"$tmp/one.err"; }
 run_route() { "$bin/ds4" -m "$model" -p "$prompt" --nothink --temp 0 -n "$n" -t "$threads" --role coordinator \

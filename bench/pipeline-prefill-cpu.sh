@@ -33,7 +33,8 @@ import random; r = random.Random(7)
 w = 'the sea light keeper stone night wind ship rope bell storm harbor island tide cliff lamp glass wave salt gull'.split()
 print(' '.join(r.choice(w) for _ in range(($tokens - 16) * 100 // 105)))" >"$tmp/prompt.txt"
 b=$((nl / 2 - 1))
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+source "$(dirname "$0")/../tests/integration/free_port.sh"  # a port outside the ephemeral range
+port=$(free_port)
 common=(--prompt-file "$tmp/prompt.txt" --nothink --temp 0 -n 1 -t 1 --ctx $((tokens + 512)) --prefill-chunk "$chunk")
 if [[ -n "${DS4_BENCH_NICE:-}" && -w /proc/self/autogroup ]]; then echo "$DS4_BENCH_NICE" >/proc/self/autogroup; fi
 run() { nice -n "${DS4_BENCH_NICE:-0}" taskset -c "$@"; }

@@ -32,9 +32,12 @@ m = re.search(r"4 readers: ([0-9]+) bytes in ([0-9.]+) s", open(f"{L}/dd.txt").r
 if m:
     print(f"disk, four dd readers at once: {int(m.group(1)) / float(m.group(2)) / 1e9:.2f} GB/s")
 print("\nI/O bound: decode's bytes missed per token / the one-reader dd figure.\n")
-print("| run | cap | load before | prefill t/s | decode t/s | hit rate | GiB read (cache) | GiB read (disk, pgpgin) | decode MiB missed/token | I/O bound t/s | decode / bound |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-order = ["stream-sim", "stream-sim-capped", "stream-auto-capped", "mmap-capped", "stream-sim-pread-capped"]
+print("Decode waited: the share of decode's wall time spent waiting on expert reads (runs before the overlap: —).")
+print("Read ahead: experts the router lookahead read, and how many of them a step then used.\n")
+print("| run | cap | load before | prefill t/s | decode t/s | hit rate | GiB read (cache) | GiB read (disk, pgpgin) | decode MiB missed/token | I/O bound t/s | decode / bound | decode waited | read ahead (used) |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+order = ["stream-sim-serial", "stream-sim-nolookahead", "stream-sim", "stream-sim-capped", "stream-auto-capped",
+         "mmap-capped", "stream-sim-pread-capped"]
 names = sorted((f[:-5] for f in os.listdir(L) if f.endswith(".json")),
                key=lambda n: (order.index(n.rsplit("-", 1)[0]) if n.rsplit("-", 1)[0] in order else 99, n))
 for name in names:
@@ -52,10 +55,14 @@ for name in names:
     if c:
         per_tok = r["gen_expert_bytes_read"] / gen_tokens
         bound = disk * 1e9 / per_tok if per_tok else float("inf")
+        stall = r.get("gen_expert_stall_seconds")
+        waited = f"{100 * stall * r['gen_tps'] / gen_tokens:.0f} %" if stall is not None else "—"
+        ahead = f"{c['lookahead_reads']} ({c['lookahead_hits']})" if "lookahead_reads" in c else "—"
         print(f"| {name} | {cap} | {load} | {r['prefill_tps']:.2f} | {r['gen_tps']:.2f} | {100 * c['hits'] / max(1, c['lookups']):.1f} % "
-              f"| {c['bytes_read'] / 2**30:.2f} | {disk_gib} | {per_tok / 2**20:.0f} | {bound:.2f} | {100 * r['gen_tps'] / bound:.0f} % |")
+              f"| {c['bytes_read'] / 2**30:.2f} | {disk_gib} | {per_tok / 2**20:.0f} | {bound:.2f} | {100 * r['gen_tps'] / bound:.0f} % "
+              f"| {waited} | {ahead} |")
     else:
-        print(f"| {name} | {cap} | {load} | {r['prefill_tps']:.2f} | {r['gen_tps']:.2f} | — | — | {disk_gib} | — | — | — |")
+        print(f"| {name} | {cap} | {load} | {r['prefill_tps']:.2f} | {r['gen_tps']:.2f} | — | — | {disk_gib} | — | — | — | — | — |")
 EOF
 }
 if [ "${1:-}" = "--summary" ]; then summary "${2:?usage: bench/ssd-memcap-cpu.sh --summary LOG_DIR}"; exit; fi
@@ -163,12 +170,17 @@ bench() {
   echo "== $name"; grep -E "ssd-streaming:|ctx |decode experts|experts: [0-9]|rc=|cgroup|disk read" "$L/$name.txt"
 }
 
-# RUNS: which walks (default all); each one REPEAT times, interleaved.
+# RUNS: which walks (default all but the overlap's A/B: stream-sim-serial, stream-sim-nolookahead); each one
+# REPEAT times, interleaved.
 runs=${RUNS:-stream-sim stream-sim-capped mmap-capped stream-sim-pread-capped stream-auto-capped}
 for rep in $(seq "${REPEAT:-2}"); do
   for r in $runs; do
     case $r in
       stream-sim) bench "$r-$rep" 0 "${ssd[@]}" ;;
+      # What the CPU's overlap gains: reads waited for before compute, and
+      # the overlap without the router lookahead.
+      stream-sim-serial) bench "$r-$rep" 0 "${ssd[@]}" --ssd-streaming-overlap off ;;
+      stream-sim-nolookahead) bench "$r-$rep" 0 "${ssd[@]}" --ssd-streaming-lookahead off ;;
       *-capped) [ "$cap_how" = none ] && continue ;;&
       stream-sim-capped) bench "$r-$rep" 1 "${ssd[@]}" ;;
       mmap-capped) bench "$r-$rep" 1 ;;

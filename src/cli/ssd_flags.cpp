@@ -144,7 +144,7 @@ std::string ssd_help_text() {
       --ssd-streaming-lookahead on|off
                             CPU, with the overlap: read the next block's likely
                             experts (its router on this block's input) while
-                            its attention computes (default: on)
+                            its attention computes (default: off)
       --ssd-streaming-profile FILE
                             routing counts: read at start to preload the experts
                             used most, written back (added to) at exit

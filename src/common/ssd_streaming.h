@@ -44,8 +44,10 @@ struct SsdStreaming {
     bool overlap = true;
     // --ssd-streaming-lookahead: with the overlap, the next block's likely
     // experts (its router on this block's FFN input) are read while its
-    // attention computes; off: only the experts a step chose are read.
-    bool lookahead = true;
+    // attention computes. Off by default: on the 2-core CPU run of
+    // bench/RESULTS.md (2026-12-03) its wrong guesses cost more disk time
+    // than its right ones saved.
+    bool lookahead = false;
     // --ssd-streaming-profile: routing counts read at start (to preload the
     // hottest experts) and written back, added to, at exit.
     std::string profile;

@@ -79,7 +79,7 @@ struct ExpertCacheOptions {
     // --ssd-streaming-lookahead: with the overlap, the next block's likely
     // experts (the families' router lookahead) are read ahead into a
     // buffer of two tokens' experts while its attention computes.
-    bool lookahead = true;
+    bool lookahead = false;
 };
 
 class ExpertCache final : public ExpertSource {

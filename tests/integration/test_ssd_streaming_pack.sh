@@ -66,7 +66,10 @@ for arch in qwen3moe deepseek4; do
     [[ -f $res ]] || "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$res" --prefill-chunk "$eff" -t 2 \
       2>/dev/null || fail "$what0: resident run failed"
     what="$what0, budget $budget, chunk $chunk, io $io"
-    flags=(--ssd-streaming --ssd-streaming-cache-experts "$budget" --ssd-streaming-prefill per-expert --ssd-streaming-io "$io")
+    ahead=$( (( RANDOM % 2 )) && echo on || echo off)  # the router lookahead reads records too
+    what="$what, lookahead $ahead"
+    flags=(--ssd-streaming --ssd-streaming-cache-experts "$budget" --ssd-streaming-prefill per-expert --ssd-streaming-io "$io"
+           --ssd-streaming-lookahead "$ahead")
     "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" --prefill-chunk "$chunk" -t 2 \
         "${flags[@]}" --ssd-streaming-pack "$p" 2>"$tmp/err" || fail "$what: failed: $(cat "$tmp/err")"
     cmp -s "$res" "$tmp/ssd.bin" || fail "$what: logits differ from the resident run"
@@ -147,7 +150,7 @@ PY
 
   # ds4-bench takes the flag; its JSON counts the read requests.
   "$bin/ds4-bench" -m "$m" -t 2 --ctx-start 8 --ctx-max 8 --step-incr 1 --gen-tokens 3 --ssd-streaming \
-      --ssd-streaming-cache-experts 1 --ssd-streaming-pack "$p" --json "$tmp/bench.json" >/dev/null 2>"$tmp/err" \
+      --ssd-streaming-cache-experts 1 --ssd-streaming-pack "$p" --ssd-streaming-lookahead on --json "$tmp/bench.json" >/dev/null 2>"$tmp/err" \
     || fail "$what0: ds4-bench with the pack failed: $(cat "$tmp/err")"
   python3 - "$tmp/bench.json" <<'PY' || fail "$what0: ds4-bench's JSON does not count one request per miss"
 import json, sys

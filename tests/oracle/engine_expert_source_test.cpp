@@ -46,6 +46,7 @@ Run run(const fs::path& model, std::optional<int64_t> slots, const std::vector<i
     o.chat = false;
     o.expert_cache_slots = slots;
     o.ssd_streaming.overlap = overlap;
+    o.ssd_streaming.lookahead = true;  // off by default; these runs cover it
     const auto engine = ds4::Engine::open(o);
     SessionOptions so;
     so.n_ctx = int64_t(prompt.size()) + n_decode + 1;

@@ -178,7 +178,8 @@ TEST_F(Ds4OptionsTest, SsdStreamingStrategyReadsAndProfile) {
     EXPECT_TRUE(parse({"--ssd-streaming", "--ssd-streaming-overlap", "on"}).ssd.overlap);
     expect_usage({"--ssd-streaming", "--ssd-streaming-overlap", "yes"}, {"--ssd-streaming-overlap", "'yes'"});
     expect_usage({"--ssd-streaming-overlap", "off"}, {"--ssd-streaming-overlap", "needs --ssd-streaming"});
-    EXPECT_TRUE(d.ssd.lookahead);
+    EXPECT_FALSE(d.ssd.lookahead);
+    EXPECT_TRUE(parse({"--ssd-streaming", "--ssd-streaming-lookahead", "on"}).ssd.lookahead);
     EXPECT_FALSE(parse({"--ssd-streaming", "--ssd-streaming-lookahead", "off"}).ssd.lookahead);
     expect_usage({"--ssd-streaming", "--ssd-streaming-lookahead", "2"}, {"--ssd-streaming-lookahead", "'2'"});
     expect_usage({"--ssd-streaming", "--ssd-streaming-preload-experts", "4"},
