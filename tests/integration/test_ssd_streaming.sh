@@ -17,7 +17,7 @@ source "$(dirname "$0")/seed.sh"  # seed (DS4_TEST_SEED), RANDOM seeded with it
 # n random token ids below the vocabulary size v.
 ids() { python3 -c "import random,sys; r=random.Random($seed); print(' '.join(str(r.randrange($2)) for _ in range($1)))"; }
 
-for arch in qwen3moe deepseek4; do
+for arch in qwen3moe deepseek4 glm-dsa; do
   m=$tmp/$arch.gguf
   rm -f "$tmp"/res-*.bin
   "$bin/ds4-gguf" synth --arch "$arch" --preset tiny --no-tokenizer --seed "$seed" --out "$m" >/dev/null

@@ -28,12 +28,17 @@ misses_reads() {
     awk '{print $1 - $2, $3}'
 }
 
-for arch in qwen3moe deepseek4; do
+for arch in qwen3moe deepseek4 glm-dsa; do
   m=$tmp/$arch.gguf p=$tmp/$arch.pack
   rm -f "$tmp"/res-*.bin
-  if [[ $arch == qwen3moe ]]; then types=(f32 q8_0 q4_k_m); type_flag=--type; else types=(f32 q2 q4); type_flag=--quant; fi
-  type=${types[RANDOM % 3]}
-  "$bin/ds4-gguf" synth --arch "$arch" --preset tiny --no-tokenizer --seed "$seed" $type_flag "$type" --out "$m" >/dev/null
+  case $arch in
+    qwen3moe) types=("--type f32" "--type q8_0" "--type q4_k_m") ;;
+    deepseek4) types=("--quant f32" "--quant q2" "--quant q4") ;;
+    glm-dsa) types=("--type f32" "--type q8_0" "--quant q2") ;;  # q2: llama-quantize's Q2_K mix
+  esac
+  read -r type_flag type <<<"${types[RANDOM % 3]}"
+  "$bin/ds4-gguf" synth --arch "$arch" --preset tiny --no-tokenizer --seed "$seed" $type_flag "$type" --out "$m" >/dev/null \
+    || fail "$arch: synth $type_flag $type failed"
   cp "$m" "$tmp/before.gguf"
   "$bin/ds4-gguf" pack "$m" "$p" >"$tmp/out" || fail "$arch: pack failed"
   grep -q "^wrote $p: [0-9]* experts of $m" "$tmp/out" || fail "$arch: pack said: $(cat "$tmp/out")"

@@ -22,7 +22,7 @@ counts_of_json() {
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['lookups'], j['hits'], j['misses'], j['scratch_loads'], j['evictions'])" "$1"
 }
 
-for arch in qwen3moe deepseek4; do
+for arch in qwen3moe deepseek4 glm-dsa; do
   m=$tmp/$arch.gguf
   "$bin/ds4-gguf" synth --arch "$arch" --preset tiny --no-tokenizer --seed "$seed" --out "$m" >/dev/null
   v=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  $arch.vocab_size *u32 *\([0-9]*\)$/\1/p")
