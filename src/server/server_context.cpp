@@ -1,6 +1,7 @@
 #include "server/server_context.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -24,6 +25,8 @@ const Engine& ServerContext::ready() const {
 std::shared_ptr<Generation> ServerContext::submit(std::vector<int32_t> prompt, const GenerateOptions& options,
                                                   const std::string& param, httplib::Response& res, uint64_t& sid) {
     auto g = std::make_shared<Generation>();
+    const Engine& e = ready();
+    g->experts_before = e.expert_stats();
     Request r;
     r.prompt = std::move(prompt);
     r.options = options;
@@ -53,9 +56,11 @@ std::shared_ptr<Generation> ServerContext::submit(std::vector<int32_t> prompt, c
             std::lock_guard<std::mutex> lock(g->mu);
             g->logprobs.push_back(l);
         };
-    r.on_done = [g, m = &metrics](const GenerateResult& result) {
+    r.on_done = [g, m = &metrics, e = &e](const GenerateResult& result) {
         m->record_generation(result);  // before any response says it is done
+        const ExpertSourceStats experts = e->expert_stats();
         std::lock_guard<std::mutex> lock(g->mu);
+        g->experts_after = experts;
         g->result = result;
         g->done = true;
         g->cv.notify_all();
@@ -173,7 +178,7 @@ void ServerContext::stream(httplib::Response& res, std::shared_ptr<Generation> g
 }
 
 void ServerContext::log_request(uint64_t id, const httplib::Request& req, int status, const Generation* g) const {
-    char line[320];
+    char line[512];
     if (!g) {
         std::snprintf(line, sizeof line, "request %llu %s %s %d", static_cast<unsigned long long>(id), req.method.c_str(),
                       req.path.c_str(), status);
@@ -188,6 +193,21 @@ void ServerContext::log_request(uint64_t id, const httplib::Request& req, int st
                       static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.cached_tokens), r.tokens.size(),
                       1000.0 * ttft, r.decode_seconds > 0 ? double(r.tokens.size()) / r.decode_seconds : 0.0,
                       finish_reason(r.reason));
+        const ExpertSourceStats &a = g->experts_before, &b = g->experts_after;
+        if (b.lookups > a.lookups || b.full_layer_reads > a.full_layer_reads) {
+            // --ssd-streaming: the expert cache over the steps this request
+            // took part in (shared with the requests batched beside it).
+            const uint64_t lookups = b.lookups - a.lookups;
+            char experts[192];
+            std::snprintf(experts, sizeof experts,
+                          "; experts meanwhile: %llu lookups, %.1f%% hits, %llu full-layer reads, %.1f MiB read, "
+                          "steps waited %.2f s",
+                          static_cast<unsigned long long>(lookups),
+                          lookups ? 100.0 * double(b.hits - a.hits) / double(lookups) : 0.0,
+                          static_cast<unsigned long long>(b.full_layer_reads - a.full_layer_reads),
+                          double(b.bytes_read - a.bytes_read) / double(1 << 20), b.stall_seconds - a.stall_seconds);
+            std::strncat(line, experts, sizeof line - std::strlen(line) - 1);
+        }
     }
     log_info(line);
 }

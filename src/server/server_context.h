@@ -22,6 +22,7 @@
 
 #include "engine/generate.h"
 #include "engine/scheduler.h"
+#include "experts/expert_source.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/tool_call_memory.h"
@@ -50,6 +51,10 @@ struct Generation {
     bool done = false;
     GenerateResult result;
     ServerClock::time_point arrived = ServerClock::now(), first_piece{}, last_piece{};
+    // The expert cache's counters when the request came and when it ended
+    // (--ssd-streaming): what the steps it took part in read, for its log
+    // line (steps are shared with the requests batched beside it).
+    ExpertSourceStats experts_before, experts_after;
 };
 
 // The API-specific text of a stream; the shared loop calls begin() once

@@ -34,6 +34,9 @@ for i in 1 2; do
     || fail "request $i: '$(cat "$tmp/streamed.$i")' with streaming, '$(cat "$tmp/resident.$i")' resident (seed $seed)"
 done
 grep -q "^ERROR" "$tmp/resident.1" && fail "the resident server failed: $(cat "$tmp/resident.1")"
+# Each request's log line gives the expert cache over the steps it took part in.
+grep -q "^request [0-9]* POST /v1/chat/completions 200: .*; experts meanwhile: [1-9][0-9]* lookups, [0-9.]*% hits, [0-9]* full-layer reads, [0-9.]* MiB read, steps waited [0-9.]* s$" "$tmp/log" \
+  || fail "no expert cache figures in the request log: $(grep '^request' "$tmp/log")"
 curl -s "$base/metrics" >"$tmp/metrics"
 python3 - "$tmp/metrics" <<'PY' || fail "expert cache series missing or idle"
 import sys
