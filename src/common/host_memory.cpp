@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -104,13 +105,35 @@ uint64_t cgroup_memory_room(const std::string& self, const std::string& root) {
     return room;
 }
 
-uint64_t available_host_memory() {
-    const uint64_t avail = meminfo_bytes("MemAvailable:");
+namespace {
+
+uint64_t own_cgroup_room() {
     std::ifstream in("/proc/self/cgroup");
     std::stringstream self;
     self << in.rdbuf();
-    const uint64_t room = cgroup_memory_room(self.str(), "/sys/fs/cgroup");
+    return cgroup_memory_room(self.str(), "/sys/fs/cgroup");
+}
+
+}  // namespace
+
+uint64_t available_host_memory() {
+    const uint64_t avail = meminfo_bytes("MemAvailable:");
+    const uint64_t room = own_cgroup_room();
     return room == kNoLimit ? avail : std::min(avail, room);
+}
+
+std::string host_memory_limit_note() {
+    const uint64_t avail = meminfo_bytes("MemAvailable:");
+    const uint64_t room = own_cgroup_room();
+    return cgroup_limit_note(avail, room);
+}
+
+std::string cgroup_limit_note(uint64_t mem_available, uint64_t room) {
+    if (room == kNoLimit || room >= mem_available) return "";
+    char note[96];
+    std::snprintf(note, sizeof note, "the memory cgroup's room; the machine's MemAvailable is %.2f GiB",
+                  double(mem_available) / double(uint64_t{1} << 30));
+    return note;
 }
 
 uint64_t total_host_memory() { return meminfo_bytes("MemTotal:"); }

@@ -21,6 +21,14 @@ uint64_t available_host_memory();
 // v2's unified hierarchy.
 uint64_t cgroup_memory_room(const std::string& self, const std::string& root);
 
+// Where available_host_memory() comes from when the memory cgroup, not the
+// machine, sets it: "the memory cgroup's room; the machine's MemAvailable is
+// X GiB"; "" when MemAvailable binds (or no limit applies). For the startup
+// plan, so a budget smaller than the machine suggests says why.
+std::string host_memory_limit_note();
+// The same from the two figures (room: UINT64_MAX when no limit applies).
+std::string cgroup_limit_note(uint64_t mem_available, uint64_t room);
+
 // MemTotal from /proc/meminfo: the machine's RAM (what --simulate-used-memory
 // may claim at most); 0 when it cannot be read.
 uint64_t total_host_memory();

@@ -83,6 +83,9 @@ int64_t streaming_slots(const Backend& backend, const ModelMap& map, const SsdSt
     std::string how;
     int64_t slots = budget_slots(s.experts, s.bytes, backend.available_memory(), s.simulated_used, uint64_t(2) << 30,
                                  slot, total, "available", how);
+    // The CPU's budget is host memory: say when a cgroup set it.
+    if (backend.reads_attached_buffers_in_place() && how.starts_with("automatic"))
+        if (const std::string note = host_memory_limit_note(); !note.empty()) how += " (" + note + ")";
     if (slots < 1) {
         // Any budget works (misses go to scratch slots); less than one
         // expert is read as one.
@@ -119,6 +122,8 @@ int64_t host_tier_slots(const Backend& backend, const SsdStreaming& s, const std
     std::string how;
     const int64_t n = budget_slots(s.host_experts, s.host_bytes, available_host_memory(), s.simulated_used,
                                    uint64_t(4) << 30, slot, left, "of RAM available", how);
+    if (how.starts_with("automatic"))
+        if (const std::string note = host_memory_limit_note(); !note.empty()) how += " (" + note + ")";
     log_info("ssd-streaming: host tier " + std::to_string(n) + " experts (" + size_text(double(n) * double(slot)) + ", " +
              how + ")");
     return n;

@@ -104,5 +104,15 @@ TEST(HostMemory, AvailableIsWithinTheMachine) {
     EXPECT_LE(avail, total);
 }
 
+// The plan says when the cgroup, not the machine, set the budget.
+TEST(HostMemory, TheNoteNamesTheCgroupOnlyWhenItBinds) {
+    const uint64_t gib = uint64_t{1} << 30;
+    EXPECT_EQ(cgroup_limit_note(20 * gib, kNone), "");
+    EXPECT_EQ(cgroup_limit_note(20 * gib, 20 * gib), "");
+    EXPECT_EQ(cgroup_limit_note(20 * gib, 30 * gib), "");
+    EXPECT_EQ(cgroup_limit_note(20 * gib + gib / 2, 5 * gib),
+              "the memory cgroup's room; the machine's MemAvailable is 20.50 GiB");
+}
+
 }  // namespace
 }  // namespace ds4
