@@ -51,10 +51,30 @@ wait_for() {
   return 1
 }
 
-for arch in qwen3moe deepseek4; do
+pick2() { a=$((starts[RANDOM % ${#starts[@]}] - 1)); }
+pick3() {
+  local i=$((RANDOM % (${#starts[@]} - 1)))
+  local j=$((i + 1 + RANDOM % (${#starts[@]} - i - 1)))
+  a=$((starts[i] - 1)); b=$((starts[j] - 1))
+}
+for arch in ${DS4_PIPELINE_ARCHS:-qwen3moe deepseek4 glm-dsa}; do  # DS4_PIPELINE_ARCHS: fewer, to rerun one
   m=$tmp/$arch.gguf
   "$bin/ds4-gguf" synth --arch "$arch" --preset tiny --no-tokenizer --seed "$seed" --out "$m" >/dev/null
   nl=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  $arch.block_count *u32 *\([0-9]*\)$/\1/p")
+  # GLM-5's block count includes its MTP block(s), which no stage runs.
+  nextn=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  $arch.nextn_predict_layers *u32 *\([0-9]*\)$/\1/p")
+  nl=$((nl - ${nextn:-0}))
+  # The blocks a stage may start at: any but 0; on GLM-5 only one with its
+  # own lightning indexer (a block that reuses the previous one's needs it
+  # in the same process). pick2 draws the cut a (stage 2 starts at a + 1),
+  # pick3 the cuts a < b.
+  starts=($(seq 1 $((nl - 1))))
+  if [[ $arch == glm-dsa ]]; then
+    IFS=, read -ra kinds <<<"$("$bin/ds4-gguf" inspect "$m" |
+      sed -n "s/^  $arch.attention.indexer.types .*\[\(.*\)\]$/\1/p" | tr -d ' ')"
+    starts=(); for ((i = 1; i < nl; i++)); do [[ ${kinds[i]:-1} == 1 ]] && starts+=("$i"); done
+  fi
+  (( ${#starts[@]} >= 2 )) || fail "$arch: fewer than two blocks a stage can start at: ${starts[*]}"
   v=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  $arch.vocab_size *u32 *\([0-9]*\)$/\1/p")
   [[ -n "$nl" && -n "$v" && "$nl" -ge 3 ]] || fail "$arch: cannot read the block count"
   n=300
@@ -65,7 +85,7 @@ for arch in qwen3moe deepseek4; do
 
   # Two stages: coordinator 0..a, one worker a+1..output, each on its shard
   # (ds4-gguf split), which maps as one region.
-  a=$((RANDOM % (nl - 1)))
+  pick2
   "$bin/ds4-gguf" split --layers "0:$a" "$m" "$tmp/s0.gguf" >/dev/null
   "$bin/ds4-gguf" split --layers "$((a + 1)):output" "$m" "$tmp/s1.gguf" >/dev/null
   (( $(stat -c %s "$tmp/s0.gguf") + $(stat -c %s "$tmp/s1.gguf") < $(stat -c %s "$m") * 11 / 10 )) \
@@ -91,8 +111,7 @@ for arch in qwen3moe deepseek4; do
   # run. Both stream their slice's routed experts from the file (a one-expert
   # cache, and an automatic one): a slice's experts come through the cache
   # like a whole model's, and the logits stay the one process's.
-  a=$((RANDOM % (nl - 2)))
-  b=$((a + 1 + RANDOM % (nl - a - 2)))
+  pick3
   port=$(free_port)
   start_worker "$m" "$((a + 1)):$b" "$port" "$tmp/w1.log" --ssd-streaming --ssd-streaming-cache-experts 1; w1=$wpid
   start_worker "$m" "$((b + 1)):output" "$port" "$tmp/w2.log" --debug --ssd-streaming; w2=$wpid
@@ -118,11 +137,16 @@ for arch in qwen3moe deepseek4; do
   # 2e-4..0.22, 8-bit 0.01..0.55 worst-position relative L2, seed 21469 the
   # f16 worst), so the bound that means something here is the top token's
   # agreement; the L2 bounds only catch garbage.
-  b16=0.5; b8=1.0; agree8=0.85
+  b16=0.5; b8=1.0; agree16=0.97; agree8=0.85
+  # GLM-5's sparse attention picks each query's top-k past positions by the
+  # indexer's scores: a perturbed hidden row flips some picks, a jump, not a
+  # drift (seeds 11-13: f16 0.39-0.75 and argmax 0.97-0.997, 8-bit 0.99-1.15
+  # and argmax 0.78-0.82).
+  [[ $arch == glm-dsa ]] && { b16=1.0; b8=1.6; agree16=0.93; agree8=0.7; }
   read -r rel16 agr16 < <("$cmp_logits" "$tmp/ref.bin" "$tmp/three-16.bin" "$n")
   read -r rel8 agr8 < <("$cmp_logits" "$tmp/ref.bin" "$tmp/three-8.bin" "$n")
   echo "$arch: f16 activations: rel L2 $rel16, argmax $agr16; 8-bit: rel L2 $rel8, argmax $agr8"
-  python3 -c "import sys; sys.exit(0 if $rel16 <= $b16 and $agr16 >= 0.97 and $rel8 <= $b8 and $agr8 >= $agree8 else 1)" \
+  python3 -c "import sys; sys.exit(0 if $rel16 <= $b16 and $agr16 >= $agree16 and $rel8 <= $b8 and $agr8 >= $agree8 else 1)" \
     || fail "$arch: reduced activations beyond their bounds (f16 $rel16 > $b16 or 8-bit $rel8 > $b8, argmax $agr16 $agr8)"
   [[ $rel16 != 0.0000e+00 && $rel8 != 0.0000e+00 ]] || fail "$arch: reduced activations gave exact logits (not applied?)"
 
@@ -155,7 +179,7 @@ for arch in qwen3moe deepseek4; do
   # stream), which the coordinator's head turns into logits. Two stages on
   # shards (the coordinator's holds blocks 0..a and the head); a shard
   # without the head cannot be run with it.
-  a=$((RANDOM % (nl - 1)))
+  pick2
   "$bin/ds4-gguf" split --layers "0:$a,output" "$m" "$tmp/h0.gguf" >/dev/null
   "$bin/ds4-gguf" split --layers "$((a + 1)):$((nl - 1))" "$m" "$tmp/h1.gguf" >/dev/null
   port=$(free_port)
@@ -175,8 +199,7 @@ for arch in qwen3moe deepseek4; do
     || fail "$arch: 2 stages, head on the coordinator (0:$a,output | $((a + 1)):$((nl - 1)), chunk $chunk, window $win) differ"
   stop "$w"
   # Three stages at 32, 16 and 8 bits.
-  a=$((RANDOM % (nl - 2)))
-  b=$((a + 1 + RANDOM % (nl - a - 2)))
+  pick3
   port=$(free_port)
   start_worker "$m" "$((a + 1)):$b" "$port" "$tmp/w1.log"; w1=$wpid
   start_worker "$m" "$((b + 1)):$((nl - 1))" "$port" "$tmp/w2.log"; w2=$wpid
@@ -191,7 +214,7 @@ for arch in qwen3moe deepseek4; do
   read -r rel16 agr16 < <("$cmp_logits" "$tmp/ref.bin" "$tmp/h3-16.bin" "$n")
   read -r rel8 agr8 < <("$cmp_logits" "$tmp/ref.bin" "$tmp/h3-8.bin" "$n")
   echo "$arch, head on the coordinator: f16 activations: rel L2 $rel16, argmax $agr16; 8-bit: rel L2 $rel8, argmax $agr8"
-  python3 -c "import sys; sys.exit(0 if $rel16 <= $b16 and $agr16 >= 0.97 and $rel8 <= $b8 and $agr8 >= $agree8 else 1)" \
+  python3 -c "import sys; sys.exit(0 if $rel16 <= $b16 and $agr16 >= $agree16 and $rel8 <= $b8 and $agr8 >= $agree8 else 1)" \
     || fail "$arch, head on the coordinator: reduced activations beyond their bounds (f16 $rel16 > $b16 or 8-bit $rel8 > $b8, argmax $agr16 $agr8)"
   [[ $rel16 != 0.0000e+00 && $rel8 != 0.0000e+00 ]] || fail "$arch, head on the coordinator: reduced activations gave exact logits"
   stop "$w1"; stop "$w2"
@@ -200,6 +223,7 @@ done
 # TLS on every connection (a throwaway CA; certificates for 127.0.0.1): exact
 # logits, and a plaintext coordinator never accepts a TLS worker.
 m=$tmp/qwen3moe.gguf
+[[ -f $m ]] || "$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --no-tokenizer --seed "$seed" --out "$m" >/dev/null
 v=151936
 ids 60 "$v" 3 >"$tmp/short.txt"
 "$bin/ds4" -m "$m" --token-ids "$tmp/short.txt" --dump-logits "$tmp/tref.bin" -t 1 2>/dev/null || fail "tls reference"
