@@ -8,7 +8,7 @@
 # the new worker must be replayed) gives the same text again; /metrics
 # carries per-hop series (hop 0 the coordinator, hop 1 the worker by address
 # and layers) that move with each request; with the head on the coordinator
-# server (--layers 0:1,output) and a blocks-only last worker, the same texts.
+# server (--layers 0:CUT,output) and a blocks-only last worker, the same texts.
 set -euo pipefail
 bin=${DS4_BIN:?}
 tmp=$(mktemp -d)
@@ -19,8 +19,18 @@ seed=${DS4_TEST_SEED:-$RANDOM}
 fail() { echo "FAIL (seed $seed): $*" >&2; for f in "$tmp"/*.log; do echo "== $f" >&2; tail -5 "$f" >&2; done; exit 1; }
 source "$(dirname "${BASH_SOURCE[0]}")/free_port.sh"  # free_port: outside the ephemeral range
 
+# Qwen3-MoE and GLM-5 (DS4_ROUTE_ARCH picks one); the coordinator runs
+# blocks 0..cut, the worker from cut + 1 (GLM-5's tiny model: block 2 reuses
+# block 1's lightning indexer, so its cut is after block 2).
+if [ -z "${DS4_ROUTE_ARCH:-}" ]; then
+  for a in qwen3moe glm-dsa; do DS4_TEST_SEED=$seed DS4_ROUTE_ARCH=$a bash "$0" || exit 1; done
+  exit 0
+fi
+arch=$DS4_ROUTE_ARCH
+case $arch in qwen3moe) cut=1 ;; glm-dsa) cut=2 ;; *) fail "no cut for $arch" ;; esac
+next=$((cut + 1))
 m=$tmp/m.gguf
-"$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$m" >/dev/null
+"$bin/ds4-gguf" synth --arch "$arch" --preset tiny --seed "$seed" --out "$m" >/dev/null
 body() { printf '{"messages":[{"role":"user","content":"%s"}],"max_tokens":24,"temperature":0}' "$1"; }
 ask() {  # BASE PROMPT OUT: writes the HTTP code to OUT.code, the body to OUT
   curl -s -o "$3" -w '%{http_code}' -H 'Content-Type: application/json' "$1/v1/chat/completions" -d "$(body "$2")" >"$3.code"
@@ -47,7 +57,7 @@ kill "$s"; wait "$s" || true
 
 # Coordinator server + one worker.
 port=$(free_port); base=http://127.0.0.1:$port; pport=$(free_port)
-"$bin/ds4-server" -m "$m" --backend cpu -t 1 --parallel 2 --ctx 512 --port "$port" --role coordinator --layers 0:1 \
+"$bin/ds4-server" -m "$m" --backend cpu -t 1 --parallel 2 --ctx 512 --port "$port" --role coordinator --layers "0:$cut" \
   --listen 127.0.0.1 "$pport" >"$tmp/coord.log" 2>&1 &
 c=$!; pids+=("$c")
 h=000
@@ -57,7 +67,7 @@ for _ in $(seq 300); do  # the listener comes up first; the route stays incomple
   sleep 0.1
 done
 [ "$h" = 503 ] || fail "/health answered $h, not 503, while the route is incomplete"
-"$bin/ds4" -m "$m" --role worker --layers 2:output --coordinator 127.0.0.1 "$pport" --ctx 512 -t 1 >"$tmp/w.log" 2>&1 &
+"$bin/ds4" -m "$m" --role worker --layers "$next:output" --coordinator 127.0.0.1 "$pport" --ctx 512 -t 1 >"$tmp/w.log" 2>&1 &
 w=$!; pids+=("$w")
 wait_health "$base" "$c"
 ask "$base" "$p1" "$tmp/b1" & q1=$!; ask "$base" "$p2" "$tmp/b2" & q2=$!; wait "$q1" "$q2"
@@ -74,7 +84,7 @@ curl -s "$base/metrics" >"$tmp/m1.txt"
 ask "$base" "$p2 again" "$tmp/b3"
 [ "$(cat "$tmp/b3.code")" = 200 ] || fail "third request: $(cat "$tmp/b3")"
 curl -s "$base/metrics" >"$tmp/m2.txt"
-python3 - "$tmp/m1.txt" "$tmp/m2.txt" "$waddr" <<'PY' || fail "per-hop metrics: $(grep ds4_pipeline "$tmp/m2.txt" | head -30)"
+python3 - "$tmp/m1.txt" "$tmp/m2.txt" "$waddr" "$next" <<'PY' || fail "per-hop metrics: $(grep ds4_pipeline "$tmp/m2.txt" | head -30)"
 import re, sys
 def series(path):
     out = {}
@@ -91,7 +101,7 @@ def get(s, name, hop, le=None):
 workers = {k[2:4] for k in b if k[1] == "1"}
 assert len(workers) == 1, workers
 w = next(iter(workers))
-assert w[0] == waddr and re.fullmatch(r"blocks? 2(\.\.\d+)? \+ head", w[1]), w
+assert w[0] == waddr and re.fullmatch(r"blocks? " + sys.argv[4] + r"(\.\.\d+)? \+ head", w[1]), w
 assert any(k[1] == "0" and k[2] == "coordinator" and k[3].startswith("block") for k in b), "no hop 0"
 for name in ("ds4_pipeline_hop_steps_total", "ds4_pipeline_hop_tokens_total", "ds4_pipeline_hop_bytes_in_total",
              "ds4_pipeline_hop_bytes_out_total", "ds4_pipeline_hop_eval_seconds_count",
@@ -120,7 +130,7 @@ python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['error']['message'];
 kill -0 "$c" || fail "the coordinator server died with its worker"
 
 # A new worker: the same conversation again, exact (replayed onto the new worker).
-"$bin/ds4" -m "$m" --role worker --layers 2:output --coordinator 127.0.0.1 "$pport" --ctx 512 -t 1 >"$tmp/w2.log" 2>&1 &
+"$bin/ds4" -m "$m" --role worker --layers "$next:output" --coordinator 127.0.0.1 "$pport" --ctx 512 -t 1 >"$tmp/w2.log" 2>&1 &
 w=$!; pids+=("$w")
 for _ in $(seq 100); do grep -q "registered with" "$tmp/w2.log" && break; sleep 0.1; done
 sleep 1.5  # the coordinator's table drops or replaces the dead entry
@@ -131,14 +141,16 @@ grep -q "holds 0 positions of sequence slot .*Replaying" "$tmp/coord.log" \
   || fail "the reused prefix was not replayed onto the new worker: $(grep -i replay "$tmp/coord.log")"
 kill "$w" "$c"; wait "$w" "$c" 2>/dev/null || true
 
-# The head on the coordinator server (--layers 0:1,output), blocks only on
+# The head on the coordinator server (--layers 0:CUT,output), blocks only on
 # the worker (2:LAST), which returns its final hidden state: the same texts.
-nl=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  qwen3moe.block_count *u32 *\([0-9]*\)$/\1/p")
+nl=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  $arch.block_count *u32 *\([0-9]*\)$/\1/p")
+nextn=$("$bin/ds4-gguf" inspect "$m" | sed -n "s/^  $arch.nextn_predict_layers *u32 *\([0-9]*\)$/\1/p")
+nl=$((nl - ${nextn:-0}))  # GLM-5's MTP block is no stage's
 port=$(free_port); base=http://127.0.0.1:$port; pport=$(free_port)
 "$bin/ds4-server" -m "$m" --backend cpu -t 1 --parallel 2 --ctx 512 --port "$port" --role coordinator \
-  --layers 0:1,output --listen 127.0.0.1 "$pport" >"$tmp/coord-head.log" 2>&1 &
+  --layers "0:$cut,output" --listen 127.0.0.1 "$pport" >"$tmp/coord-head.log" 2>&1 &
 c=$!; pids+=("$c")
-"$bin/ds4" -m "$m" --role worker --layers "2:$((nl - 1))" --coordinator 127.0.0.1 "$pport" --ctx 512 -t 1 >"$tmp/w3.log" 2>&1 &
+"$bin/ds4" -m "$m" --role worker --layers "$next:$((nl - 1))" --coordinator 127.0.0.1 "$pport" --ctx 512 -t 1 >"$tmp/w3.log" 2>&1 &
 w=$!; pids+=("$w")
 wait_health "$base" "$c"
 ask "$base" "$p1" "$tmp/e1" & q1=$!; ask "$base" "$p2" "$tmp/e2" & q2=$!; wait "$q1" "$q2"
