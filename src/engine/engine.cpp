@@ -46,9 +46,10 @@ int64_t experts_per_token(const GgufFile& file) {
 
 // Slots for a budget of `experts` or `bytes` (as asked), else automatic:
 // half of `avail` (less `simulated`, --simulate-used-memory) less `reserve`;
-// at most `total`. `how` says which, with the simulated figure.
-int64_t budget_slots(uint64_t experts, uint64_t bytes, uint64_t avail, uint64_t simulated, uint64_t reserve,
-                     uint64_t slot, int64_t total, const char* where, std::string& how) {
+// at most `total`. `how` says which, with the simulated figure, and, when
+// `avail` is host memory, whether the memory cgroup set it.
+int64_t budget_slots(uint64_t experts, uint64_t bytes, uint64_t avail, bool host_memory, uint64_t simulated,
+                     uint64_t reserve, uint64_t slot, int64_t total, const char* where, std::string& how) {
     if (experts > 0) {
         how = "as asked";
         return int64_t(std::min<uint64_t>(experts, uint64_t(total)));
@@ -63,6 +64,8 @@ int64_t budget_slots(uint64_t experts, uint64_t bytes, uint64_t avail, uint64_t 
         how += " (" + size_text(double(avail)) + " less " + size_text(double(simulated)) +
                " --simulate-used-memory)";
     how += " less " + size_text(double(reserve));
+    if (host_memory)
+        if (const std::string note = host_memory_limit_note(); !note.empty()) how += " (" + note + ")";
     return int64_t(std::min<uint64_t>((left > reserve ? (left - reserve) / 2 : 0) / slot, uint64_t(total)));
 }
 
@@ -81,11 +84,9 @@ int64_t streaming_slots(const Backend& backend, const ModelMap& map, const SsdSt
     // The automatic budget keeps 2 GiB for the state and scratch the
     // sessions allocate later.
     std::string how;
-    int64_t slots = budget_slots(s.experts, s.bytes, backend.available_memory(), s.simulated_used, uint64_t(2) << 30,
-                                 slot, total, "available", how);
-    // The CPU's budget is host memory: say when a cgroup set it.
-    if (backend.reads_attached_buffers_in_place() && how.starts_with("automatic"))
-        if (const std::string note = host_memory_limit_note(); !note.empty()) how += " (" + note + ")";
+    // The CPU's available memory is the host's.
+    int64_t slots = budget_slots(s.experts, s.bytes, backend.available_memory(), backend.reads_attached_buffers_in_place(),
+                                 s.simulated_used, uint64_t(2) << 30, slot, total, "available", how);
     if (slots < 1) {
         // Any budget works (misses go to scratch slots); less than one
         // expert is read as one.
@@ -120,10 +121,8 @@ int64_t host_tier_slots(const Backend& backend, const SsdStreaming& s, const std
     const int64_t left = total_experts(blocks);
     if (backend.reads_attached_buffers_in_place() || s.host_off || slot == 0 || device_slots >= left) return 0;
     std::string how;
-    const int64_t n = budget_slots(s.host_experts, s.host_bytes, available_host_memory(), s.simulated_used,
+    const int64_t n = budget_slots(s.host_experts, s.host_bytes, available_host_memory(), true, s.simulated_used,
                                    uint64_t(4) << 30, slot, left, "of RAM available", how);
-    if (how.starts_with("automatic"))
-        if (const std::string note = host_memory_limit_note(); !note.empty()) how += " (" + note + ")";
     log_info("ssd-streaming: host tier " + std::to_string(n) + " experts (" + size_text(double(n) * double(slot)) + ", " +
              how + ")");
     return n;

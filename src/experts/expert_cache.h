@@ -144,7 +144,7 @@ private:
     // read requests.
     struct MissReads {
         const BlockLayout* layout = nullptr;
-        std::vector<std::pair<int64_t, int64_t>> loads;  // (slot, expert)
+        std::vector<std::pair<int64_t, int64_t>> loads;  // (slot, expert); read ahead: (buffer slot, expert)
         HostPlan host;
         std::vector<const uint8_t*> source;  // copied into the slot after the reads (null: read in place)
         std::vector<uint8_t*> read_into;     // null: a host-tier hit, nothing to read
