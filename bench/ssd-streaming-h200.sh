@@ -21,7 +21,7 @@ if [ "${1:-}" = "--pack" ]; then
     while read -r lib; do cp -L "$lib" "$st/"; done
   cp "$repo/tests/integration/test_ssd_streaming.sh" "$st/"
   git -C "$repo" rev-parse HEAD > "$st/commit"; git -C "$repo" status --short >> "$st/commit"
-  tar cJf "$out/pk.tar.xz" -C "$st" . && rm -rf "$st"; du -sh "$out"/*; exit 0
+  tar cf - -C "$st" . | xz -9 -T1 > "$out/pk.tar.xz" && rm -rf "$st"; du -sh "$out"/*; exit 0
 fi
 src=${1:?usage: bench/ssd-streaming-h200.sh FOLDER-WITH-pk.tar.xz [tests|bench] | --pack BUILD_DIR}
 what=${2:-both}

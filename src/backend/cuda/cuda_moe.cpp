@@ -63,6 +63,18 @@ bool grouped_moe_wanted(int64_t rows, int64_t pairs, int64_t n_exp) {
     return mode == 1 || pairs >= n_exp;
 }
 
+// Whether decode on exact (float-mode) activations runs the split pair
+// (moe_split.cu) where its types allow: every decode batch size alike, so
+// a token's output does not depend on its batch. DS4_CUDA_MOE_SPLIT=0 keeps
+// the float kernels (A/B and tests), read once.
+bool split_moe_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_MOE_SPLIT");
+        return !(v && std::string(v) == "0");
+    }();
+    return on;
+}
+
 }  // namespace
 
 Routing CudaBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* bias, const WeightRef* hash,
@@ -168,6 +180,39 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
                        cuda::expert_fused_supported(gate.type, up.type, down.type, g_w, u_w, d_w, gate.matrix_bytes,
                                                     gate.row_bytes, down.matrix_bytes, down.row_bytes, n_embd, n_ff,
                                                     routing.n_used, pairs, x.data, x.cols);
+    // Exact decode on split activations (moe_split.cu): x split once, gate + up
+    // + SwiGLU, then for a Q4_K down h split and down + weighted combine, for
+    // another down the float kernel on h (as below).
+    const bool split_gate_up =
+        !int8_activations_ && split_moe_enabled() && fused_moe_enabled() && fused_shapes &&
+        cuda::expert_split_gate_up_supported(gate.type, up.type, g_w, u_w, gate.matrix_bytes, gate.row_bytes, n_embd,
+                                             pairs, x.data, x.cols);
+    const bool split_down = split_gate_up && cuda::expert_split_down_supported(down.type, d_w, down.matrix_bytes,
+                                                                                down.row_bytes, n_ff, routing.n_used);
+    if (split_gate_up && (split_down || fused)) {
+        Tensor xs = alloc(x.rows, cuda::split_activation_bytes(n_embd) / 4), h = alloc(pairs, n_ff);
+        t.emplace(timed("moe gate+up+swiglu split", ggml_type_name(gate.type),
+                        (gate.matrix_bytes + up.matrix_bytes) * uint64_t(pairs)));
+        cuda::quantize_rows_split(x.data, x.cols, x.rows, n_embd, reinterpret_cast<int8_t*>(xs.data), stream_);
+        cuda::expert_gate_up_swiglu_split(g_w, u_w, gate.matrix_bytes, gate.row_bytes, n_embd, n_ff, experts, pairs,
+                                          routing.n_used, reinterpret_cast<const int8_t*>(xs.data), sc.gate,
+                                          sc.n_gate, sc.up, sc.n_up, limit, h.data, stream_);
+        t.reset();
+        if (split_down) {
+            Tensor hs = alloc(pairs, cuda::split_activation_bytes(n_ff) / 4);
+            t.emplace(timed("moe down+combine split", ggml_type_name(down.type), down.matrix_bytes * uint64_t(pairs)));
+            cuda::quantize_rows_split(h.data, n_ff, pairs, n_ff, reinterpret_cast<int8_t*>(hs.data), stream_);
+            cuda::expert_down_combine_split(d_w, down.matrix_bytes, down.row_bytes, n_ff, n_embd, experts,
+                                            routing.weights.data, sc.down, sc.n_down, x.rows, routing.n_used,
+                                            reinterpret_cast<const int8_t*>(hs.data), out.data, stream_);
+        } else {
+            t.emplace(timed("moe down+combine", ggml_type_name(down.type), down.matrix_bytes * uint64_t(pairs)));
+            cuda::expert_down_combine(down.type, d_w, down.matrix_bytes, down.row_bytes, n_ff, n_embd, experts,
+                                      routing.weights.data, sc.down, sc.n_down, x.rows, routing.n_used, h.data,
+                                      out.data, stream_);
+        }
+        return;
+    }
     // A batch of several tokens, grouped by expert: each chosen expert read
     // once for every pair that chose it (gate + up + SwiGLU, down, combine).
     if (fused && grouped_moe_wanted(x.rows, pairs, n_exp) && cuda::expert_grouped_supported(n_exp, pairs)) {

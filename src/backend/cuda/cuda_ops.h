@@ -188,6 +188,30 @@ void expert_down_grouped_q8(GgmlType type, const uint8_t* down, size_t matrix_by
                             int64_t n_embd, int64_t n_exp, const int32_t* experts, int64_t n_pairs, const int8_t* hq,
                             float* d, cudaStream_t stream);
 
+// ---- moe_split.cu: the routed-expert decode pair on split activations (split_digits.h) ----
+// Bytes of one split activation row of k values (three int8 digit planes, block units, sums of 16).
+int64_t split_activation_bytes(int64_t k);
+// Row r of x (k values, k % 256 == 0) split to out + r * split_activation_bytes(k).
+void quantize_rows_split(const float* x, int64_t ld_x, int64_t n_rows, int64_t k, int8_t* out, cudaStream_t stream);
+// Whether the split gate + up takes these experts: Q4_K rows of whole
+// 256-value blocks, 16-byte aligned; float4-aligned activations.
+bool expert_split_gate_up_supported(GgmlType gate_type, GgmlType up_type, const void* gate, const void* up,
+                                    size_t matrix_bytes, size_t row_bytes, int64_t n_embd, int64_t n_pairs,
+                                    const float* x, int64_t ld_x);
+// Whether the split down + combine takes this down matrix (Q4_K as above, up to 16 slots).
+bool expert_split_down_supported(GgmlType type, const void* down, size_t matrix_bytes, size_t row_bytes, int64_t n_ff,
+                                 int n_used);
+// expert_gate_up_swiglu (Q4_K) over xs (rows of quantize_rows_split, one per token).
+void expert_gate_up_swiglu_split(const uint8_t* gate, const uint8_t* up, size_t matrix_bytes, size_t row_bytes,
+                                 int64_t k, int64_t n_ff, const int32_t* experts, int64_t n_pairs, int x_div,
+                                 const int8_t* xs, const float* gate_scale, int64_t n_gs, const float* up_scale,
+                                 int64_t n_us, float limit, float* h, cudaStream_t stream);
+// expert_down_combine (Q4_K) over hs (rows of quantize_rows_split, one per pair).
+void expert_down_combine_split(const uint8_t* down, size_t matrix_bytes, size_t row_bytes, int64_t n_ff,
+                               int64_t n_embd, const int32_t* experts, const float* weights, const float* down_scale,
+                               int64_t n_ds, int64_t n_tok, int n_used, const int8_t* hs, float* out,
+                               cudaStream_t stream);
+
 // ---- elementwise.cu -----------------------------------------------------------
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void scale(float* x, float s, int64_t n, cudaStream_t stream);

@@ -290,10 +290,12 @@ __global__ void __launch_bounds__(32 * kFusedMaxSlots)
                                const float* __restrict__ h, float* __restrict__ out) {
     wait_for_inputs();
     __shared__ float part[kFusedMaxSlots][kDownRows];
+    __shared__ float factor[kFusedMaxSlots];
     const int lane = threadIdx.x & 31, j = threadIdx.x >> 5;
     const int64_t t = blockIdx.y, c0 = int64_t(blockIdx.x) * kDownRows;
     const int64_t p = t * n_used + j;
     const int64_t e = experts[p];
+    const float wf = slot_factor(p, experts, weights, ds, n_ds);  // stored with the dot, below
     const uint8_t* rows[kDownRows];
 #pragma unroll
     for (int i = 0; i < kDownRows; ++i)  // a row past the end repeats the last one; its sum is not stored
@@ -320,12 +322,13 @@ __global__ void __launch_bounds__(32 * kFusedMaxSlots)
     for (int i = 0; i < kDownRows; ++i) {
         const float v = warp_sum(acc[i]);
         if (lane == 0) part[j][i] = v;
+        if (lane == 0 && i == 0) factor[j] = wf;
     }
     __syncthreads();
     if (threadIdx.x < kDownRows && c0 + threadIdx.x < n_embd) {
         const int i = threadIdx.x;
         out[t * n_embd + c0 + i] =
-            weighted_slot_sum([&](int jj) { return part[jj][i]; }, t, n_used, experts, weights, ds, n_ds);
+            slot_sum([&](int jj) { return part[jj][i]; }, [&](int jj) { return factor[jj]; }, n_used);
     }
 }
 

@@ -106,10 +106,12 @@ __global__ void __launch_bounds__(32 * kMaxSlotsQ8)
                                   const int8_t* __restrict__ hq, float* __restrict__ out) {
     wait_for_inputs();
     __shared__ float part[kMaxSlotsQ8][kDownRowsQ8];
+    __shared__ float factor[kMaxSlotsQ8];
     const int lane = threadIdx.x & 31, j = threadIdx.x >> 5;
     const int64_t t = blockIdx.y, c0 = int64_t(blockIdx.x) * kDownRowsQ8;
     const int64_t p = t * n_used + j;
     const int64_t e = experts[p];
+    const float wf = slot_factor(p, experts, weights, ds, n_ds);  // stored with the dot, below
     const uint8_t* rows[kDownRowsQ8];
 #pragma unroll
     for (int i = 0; i < kDownRowsQ8; ++i)
@@ -123,12 +125,13 @@ __global__ void __launch_bounds__(32 * kMaxSlotsQ8)
     for (int i = 0; i < kDownRowsQ8; ++i) {
         const float v = warp_sum(acc[i][0]);
         if (lane == 0) part[j][i] = v;
+        if (lane == 0 && i == 0) factor[j] = wf;
     }
     __syncthreads();
     if (threadIdx.x < kDownRowsQ8 && c0 + threadIdx.x < n_embd) {
         const int i = threadIdx.x;
         out[t * n_embd + c0 + i] =
-            weighted_slot_sum([&](int jj) { return part[jj][i]; }, t, n_used, experts, weights, ds, n_ds);
+            slot_sum([&](int jj) { return part[jj][i]; }, [&](int jj) { return factor[jj]; }, n_used);
     }
 }
 
