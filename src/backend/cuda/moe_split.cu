@@ -3,6 +3,10 @@
 // weighted combine (Q4_K rows; Q6_K downs take the float kernel on h).
 // Float-grade products at __dp4a cost, for every decode batch size the
 // per-pair path takes, so a token's output does not depend on its batch.
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/moe_epilogue.cuh"
@@ -29,7 +33,8 @@ __global__ void quantize_rows_split_kernel(const float* __restrict__ x, int64_t 
 // h[p][r] = SwiGLU(gate_e[r] . x'[p / x_div], up_e[r] . x'[p / x_div]),
 // e = experts[p]: warp w of block x takes rows (x * kSplitGateWarps + w) * 4
 // and the three after it, eight lanes a row, of pair blockIdx.y.
-__global__ void __launch_bounds__(32 * kSplitGateWarps)
+template <int MB>
+__global__ void __launch_bounds__(32 * kSplitGateWarps, MB)
     expert_gate_up_q4k_split_kernel(const uint8_t* __restrict__ gw, const uint8_t* __restrict__ uw,
                                     size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_ff,
                                     const int32_t* __restrict__ experts, int x_div, const int8_t* __restrict__ xs,
@@ -58,7 +63,8 @@ __global__ void __launch_bounds__(32 * kSplitGateWarps)
 // p = t * n_used + j: one block per kSplitRows output rows of a token, warp j
 // taking slot j (eight lanes a row); the slot sums meet in shared memory and
 // are added in slot order (expert_combine_kernel's expression).
-__global__ void __launch_bounds__(32 * kSplitMaxSlots)
+template <int MB>
+__global__ void __launch_bounds__(32 * kSplitMaxSlots, MB)
     expert_down_combine_q4k_split_kernel(const uint8_t* __restrict__ dw, size_t matrix_bytes, size_t row_bytes, int64_t k,
                                      int64_t n_embd, const int32_t* __restrict__ experts,
                                      const float* __restrict__ weights, const float* ds, int64_t n_ds, int n_used,
@@ -87,6 +93,24 @@ __global__ void __launch_bounds__(32 * kSplitMaxSlots)
         out[t * n_embd + c0 + i] =
             slot_sum([&](int jj) { return part[jj][i]; }, [&](int jj) { return factor[jj]; }, n_used);
     }
+}
+
+// DS4_CUDA_SPLIT_MB="G,D": the blocks per SM the compiler must leave
+// registers for in the gate+up (G: 1, 8 or 10) and down (D: 1 or 2)
+// kernels; 0: no such bound, the compiler's own choice (1 is not the same:
+// it lets ptxas take ~130 registers). Default "0,2": unbounded the down
+// kernel took 84 registers (25 % occupancy); with D = 2 (64) an 8-sequence
+// decode step went 699 -> 733 t/s, 32 sequences 910 -> 963, while G = 8
+// changed nothing and G = 10 spilled (538 / 668; H200, 2026-12-03,
+// bench/logs/2026-12-03-h200-bounds). Read once.
+std::pair<int, int> split_min_blocks() {
+    static const std::pair<int, int> mb = [] {
+        const char* v = std::getenv("DS4_CUDA_SPLIT_MB");
+        int g = 0, d = 2;
+        if (v && std::sscanf(v, "%d,%d", &g, &d) != 2) g = 0, d = 2;
+        return std::pair<int, int>{g == 1 || g == 8 || g == 10 ? g : 0, d == 1 || d == 2 ? d : 0};
+    }();
+    return mb;
 }
 
 bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
@@ -128,8 +152,15 @@ void expert_gate_up_swiglu_split(const uint8_t* gate, const uint8_t* up, size_t 
     if (n_pairs <= 0 || n_ff <= 0) return;
     const dim3 grid(unsigned((n_ff + kSplitGateWarps * kSplitRows - 1) / (kSplitGateWarps * kSplitRows)),
                     unsigned(n_pairs));
-    launch(expert_gate_up_q4k_split_kernel, grid, 32 * kSplitGateWarps, 0, stream, gate, up, matrix_bytes, row_bytes,
-           k, n_ff, experts, x_div, xs, gate_scale, n_gs, up_scale, n_us, limit, h);
+    auto go = [&](auto kernel) {
+        launch(kernel, grid, 32 * kSplitGateWarps, 0, stream, gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div,
+               xs, gate_scale, n_gs, up_scale, n_us, limit, h);
+    };
+    const int mb = split_min_blocks().first;
+    if (mb == 1) go(expert_gate_up_q4k_split_kernel<1>);
+    else if (mb == 8) go(expert_gate_up_q4k_split_kernel<8>);
+    else if (mb == 10) go(expert_gate_up_q4k_split_kernel<10>);
+    else go(expert_gate_up_q4k_split_kernel<0>);
     check_launch("expert_gate_up_q4k_split_kernel");
 }
 
@@ -139,8 +170,14 @@ void expert_down_combine_split(const uint8_t* down, size_t matrix_bytes, size_t 
                                cudaStream_t stream) {
     if (n_tok <= 0 || n_embd <= 0) return;
     const dim3 grid(unsigned((n_embd + kSplitRows - 1) / kSplitRows), unsigned(n_tok));
-    launch(expert_down_combine_q4k_split_kernel, grid, 32 * n_used, 0, stream, down, matrix_bytes, row_bytes, n_ff,
-           n_embd, experts, weights, down_scale, n_ds, n_used, hs, out);
+    auto go = [&](auto kernel) {
+        launch(kernel, grid, 32 * n_used, 0, stream, down, matrix_bytes, row_bytes, n_ff, n_embd, experts, weights,
+               down_scale, n_ds, n_used, hs, out);
+    };
+    const int mb = split_min_blocks().second;
+    if (mb == 1) go(expert_down_combine_q4k_split_kernel<1>);
+    else if (mb == 2) go(expert_down_combine_q4k_split_kernel<2>);
+    else go(expert_down_combine_q4k_split_kernel<0>);
     check_launch("expert_down_combine_q4k_split_kernel");
 }
 

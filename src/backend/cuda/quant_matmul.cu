@@ -1,6 +1,8 @@
 // Dense weight products on the device: a matrix-vector kernel that decodes
 // on the fly (decode, few tokens) and a row decoder that feeds cuBLAS
 // (prefill) and get_rows. The block decoders are in quant_decode.cuh.
+#include <cstdlib>
+
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_decode.cuh"
@@ -70,9 +72,9 @@ template <GgmlType T, int NT>
 constexpr int kMatvecRows = kHasRowsDot<T> && NT > 1 ? 2 : 1;
 
 template <GgmlType T, int NT>
-__global__ void matvec_warp_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
-                                   const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
-                                   int64_t ld_y) {
+__device__ __forceinline__ void matvec_warp_body(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k,
+                                                 int64_t n_rows, const float* __restrict__ x, int64_t ld_x, int n_tok,
+                                                 float* __restrict__ y, int64_t ld_y) {
     constexpr int NR = kMatvecRows<T, NT>;
     const int64_t r0 = int64_t(blockIdx.x) * NR;
     const int n_here = n_rows - r0 < NR ? int(n_rows - r0) : NR;
@@ -108,6 +110,39 @@ __global__ void matvec_warp_kernel(const uint8_t* __restrict__ w, size_t row_byt
         }
         __syncthreads();  // the partial sums are rewritten by the next tile
     }
+}
+
+template <GgmlType T, int NT>
+__global__ void matvec_warp_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
+                                   const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
+                                   int64_t ld_y) {
+    matvec_warp_body<T, NT>(w, row_bytes, k, n_rows, x, ld_x, n_tok, y, ld_y);
+}
+// The 8-token tile under __launch_bounds__(block, MB): registers left for MB
+// blocks per SM (MB = 1: the block size alone, which lets ptxas take 255).
+// Unbounded, the Q4_K tile takes 195 registers (12.5 % occupancy, H200 ncu,
+// 2026-12-03); with MB = 4 (128 registers) an 8-sequence decode step went
+// 699 -> 733 t/s, 32 sequences 910 -> 948 (MB = 3: 713 / 928; MB = 1: 685 /
+// 897; bench/logs/2026-12-03-h200-bounds). DS4_CUDA_MATVEC_MB (0, 1, 3, 4;
+// default 4) picks the variant, 0 the unbounded matvec_warp_kernel.
+template <GgmlType T, int MB>
+__global__ void __launch_bounds__(32 * kRowWarps, MB)
+    matvec_warp_bounded_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
+                               const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
+                               int64_t ld_y) {
+    matvec_warp_body<T, 8>(w, row_bytes, k, n_rows, x, ld_x, n_tok, y, ld_y);
+}
+
+// DS4_CUDA_MATVEC_MB: 1, 3 or 4 (the default) runs the 8-token tile of the
+// Q4_K / Q6_K matvec on matvec_warp_bounded_kernel<T, MB>; 0 on
+// matvec_warp_kernel, unbounded. Read once.
+int matvec_min_blocks() {
+    static const int mb = [] {
+        const char* v = std::getenv("DS4_CUDA_MATVEC_MB");
+        const int n = v ? std::atoi(v) : 4;
+        return n == 0 || n == 1 || n == 3 ? n : 4;
+    }();
+    return mb;
 }
 
 // dst row (i * n_rows + r) = row r of matrix matrices[i] (grid y: rows, z: matrices).
@@ -193,10 +228,20 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
 #define DS4_WARP(NT)                                                                                            \
     launch(matvec_warp_kernel<T, NT>, unsigned((n_rows + kMatvecRows<T, NT> - 1) / kMatvecRows<T, NT>), 32 * kRowWarps, 0, \
            stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y)
+#define DS4_WARP_MB(MB)                                                                                          \
+    launch(matvec_warp_bounded_kernel<T, MB>, unsigned((n_rows + kMatvecRows<T, 8> - 1) / kMatvecRows<T, 8>),          \
+           32 * kRowWarps, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y)
                 if (nt == 1) DS4_WARP(1);
                 else if (nt == 2) DS4_WARP(2);
                 else if (nt <= 4) DS4_WARP(4);
-                else DS4_WARP(8);
+                else if constexpr (kHasRowsDot<T>) {
+                    const int mb = matvec_min_blocks();
+                    if (mb == 1) DS4_WARP_MB(1);
+                    else if (mb == 3) DS4_WARP_MB(3);
+                    else if (mb == 4) DS4_WARP_MB(4);
+                    else DS4_WARP(8);
+                } else DS4_WARP(8);
+#undef DS4_WARP_MB
 #undef DS4_WARP
                 check_launch("matvec_warp_kernel");
                 return;

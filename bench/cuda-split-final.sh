@@ -1,0 +1,44 @@
+#!/bin/bash
+# End-of-step device call for the split MoE pair and the register bounds (issue 9): the CUDA op and model test
+# binaries on the defaults, compute-sanitizer memcheck of the Matmul and MoE op tests, then ds4-bench decode of the
+# Qwen3-30B-A3B-shaped q4_k_m file at ctx 512 for N = 1, 8, 16, 32 sequences (N = 1 also at 4096) three ways,
+# interleaved: the defaults; the split pair without the bounds (DS4_CUDA_MATVEC_MB=0 DS4_CUDA_SPLIT_MB=0,0); the
+# kernels before this session's work (also DS4_CUDA_MOE_SPLIT=0).
+#
+# Here: bash bench/cuda-split-ab.sh --pack build     (.gpu/split.tar.xz, .gpu/q4km.gguf)
+# There (carry [".gpu"]): bash bench/cuda-split-final.sh .gpu   (output under $OUT, summary on stdout)
+set -u
+src=$(cd "${1:?usage: bench/cuda-split-final.sh FOLDER}" && pwd)
+T0=$(date +%s); O=${OUT:-/tmp/out}; mkdir -p "$O"; W=$(mktemp -d)
+B=$(mktemp -d); xz -dc "$src/split.tar.xz" | tar xf - -C "$B"
+export LD_LIBRARY_PATH=$B DS4_CUDA_TEST_Q4KM=$src/q4km.gguf DS4_BIN=$B
+{ nvidia-smi -L; cat "$B/commit"; } > "$O/summary.txt" 2>&1
+f=/dev/shm/q30b-q4km.gguf
+( [ -f "$f" ] || "$B/ds4-gguf" synth --arch qwen3moe --preset qwen3-30b-a3b --type q4_k_m --no-tokenizer --seed 1 \
+    --out "$f" > "$W/synth.log" 2>&1 ) &
+( cd "$B"
+  ( timeout 300 ./cudabackend_ops_test > "$W/ops.txt" 2>&1; echo "cudabackend_ops_test rc=$?" >> "$W/ops.txt" ) &
+  ( timeout 300 ./cudabackend_model_test > "$W/model.txt" 2>&1; echo "cudabackend_model_test rc=$?" >> "$W/model.txt" ) &
+  ( timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 ./cudabackend_ops_test --gtest_filter='*Moe*:*Matmul*' \
+      > "$W/memcheck-ops.txt" 2>&1; echo "memcheck ops *Moe*:*Matmul* rc=$?" >> "$W/memcheck-ops.txt" ) &
+  wait )
+wait
+{ echo "== tests ($(( $(date +%s) - T0 )) s)"
+  grep -hE "^\[  (PASSED|FAILED) |rc=|Failure|ERROR SUMMARY|qwen3-30b-a3b" "$W"/ops.txt "$W"/model.txt "$W"/memcheck-*.txt | head -40
+  echo "== ds4-bench decode ($(( $(date +%s) - T0 )) s): d defaults, u split unbounded, o before"; } >> "$O/summary.txt"
+run() {  # label, env assignments, ds4-bench args
+  local label=$1 v=$2; shift 2
+  env $v timeout 120 "$B/ds4-bench" -m "$f" --backend cuda --gen-tokens 128 --prefill-chunk 512 "$@" > "$W/$label.csv" \
+    2> "$W/$label.log"; echo "$label: $(grep -v '^ctx' "$W/$label.csv" | tr '\n' ' ')" >> "$O/summary.txt"
+}
+w=(--ctx-start 512 --ctx-max 512 --step-incr 1)
+for n in 1 8 16 32; do
+  p=(); [ $n -gt 1 ] && p=(--parallel $n)
+  run d$n "DS4_NONE=1" "${w[@]}" "${p[@]}"
+  run u$n "DS4_CUDA_MATVEC_MB=0 DS4_CUDA_SPLIT_MB=0,0" "${w[@]}" "${p[@]}"
+  run o$n "DS4_CUDA_MATVEC_MB=0 DS4_CUDA_SPLIT_MB=0,0 DS4_CUDA_MOE_SPLIT=0" "${w[@]}" "${p[@]}"
+done
+run d1-4096 "DS4_NONE=1" --ctx-start 4096 --ctx-max 4096 --step-incr 1
+run o1-4096 "DS4_CUDA_MATVEC_MB=0 DS4_CUDA_SPLIT_MB=0,0 DS4_CUDA_MOE_SPLIT=0" --ctx-start 4096 --ctx-max 4096 --step-incr 1
+echo "== done ($(( $(date +%s) - T0 )) s)" >> "$O/summary.txt"
+tar cJf "$O/logs.tar.xz" -C "$W" . ; cat "$O/summary.txt"
