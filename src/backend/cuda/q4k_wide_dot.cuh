@@ -85,6 +85,52 @@ __device__ __forceinline__ void q4k_gate_up_wide_step(const uint8_t* gate, const
     }
 }
 
+// acc[t] += row . x[t] over step s for the nt tokens of a tile (this lane's
+// share, i = lane & 7 as above): the row's 32 weights decoded once, then each
+// token's 32 activations read and summed as in q4k_gate_up_wide_step, so a
+// token's sum is the same expression whatever tile it is in (or NT).
+template <int NT>
+__device__ __forceinline__ void q4k_row_wide_step(const uint8_t* row, int64_t s, const float* __restrict__ x,
+                                                  int64_t ld_x, int nt, int i, float (&acc)[NT]) {
+    const int p = i >> 1, h = i & 1;
+    const uint8_t* blk = row + s * 144;
+    const uint4 head = *reinterpret_cast<const uint4*>(blk);
+    const uint4 q = *reinterpret_cast<const uint4*>(blk + 16 + 16 * i);
+    const auto [a0, b0, a1, b1] = q4k_factors(head, p, small_u2f);
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    float lo[16], hi[16];
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            lo[4 * c + e] = small_u2f((w[c] >> (8 * e)) & 0xFu);
+            hi[4 * c + e] = small_u2f((w[c] >> (8 * e + 4)) & 0xFu);
+        }
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        if (NT > 1 && t >= nt) break;
+        const float* xb = x + t * ld_x + s * 256 + 64 * p + 16 * h;
+        float4 xl[4], xh[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            xl[c] = ldx4(xb + 4 * c);
+            xh[c] = ldx4(xb + 32 + 4 * c);
+        }
+        float sl = 0.0f, sh = 0.0f, s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            sl += (xl[c].x + xl[c].y) + (xl[c].z + xl[c].w);
+            sh += (xh[c].x + xh[c].y) + (xh[c].z + xh[c].w);
+        }
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            s0 += lo[4 * c] * xl[c].x + lo[4 * c + 1] * xl[c].y + lo[4 * c + 2] * xl[c].z + lo[4 * c + 3] * xl[c].w;
+            s1 += hi[4 * c] * xh[c].x + hi[4 * c + 1] * xh[c].y + hi[4 * c + 2] * xh[c].z + hi[4 * c + 3] * xh[c].w;
+        }
+        acc[t] += (a0 * s0 - b0 * sl) + (a1 * s1 - b1 * sh);
+    }
+}
+
 // The sum over the 8 lanes of a row index (lanes 8 g .. 8 g + 7), in every one of them.
 __device__ __forceinline__ float row8_sum(float v) {
     v += __shfl_xor_sync(0xffffffffu, v, 4);
