@@ -642,14 +642,16 @@ TEST_F(CudaOps, MoeSwigluReadsSelectedExperts) {
 }
 
 // A decode batch of several tokens runs the routed experts grouped by expert
-// (each chosen expert read once for all its pairs); every token must get, bit
-// for bit, what it gets decoded alone (the per-pair kernels), and the batch
-// must match the CPU. Routing is skewed towards a few popular experts, so
+// (each chosen expert read once for all its pairs), or for Q4_K gate/up on
+// split activations per pair (moe_split.cu, Q4_K downs split too, Q6_K downs
+// float); every token must get, bit for bit, what it gets decoded alone, and
+// the batch must match the CPU. Routing is skewed towards a few popular experts, so
 // groups of 1 to 64 pairs occur, and 64 tokens of 8 reach the 512 pairs the
 // device path takes.
 TEST_F(CudaOps, MoeBatchGroupedByExpertEqualsEachTokenAlone) {
     const int64_t E = 512, F = 256;
     const std::pair<GgmlType, GgmlType> kinds[] = {{GgmlType::Q4_K, GgmlType::Q6_K},
+                                                   {GgmlType::Q4_K, GgmlType::Q4_K},
                                                    {GgmlType::IQ2_XXS, GgmlType::Q2_K},
                                                    {GgmlType::Q8_0, GgmlType::Q8_0},
                                                    {GgmlType::F16, GgmlType::F16}};
