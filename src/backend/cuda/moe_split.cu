@@ -15,9 +15,9 @@
 namespace ds4::cuda {
 namespace {
 
-constexpr int kSplitRows = 4;        // row indices per warp (lane >> 3)
-constexpr int kSplitGateWarps = 4;   // warps per gate+up block
-constexpr int kSplitMaxSlots = 16;   // warps per down block: one per slot
+// The wide lane layout (q4k_wide_dot.cuh): kWideRows row indices a warp
+// (lane >> 3), kWideWarps warps a gate+up block.
+constexpr int kSplitMaxSlots = 16;  // warps per down block: one per slot
 
 // Row r of x (k values) into out + r * split_row_bytes(k): one block per row.
 __global__ void quantize_rows_split_kernel(const float* __restrict__ x, int64_t ld_x, int64_t k,
@@ -31,10 +31,10 @@ __global__ void quantize_rows_split_kernel(const float* __restrict__ x, int64_t 
 }
 
 // h[p][r] = SwiGLU(gate_e[r] . x'[p / x_div], up_e[r] . x'[p / x_div]),
-// e = experts[p]: warp w of block x takes rows (x * kSplitGateWarps + w) * 4
+// e = experts[p]: warp w of block x takes rows (x * kWideWarps + w) * 4
 // and the three after it, eight lanes a row, of pair blockIdx.y.
 template <int MB>
-__global__ void __launch_bounds__(32 * kSplitGateWarps, MB)
+__global__ void __launch_bounds__(32 * kWideWarps, MB)
     expert_gate_up_q4k_split_kernel(const uint8_t* __restrict__ gw, const uint8_t* __restrict__ uw,
                                     size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_ff,
                                     const int32_t* __restrict__ experts, int x_div, const int8_t* __restrict__ xs,
@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(32 * kSplitGateWarps, MB)
                                     float* __restrict__ h) {
     wait_for_inputs();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 3;
-    const int64_t r0 = (int64_t(blockIdx.x) * kSplitGateWarps + warp) * kSplitRows;
+    const int64_t r0 = (int64_t(blockIdx.x) * kWideWarps + warp) * kWideRows;
     const int64_t p = blockIdx.y;
     if (r0 >= n_ff) return;
     const int64_t r = r0 + g < n_ff ? r0 + g : n_ff - 1;  // past the end: the last row again, not stored
@@ -54,13 +54,13 @@ __global__ void __launch_bounds__(32 * kSplitGateWarps, MB)
     const int64_t n_steps = k / 256;
 #pragma unroll 2
     for (int64_t s = 0; s < n_steps; ++s) q4k_split_step<2>(rows, s, x, lane & 7, acc);
-    const float gv = split_row8_sum(acc[0]), uv = split_row8_sum(acc[1]);
+    const float gv = row8_sum(acc[0]), uv = row8_sum(acc[1]);
     if ((lane & 7) == 0 && r0 + g < n_ff)
         h[p * n_ff + r0 + g] = expert_swiglu_value(gv, uv, e, gs, n_gs, us, n_us, limit);
 }
 
 // out[t][c] = sum over slots j in order of (down_e[c] . h'[p]) * (w[p] * ds[e]),
-// p = t * n_used + j: one block per kSplitRows output rows of a token, warp j
+// p = t * n_used + j: one block per kWideRows output rows of a token, warp j
 // taking slot j (eight lanes a row); the slot sums meet in shared memory and
 // are added in slot order (expert_combine_kernel's expression).
 template <int MB>
@@ -70,10 +70,10 @@ __global__ void __launch_bounds__(32 * kSplitMaxSlots, MB)
                                      const float* __restrict__ weights, const float* ds, int64_t n_ds, int n_used,
                                      const int8_t* __restrict__ hs, float* __restrict__ out) {
     wait_for_inputs();
-    __shared__ float part[kSplitMaxSlots][kSplitRows];
+    __shared__ float part[kSplitMaxSlots][kWideRows];
     __shared__ float factor[kSplitMaxSlots];
     const int lane = threadIdx.x & 31, j = threadIdx.x >> 5, g = lane >> 3;
-    const int64_t t = blockIdx.y, c0 = int64_t(blockIdx.x) * kSplitRows;
+    const int64_t t = blockIdx.y, c0 = int64_t(blockIdx.x) * kWideRows;
     const int64_t p = t * n_used + j;
     const int64_t e = experts[p];
     const float wf = slot_factor(p, experts, weights, ds, n_ds);  // stored with the dot, below
@@ -84,11 +84,11 @@ __global__ void __launch_bounds__(32 * kSplitMaxSlots, MB)
     const int64_t n_steps = k / 256;
 #pragma unroll 3
     for (int64_t s = 0; s < n_steps; ++s) q4k_split_step<1>(rows, s, x, lane & 7, acc);
-    const float v = split_row8_sum(acc[0]);
+    const float v = row8_sum(acc[0]);
     if ((lane & 7) == 0) part[j][g] = v;
     if (lane == 0) factor[j] = wf;
     __syncthreads();
-    if (threadIdx.x < kSplitRows && c0 + threadIdx.x < n_embd) {
+    if (threadIdx.x < kWideRows && c0 + threadIdx.x < n_embd) {
         const int i = threadIdx.x;
         out[t * n_embd + c0 + i] =
             slot_sum([&](int jj) { return part[jj][i]; }, [&](int jj) { return factor[jj]; }, n_used);
@@ -113,12 +113,9 @@ std::pair<int, int> split_min_blocks() {
     return mb;
 }
 
-bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
-
 // Q4_K rows at base + m * matrix_bytes + r * row_bytes readable by q4k_split_step (16-byte loads).
 bool split_rows_usable(GgmlType type, int64_t k, const void* base, size_t matrix_bytes, size_t row_bytes) {
-    return type == GgmlType::Q4_K && k % 256 == 0 && aligned(base, 16) && matrix_bytes % 16 == 0 &&
-           row_bytes % 16 == 0;
+    return type == GgmlType::Q4_K && q4k_wide_rows_aligned(k, base, matrix_bytes, row_bytes);
 }
 
 }  // namespace
@@ -135,7 +132,7 @@ void quantize_rows_split(const float* x, int64_t ld_x, int64_t n_rows, int64_t k
 bool expert_split_gate_up_supported(GgmlType gate_type, GgmlType up_type, const void* gate, const void* up,
                                     size_t matrix_bytes, size_t row_bytes, int64_t n_embd, int64_t n_pairs,
                                     const float* x, int64_t ld_x) {
-    const bool x_ok = aligned(x, 16) && ld_x % 4 == 0;  // float4 loads of every token's row
+    const bool x_ok = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0;  // float4 loads of every token's row
     return x_ok && n_pairs >= 1 && n_pairs <= 65535 && split_rows_usable(gate_type, n_embd, gate, matrix_bytes, row_bytes) &&
            split_rows_usable(up_type, n_embd, up, matrix_bytes, row_bytes);
 }
@@ -150,10 +147,10 @@ void expert_gate_up_swiglu_split(const uint8_t* gate, const uint8_t* up, size_t 
                                  const int8_t* xs, const float* gate_scale, int64_t n_gs, const float* up_scale,
                                  int64_t n_us, float limit, float* h, cudaStream_t stream) {
     if (n_pairs <= 0 || n_ff <= 0) return;
-    const dim3 grid(unsigned((n_ff + kSplitGateWarps * kSplitRows - 1) / (kSplitGateWarps * kSplitRows)),
+    const dim3 grid(unsigned((n_ff + kWideWarps * kWideRows - 1) / (kWideWarps * kWideRows)),
                     unsigned(n_pairs));
     auto go = [&](auto kernel) {
-        launch(kernel, grid, 32 * kSplitGateWarps, 0, stream, gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div,
+        launch(kernel, grid, 32 * kWideWarps, 0, stream, gate, up, matrix_bytes, row_bytes, k, n_ff, experts, x_div,
                xs, gate_scale, n_gs, up_scale, n_us, limit, h);
     };
     const int mb = split_min_blocks().first;
@@ -169,7 +166,7 @@ void expert_down_combine_split(const uint8_t* down, size_t matrix_bytes, size_t 
                                int64_t n_ds, int64_t n_tok, int n_used, const int8_t* hs, float* out,
                                cudaStream_t stream) {
     if (n_tok <= 0 || n_embd <= 0) return;
-    const dim3 grid(unsigned((n_embd + kSplitRows - 1) / kSplitRows), unsigned(n_tok));
+    const dim3 grid(unsigned((n_embd + kWideRows - 1) / kWideRows), unsigned(n_tok));
     auto go = [&](auto kernel) {
         launch(kernel, grid, 32 * n_used, 0, stream, down, matrix_bytes, row_bytes, n_ff, n_embd, experts, weights,
                down_scale, n_ds, n_used, hs, out);

@@ -1,6 +1,7 @@
-// Q4_K gate and up rows of the routed experts, four row indices to a warp
-// and 32 weights to a lane per 256-element step, for the gate+up kernels
-// (moe_decode.cu per pair, moe_grouped.cu grouped by expert).
+// Q4_K rows, four row indices to a warp and 32 weights to a lane per
+// 256-element step: the gate+up kernels of the routed experts (moe_decode.cu
+// per pair, moe_grouped.cu grouped by expert), the wide dense matvec
+// (quant_matmul.cu), and the lane layout of the split kernels (split_dot.cuh).
 //
 // Why: dot_step_n gives each lane 8 weights of a step, so every lane decodes
 // its sub-block pair's scales and mins (d, dmin, the 6-bit fields) for 8
@@ -13,8 +14,8 @@
 // Lane l serves row index l >> 3 of the warp's four; i = l & 7 takes quant
 // bytes 16 i .. 16 i + 15 of the step: sub-block pair p = i >> 1, h = i & 1;
 // byte b's low nibble is element 64 p + 16 h + b (sub-block 2 p), its high
-// nibble element 64 p + 32 + 16 h + b (sub-block 2 p + 1). The rows are
-// staged in shared memory (16-byte aligned, whole rows).
+// nibble element 64 p + 32 + 16 h + b (sub-block 2 p + 1). The gate+up
+// kernels stage their rows in shared memory (16-byte aligned, whole rows).
 //
 // Float semantics as dot_step_n's: 16 products summed per half, scaled by
 // the sub-block scale, minus min times the activations' sum; only the
@@ -31,103 +32,96 @@ namespace {
 
 constexpr int kWideRows = 4;  // row indices per warp
 
-// acc[0][a] += gate . xs[a], acc[1][a] += up . xs[a] over step s (this lane's share).
-template <int NA>
-__device__ __forceinline__ void q4k_gate_up_wide_step(const uint8_t* gate, const uint8_t* up, int64_t s,
-                                                      const float* const (&xs)[NA], int i, float (&acc)[2][NA]) {
+// This lane's 32 activations of step s (xs: the row), as four float4 of
+// each sub-block half, and their two sums of 16.
+struct Q4kWideActs {
+    float4 lo[4], hi[4];
+    float s_lo, s_hi;
+};
+__device__ __forceinline__ Q4kWideActs q4k_wide_acts(const float* x, int64_t s, int i) {
     const int p = i >> 1, h = i & 1;
-    float4 xl[NA][4], xh[NA][4];
-    float sl[NA], sh[NA];
+    const float* xb = x + s * 256 + 64 * p + 16 * h;
+    Q4kWideActs a;
 #pragma unroll
-    for (int a = 0; a < NA; ++a) {
-        const float* xb = xs[a] + s * 256 + 64 * p + 16 * h;
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            xl[a][c] = ldx4(xb + 4 * c);
-            xh[a][c] = ldx4(xb + 32 + 4 * c);
-        }
-        sl[a] = 0.0f;
-        sh[a] = 0.0f;
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            sl[a] += (xl[a][c].x + xl[a][c].y) + (xl[a][c].z + xl[a][c].w);
-            sh[a] += (xh[a][c].x + xh[a][c].y) + (xh[a][c].z + xh[a][c].w);
-        }
+    for (int c = 0; c < 4; ++c) {
+        a.lo[c] = ldx4(xb + 4 * c);
+        a.hi[c] = ldx4(xb + 32 + 4 * c);
     }
-    const uint8_t* const rows[2] = {gate, up};
+    a.s_lo = 0.0f;
+    a.s_hi = 0.0f;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const uint8_t* blk = rows[r] + s * 144;
-        const uint4 head = *reinterpret_cast<const uint4*>(blk);
-        const uint4 q = *reinterpret_cast<const uint4*>(blk + 16 + 16 * i);
-        const auto [a0, b0, a1, b1] = q4k_factors(head, p, small_u2f);
-        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-        float lo[16], hi[16];
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                lo[4 * c + e] = small_u2f((w[c] >> (8 * e)) & 0xFu);
-                hi[4 * c + e] = small_u2f((w[c] >> (8 * e + 4)) & 0xFu);
-            }
-#pragma unroll
-        for (int a = 0; a < NA; ++a) {
-            float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                s0 += lo[4 * c] * xl[a][c].x + lo[4 * c + 1] * xl[a][c].y + lo[4 * c + 2] * xl[a][c].z +
-                      lo[4 * c + 3] * xl[a][c].w;
-                s1 += hi[4 * c] * xh[a][c].x + hi[4 * c + 1] * xh[a][c].y + hi[4 * c + 2] * xh[a][c].z +
-                      hi[4 * c + 3] * xh[a][c].w;
-            }
-            acc[r][a] += (a0 * s0 - b0 * sl[a]) + (a1 * s1 - b1 * sh[a]);
-        }
+    for (int c = 0; c < 4; ++c) {
+        a.s_lo += (a.lo[c].x + a.lo[c].y) + (a.lo[c].z + a.lo[c].w);
+        a.s_hi += (a.hi[c].x + a.hi[c].y) + (a.hi[c].z + a.hi[c].w);
     }
+    return a;
 }
 
-// acc[t] += row . x[t] over step s for the nt tokens of a tile (this lane's
-// share, i = lane & 7 as above): the row's 32 weights decoded once, then each
-// token's 32 activations read and summed as in q4k_gate_up_wide_step, so a
-// token's sum is the same expression whatever tile it is in (or NT).
-template <int NT>
-__device__ __forceinline__ void q4k_row_wide_step(const uint8_t* row, int64_t s, const float* __restrict__ x,
-                                                  int64_t ld_x, int nt, int i, float (&acc)[NT]) {
-    const int p = i >> 1, h = i & 1;
+// This lane's 32 weights of step s of a row, decoded once: the nibbles as
+// floats and the sub-block pair's factors.
+struct Q4kWideWeights {
+    float lo[16], hi[16];
+    Q4kFactors f;
+};
+__device__ __forceinline__ Q4kWideWeights q4k_wide_weights(const uint8_t* row, int64_t s, int i) {
     const uint8_t* blk = row + s * 144;
     const uint4 head = *reinterpret_cast<const uint4*>(blk);
     const uint4 q = *reinterpret_cast<const uint4*>(blk + 16 + 16 * i);
-    const auto [a0, b0, a1, b1] = q4k_factors(head, p, small_u2f);
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-    float lo[16], hi[16];
+    Q4kWideWeights w;
+    w.f = q4k_factors(head, i >> 1, small_u2f);
+    const uint32_t b[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int c = 0; c < 4; ++c)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            lo[4 * c + e] = small_u2f((w[c] >> (8 * e)) & 0xFu);
-            hi[4 * c + e] = small_u2f((w[c] >> (8 * e + 4)) & 0xFu);
+            w.lo[4 * c + e] = small_u2f((b[c] >> (8 * e)) & 0xFu);
+            w.hi[4 * c + e] = small_u2f((b[c] >> (8 * e + 4)) & 0xFu);
         }
+    return w;
+}
+
+// This lane's share of row . x over the step: 16 products summed per half,
+// scaled by the sub-block scale, minus min times the activations' sum.
+__device__ __forceinline__ float q4k_wide_dot(const Q4kWideWeights& w, const Q4kWideActs& x) {
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        s0 += w.lo[4 * c] * x.lo[c].x + w.lo[4 * c + 1] * x.lo[c].y + w.lo[4 * c + 2] * x.lo[c].z +
+              w.lo[4 * c + 3] * x.lo[c].w;
+        s1 += w.hi[4 * c] * x.hi[c].x + w.hi[4 * c + 1] * x.hi[c].y + w.hi[4 * c + 2] * x.hi[c].z +
+              w.hi[4 * c + 3] * x.hi[c].w;
+    }
+    return (w.f.a0 * s0 - w.f.b0 * x.s_lo) + (w.f.a1 * s1 - w.f.b1 * x.s_hi);
+}
+
+// acc[0][a] += gate . xs[a], acc[1][a] += up . xs[a] over step s (this lane's share).
+template <int NA>
+__device__ __forceinline__ void q4k_gate_up_wide_step(const uint8_t* gate, const uint8_t* up, int64_t s,
+                                                      const float* const (&xs)[NA], int i, float (&acc)[2][NA]) {
+    Q4kWideActs x[NA];
+#pragma unroll
+    for (int a = 0; a < NA; ++a) x[a] = q4k_wide_acts(xs[a], s, i);
+    const uint8_t* const rows[2] = {gate, up};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const Q4kWideWeights w = q4k_wide_weights(rows[r], s, i);
+#pragma unroll
+        for (int a = 0; a < NA; ++a) acc[r][a] += q4k_wide_dot(w, x[a]);
+    }
+}
+
+// acc[t] += row . x[t] over step s for the nt tokens of a tile (this lane's
+// share): the row's 32 weights decoded once, then each token's activations
+// read and multiplied as in q4k_gate_up_wide_step, so a token's sum is the
+// same expression whatever tile it is in (or NT).
+template <int NT>
+__device__ __forceinline__ void q4k_row_wide_step(const uint8_t* row, int64_t s, const float* __restrict__ x,
+                                                  int64_t ld_x, int nt, int i, float (&acc)[NT]) {
+    const Q4kWideWeights w = q4k_wide_weights(row, s, i);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
         if (NT > 1 && t >= nt) break;
-        const float* xb = x + t * ld_x + s * 256 + 64 * p + 16 * h;
-        float4 xl[4], xh[4];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            xl[c] = ldx4(xb + 4 * c);
-            xh[c] = ldx4(xb + 32 + 4 * c);
-        }
-        float sl = 0.0f, sh = 0.0f, s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            sl += (xl[c].x + xl[c].y) + (xl[c].z + xl[c].w);
-            sh += (xh[c].x + xh[c].y) + (xh[c].z + xh[c].w);
-        }
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            s0 += lo[4 * c] * xl[c].x + lo[4 * c + 1] * xl[c].y + lo[4 * c + 2] * xl[c].z + lo[4 * c + 3] * xl[c].w;
-            s1 += hi[4 * c] * xh[c].x + hi[4 * c + 1] * xh[c].y + hi[4 * c + 2] * xh[c].z + hi[4 * c + 3] * xh[c].w;
-        }
-        acc[t] += (a0 * s0 - b0 * sl) + (a1 * s1 - b1 * sh);
+        acc[t] += q4k_wide_dot(w, q4k_wide_acts(x + t * ld_x, s, i));
     }
 }
 
@@ -154,6 +148,12 @@ __device__ __forceinline__ void q4k_wide_stage(uint4* buf, const uint8_t* gw, co
 
 // Warps a block of the wide kernels, per pair and grouped alike.
 constexpr int kWideWarps = 4;
+// Whether Q4_K rows at base + m * matrix_bytes + r * row_bytes take the wide
+// lane layout's 16-byte loads (whole 256-value blocks, 16-byte aligned).
+inline bool q4k_wide_rows_aligned(int64_t k, const void* base, size_t matrix_bytes, size_t row_bytes) {
+    return k % 256 == 0 && reinterpret_cast<uintptr_t>(base) % 16 == 0 && matrix_bytes % 16 == 0 &&
+           row_bytes % 16 == 0;
+}
 // Whether the wide kernels take these Q4_K gate/up matrices: whole rows
 // staged in 16-byte chunks, within 48 KiB. One rule for both kernels, so a
 // pair's products take the same expression per pair and grouped by expert.

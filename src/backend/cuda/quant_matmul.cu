@@ -152,14 +152,14 @@ int matvec_min_blocks() {
 // tokens, and its 8-token tile ran at 0.2 TB/s (H200 ncu, 2026-12-03).
 // Every token count takes this kernel when it is on (DS4_CUDA_MATVEC_WIDE=1,
 // an A/B knob until measured), so a row's sum never depends on its batch.
-constexpr int kWideMatvecWarps = 4;
 template <int NT>
-__global__ void __launch_bounds__(32 * kWideMatvecWarps)
+__global__ void __launch_bounds__(32 * kWideWarps)
     matvec_q4k_wide_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
                            const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y, int64_t ld_y) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 3, i = lane & 7;
-    const int64_t r0 = (int64_t(blockIdx.x) * kWideMatvecWarps + warp) * 4;
-    if (r0 < n_rows) prefetch_l2(w + size_t(r0) * row_bytes, row_bytes * size_t(n_rows - r0 < 4 ? n_rows - r0 : 4), lane);
+    const int64_t r0 = (int64_t(blockIdx.x) * kWideWarps + warp) * kWideRows;
+    if (r0 < n_rows)
+        prefetch_l2(w + size_t(r0) * row_bytes, row_bytes * size_t(n_rows - r0 < kWideRows ? n_rows - r0 : kWideRows), lane);
     wait_for_inputs();
     if (r0 >= n_rows) return;
     const int64_t r = r0 + g < n_rows ? r0 + g : n_rows - 1;  // past the end: the last row again, not stored
@@ -268,15 +268,15 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
         constexpr GgmlType T = decltype(t)::value;
         const int nt = int(n_tok);
         if constexpr (T == GgmlType::Q4_K) {
-            // Rows of whole 144-byte blocks at 16-byte alignment (uint4 loads), activations float4-aligned.
-            if (matvec_wide_enabled() && k % 256 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
-                row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0) {
-                const unsigned blocks = unsigned((n_rows + 4 * kWideMatvecWarps - 1) / (4 * kWideMatvecWarps));
+            // Rows for the wide layout's uint4 loads, activations float4-aligned.
+            if (matvec_wide_enabled() && q4k_wide_rows_aligned(k, w, 0, row_bytes) &&
+                reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0) {
+                const unsigned blocks = unsigned((n_rows + kWideRows * kWideWarps - 1) / (kWideRows * kWideWarps));
                 if (nt == 1)
-                    launch(matvec_q4k_wide_kernel<1>, blocks, 32 * kWideMatvecWarps, 0, stream, w, row_bytes, k, n_rows,
+                    launch(matvec_q4k_wide_kernel<1>, blocks, 32 * kWideWarps, 0, stream, w, row_bytes, k, n_rows,
                            x, ld_x, nt, y, ld_y);
                 else
-                    launch(matvec_q4k_wide_kernel<8>, blocks, 32 * kWideMatvecWarps, 0, stream, w, row_bytes, k, n_rows,
+                    launch(matvec_q4k_wide_kernel<8>, blocks, 32 * kWideWarps, 0, stream, w, row_bytes, k, n_rows,
                            x, ld_x, nt, y, ld_y);
                 check_launch("matvec_q4k_wide_kernel");
                 return;

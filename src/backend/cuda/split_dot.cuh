@@ -10,6 +10,7 @@
 #pragma once
 
 #include "backend/cuda/cuda_launch.cuh"
+#include "backend/cuda/q4k_wide_dot.cuh"
 #include "backend/cuda/quant_decode.cuh"
 #include "backend/cuda/split_digits.h"
 
@@ -69,8 +70,6 @@ __device__ __forceinline__ void split_chunk8(const float* __restrict__ x, int64_
     if ((c & 1) == 0) u[k / 32 + c / 2] = s16;
 }
 
-__device__ __forceinline__ int split_dp4a(int a, int b, int c) { return __dp4a(a, b, c); }
-
 // Q4_K: acc[m] += rows[m] . x over step s, this lane's 32 weights. i = lane
 // & 7: quant bytes 16 i .. 16 i + 15 of the step, sub-block pair p = i >> 1,
 // h = i & 1 (low nibbles: elements 64 p + 16 h + 0..15 of sub-block 2 p;
@@ -101,24 +100,16 @@ __device__ __forceinline__ void q4k_split_step(const uint8_t* const (&rows)[NM],
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int lo = int(w[j] & 0x0F0F0F0Fu), hi = int((w[j] >> 4) & 0x0F0F0F0Fu);
-            dl0 = split_dp4a(lo, int(al0[j]), dl0);
-            dl1 = split_dp4a(lo, int(al1[j]), dl1);
-            dl2 = split_dp4a(lo, int(al2[j]), dl2);
-            dh0 = split_dp4a(hi, int(ah0[j]), dh0);
-            dh1 = split_dp4a(hi, int(ah1[j]), dh1);
-            dh2 = split_dp4a(hi, int(ah2[j]), dh2);
+            dl0 = __dp4a(lo, int(al0[j]), dl0);
+            dl1 = __dp4a(lo, int(al1[j]), dl1);
+            dl2 = __dp4a(lo, int(al2[j]), dl2);
+            dh0 = __dp4a(hi, int(ah0[j]), dh0);
+            dh1 = __dp4a(hi, int(ah1[j]), dh1);
+            dh2 = __dp4a(hi, int(ah2[j]), dh2);
         }
         const float dot_lo = u_lo * float(split_join(dl0, dl1, dl2)), dot_hi = u_hi * float(split_join(dh0, dh1, dh2));
         acc[m] += (a0 * dot_lo - b0 * s_lo) + (a1 * dot_hi - b1 * s_hi);
     }
-}
-
-// The sum over the 8 lanes of a row (lanes 8 g .. 8 g + 7), in every one of them.
-__device__ __forceinline__ float split_row8_sum(float v) {
-    v += __shfl_xor_sync(0xffffffffu, v, 4);
-    v += __shfl_xor_sync(0xffffffffu, v, 2);
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v;
 }
 
 }  // namespace
