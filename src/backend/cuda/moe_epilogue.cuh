@@ -39,14 +39,13 @@ __device__ __forceinline__ float weighted_slot_sum(Part part, int64_t t, int n_u
     return sum;
 }
 
-// Pair p's factor in weighted_slot_sum: its routing weight times its
-// expert's down scale. The per-pair down kernels have each slot's warp
-// load it before its dot (the loads then overlap the dot instead of
-// following the block's barrier one slot after another) and sum with
-// slot_sum, whose expression is weighted_slot_sum's.
-__device__ __forceinline__ float slot_factor(int64_t p, const int32_t* experts, const float* weights, const float* ds,
-                                             int64_t n_ds) {
-    return weights[p] * expert_factor(ds, n_ds, experts[p]);
+// Pair p's factor in weighted_slot_sum: its routing weight times the down
+// scale of its expert e = experts[p]. The per-pair down kernels have each
+// slot's warp load it before its dot (the loads then overlap the dot
+// instead of following the block's barrier one slot after another) and sum
+// with slot_sum, whose expression is weighted_slot_sum's.
+__device__ __forceinline__ float slot_factor(int64_t p, int64_t e, const float* weights, const float* ds, int64_t n_ds) {
+    return weights[p] * expert_factor(ds, n_ds, e);
 }
 template <class Part, class Factor>
 __device__ __forceinline__ float slot_sum(Part part, Factor factor, int n_used) {

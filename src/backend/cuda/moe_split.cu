@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(32 * kSplitMaxSlots, MB)
     const int64_t t = blockIdx.y, c0 = int64_t(blockIdx.x) * kWideRows;
     const int64_t p = t * n_used + j;
     const int64_t e = experts[p];
-    const float wf = slot_factor(p, experts, weights, ds, n_ds);  // stored with the dot, below
+    const float wf = slot_factor(p, e, weights, ds, n_ds);  // stored with the dot, below
     const int64_t c = c0 + g < n_embd ? c0 + g : n_embd - 1;
     const uint8_t* const rows[1] = {dw + size_t(e) * matrix_bytes + size_t(c) * row_bytes};
     const SplitRow x = split_row(hs + p * split_row_bytes(k), k);

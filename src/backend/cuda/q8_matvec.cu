@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(32 * kMaxSlotsQ8)
     const int64_t t = blockIdx.y, c0 = int64_t(blockIdx.x) * kDownRowsQ8;
     const int64_t p = t * n_used + j;
     const int64_t e = experts[p];
-    const float wf = slot_factor(p, experts, weights, ds, n_ds);  // stored with the dot, below
+    const float wf = slot_factor(p, e, weights, ds, n_ds);  // stored with the dot, below
     const uint8_t* rows[kDownRowsQ8];
 #pragma unroll
     for (int i = 0; i < kDownRowsQ8; ++i)
