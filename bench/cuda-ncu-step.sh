@@ -5,7 +5,7 @@
 # activations. The event profile (cuda-parallel-profile.sh) runs ops one by one and counts launch gaps; this
 # does not, so the per-layer sum here against the measured step time says what the gaps cost.
 #
-# Here: bash bench/cuda-correctness.sh --pack build; cp bench/cuda-ncu-step.sh .gpurun/
+# Here: bash bench/cuda-correctness.sh --pack build; cp bench/cuda-ncu-step.sh bench/ncu_step_table.py .gpurun/
 # There (carry [".gpurun"]): bash .gpurun/cuda-ncu-step.sh [N...]   (default 1 8)
 # Output under $OUT: ncu-MODE-N.csv (raw) and the per-kernel table of the last step on stdout.
 set -u
@@ -23,32 +23,6 @@ for mode in ${DS4_NCU_MODES:-float int8}; do
       --csv --page raw "$B/ds4-bench" -m "$F" --backend cuda $flag --ctx-start 512 --ctx-max 512 --step-incr 1 \
       --gen-tokens 4 --prefill-chunk 512 --parallel "$n" > "$O/ncu-$mode-$n.csv" 2> "$O/ncu-$mode-$n.log"
     echo "== $mode N=$n (ncu rc=$?)"
-    python3 - "$O/ncu-$mode-$n.csv" <<'PY'
-import csv, sys, re, collections
-rows = []
-with open(sys.argv[1]) as f:
-    lines = [l for l in f if l.startswith('"')]
-r = csv.reader(lines)
-head = next(r, None)
-if not head: print("no kernels"); sys.exit()
-ki, ti, gi = head.index("Kernel Name"), head.index("gpu__time_duration.sum"), head.index("launch__grid_size")
-for row in r:
-    v = row[ti].replace(',', '') if len(row) > ti else ''
-    if not v.replace('.', '', 1).isdigit(): continue  # the units row
-    name = re.sub(r"\(.*", "", row[ki]).replace("void ", "")
-    rows.append((re.sub(r"ds4::(cuda::)?|<unnamed>::|\(anonymous namespace\)::", "", name), float(v), row[gi]))
-# Decode steps: every kernel after the prefill's last GEMM (decode runs none); a step has one routing kernel
-# per block (4 blocks), so the table is per step.
-last = max([i for i, k in enumerate(rows) if "gemm" in k[0] or "sgemm" in k[0]] + [-1])
-step = rows[last + 1:]
-n_steps = max(1, sum(1 for k in step if k[0].startswith("route_kernel")) // 4)
-tot = collections.defaultdict(lambda: [0.0, 0, ""])
-for name, ns_, grid in step:
-    t = tot[name]; t[0] += ns_ / n_steps; t[1] += 1; t[2] = grid
-all_ns = sum(v[0] for v in tot.values())
-print(f"{n_steps} decode steps; per step: {len(step) // n_steps} kernels, sum of durations {all_ns/1e3:.1f} us")
-for name, (ns_, c, grid) in sorted(tot.items(), key=lambda x: -x[1][0]):
-    print(f"  {ns_/1e3:9.1f} us {100*ns_/all_ns:5.1f}%  x{c // n_steps:<3} {ns_*n_steps/c/1e3:7.2f} us/call  grid {grid:>8}  {name[:90]}")
-PY
+    python3 "$src/ncu_step_table.py" "$O/ncu-$mode-$n.csv"
   done
 done

@@ -9,6 +9,8 @@
 // what fills the GPU (n_head blocks alone would use a quarter of it).
 #include <algorithm>
 #include <cfloat>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_launch.cuh"
@@ -140,28 +142,188 @@ __global__ void attention_kernel(const float* __restrict__ q, const float* __res
     }
 }
 
+// Decode attention grouped by KV head: one block per (query row, KV head,
+// split) serves the G = n_head / n_head_kv query heads that read that KV
+// head, so each key and value row is read once for all G instead of once
+// per query head (an 8-sequence Qwen3-30B step spent 28 us a layer in
+// attention_kernel, its K/V re-read 8 times from L2 and a 5-shuffle
+// reduction per key and head; H200 ncu, 2026-12-02). Within a warp, lane j
+// takes key j of a tile of 32: its whole dot with each of the G query rows
+// (staged in shared memory) in one lane, no shuffles; the tile's softmax
+// factors are warp-wide per head; then each value row is read coalesced
+// (lane l holds dims l + 32 c) and weighted by its key's factor, passed by
+// one shuffle per key and head. A lane's l sums the factors of its own keys
+// (all rescaled by the same warp-uniform corrections), summed across the
+// warp at the end. Partial results use attention_kernel's layout, so the
+// merge is shared.
+template <int G, int DPL>
+__global__ void __launch_bounds__(32 * kAttnWarps)
+    attention_gqa_kernel(const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc,
+                         const int32_t* __restrict__ positions, const int32_t* __restrict__ slots, int64_t slot_rows,
+                         AttnArgs a, float* __restrict__ out, float* __restrict__ part_o, float* __restrict__ part_ml) {
+    constexpr int D = 32 * DPL;  // dk, dv <= D
+    __shared__ float4 qs[G][D / 4];
+    __shared__ float sm[kAttnWarps][G], sl[kAttnWarps][G];
+    __shared__ float sacc[kAttnWarps][G][D];
+    wait_for_inputs();
+    const int64_t t = blockIdx.x / a.n_head_kv;
+    const int hk = int(blockIdx.x % a.n_head_kv), split = blockIdx.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    kc += int64_t(slots[t]) * slot_rows * a.ld_k + int64_t(hk) * a.dk;
+    vc += int64_t(slots[t]) * slot_rows * a.ld_v + int64_t(hk) * a.dv;
+    const int64_t n_kv = int64_t(positions[t]) + 1;
+    const int64_t per = (n_kv + a.n_split - 1) / a.n_split;
+    const int64_t j0 = int64_t(split) * per, j1 = min(n_kv, j0 + per);
+    const int dk4 = a.dk / 4;
+    // The G query rows of this KV head (heads hk * G .. hk * G + G - 1).
+    const float* qv = q + t * a.ld_q + int64_t(hk) * G * a.dk;
+    for (int i = threadIdx.x; i < G * dk4; i += blockDim.x)
+        qs[i / dk4][i % dk4] = reinterpret_cast<const float4*>(qv + int64_t(i / dk4) * a.dk)[i % dk4];
+    __syncthreads();
+
+    float m[G], l[G], acc[G][DPL];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        m[g] = -FLT_MAX;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < DPL; ++c) acc[g][c] = 0.0f;
+    }
+    for (int64_t jt = j0 + int64_t(warp) * 32; jt < j1; jt += int64_t(kAttnWarps) * 32) {
+        const int64_t j = jt + lane;
+        const bool valid = j < j1;
+        const float4* kr = reinterpret_cast<const float4*>(kc + (valid ? j : jt) * a.ld_k);
+        float s[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) s[g] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < dk4; ++c) {
+            const float4 kv = kr[c];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                const float4 qq = qs[g][c];
+                s[g] += kv.x * qq.x + kv.y * qq.y + kv.z * qq.z + kv.w * qq.w;
+            }
+        }
+        float p[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const float sc = valid ? s[g] * a.scale : -FLT_MAX;
+            float tm = sc;
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, off));
+            const float m_new = fmaxf(m[g], tm);
+            const float corr = expf(m[g] - m_new);
+            p[g] = valid ? expf(sc - m_new) : 0.0f;
+            l[g] = l[g] * corr + p[g];
+#pragma unroll
+            for (int c = 0; c < DPL; ++c) acc[g][c] *= corr;
+            m[g] = m_new;
+        }
+        const int n_here = int(min<int64_t>(32, j1 - jt));
+        const float* vr = vc + jt * a.ld_v;
+        for (int u0 = 0; u0 < n_here; u0 += 4) {
+            float vv[4][DPL];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int jj = u0 + u < n_here ? u0 + u : u0;  // past the tile: a repeat, weighted 0
+#pragma unroll
+                for (int c = 0; c < DPL; ++c) {
+                    const int d = lane + 32 * c;
+                    vv[u][c] = d < a.dv ? vr[int64_t(jj) * a.ld_v + d] : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+#pragma unroll
+                for (int g = 0; g < G; ++g) {
+                    const float pj = __shfl_sync(0xffffffffu, p[g], (u0 + u) & 31);
+                    const float w = u0 + u < n_here ? pj : 0.0f;
+#pragma unroll
+                    for (int c = 0; c < DPL; ++c) acc[g][c] += w * vv[u][c];
+                }
+            }
+        }
+    }
+    // Merge the warps per head, as attention_kernel does (a warp with no keys
+    // has l = 0 and contributes nothing).
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        float lw = l[g];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) lw += __shfl_xor_sync(0xffffffffu, lw, off);
+        if (lane == 0) {
+            sm[warp][g] = m[g];
+            sl[warp][g] = lw;
+        }
+#pragma unroll
+        for (int c = 0; c < DPL; ++c) sacc[warp][g][lane + 32 * c] = acc[g][c];
+    }
+    __syncthreads();
+    for (int g = 0; g < G; ++g) {
+        float mx = -FLT_MAX;
+        for (int w = 0; w < kAttnWarps; ++w) mx = fmaxf(mx, sm[w][g]);
+        float total = 0.0f;
+        for (int w = 0; w < kAttnWarps; ++w) total += sl[w][g] * expf(sm[w][g] - mx);
+        const int h = hk * G + g;
+        float* o = a.n_split == 1 ? out + t * a.ld_o + int64_t(h) * a.dv
+                                  : part_o + ((t * a.n_head + h) * a.n_split + split) * a.dv;
+        for (int d = threadIdx.x; d < a.dv; d += blockDim.x) {
+            float v = 0.0f;
+            for (int w = 0; w < kAttnWarps; ++w) v += sacc[w][g][d] * expf(sm[w][g] - mx);
+            o[d] = a.n_split == 1 ? v / total : v;
+        }
+        if (a.n_split > 1 && threadIdx.x == 0) {
+            const int64_t slot = (t * a.n_head + h) * a.n_split + split;
+            part_ml[2 * slot] = mx;
+            part_ml[2 * slot + 1] = total;
+        }
+    }
+}
+
 // One block per (query row, head): merges its n_split partial results.
+// Each split's factor exp(m_s - max) is computed once, by one thread, into
+// shared memory (dynamic: n_split floats each for the factors and the
+// splits' l): the loop over splits then issues only the partial outputs'
+// loads, not a dependent read of the split's (m, l) and an expf per split
+// and element (at one sequence a decode merge of 33 splits took 7 us a
+// layer, H200 ncu, 2026-12-02). Same expressions in the same split order as
+// that loop, so the same bits.
 __global__ void attention_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_ml, AttnArgs a,
                                        float* __restrict__ out) {
     wait_for_inputs();
+    extern __shared__ float merge_sh[];
+    float* f = merge_sh;            // n_split factors
+    float* ls = merge_sh + a.n_split;  // n_split sums l (0: an empty split)
+    __shared__ float red[32];
     const int64_t t = blockIdx.x / a.n_head;
     const int h = int(blockIdx.x % a.n_head);
     const int64_t base = int64_t(blockIdx.x) * a.n_split;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = int(blockDim.x >> 5);
     float mx = -FLT_MAX;
-    for (int s = 0; s < a.n_split; ++s)
-        if (part_ml[2 * (base + s) + 1] > 0.0f) mx = fmaxf(mx, part_ml[2 * (base + s)]);
-    float total = 0.0f;
-    for (int s = 0; s < a.n_split; ++s) {
-        const float l = part_ml[2 * (base + s) + 1];
-        if (l > 0.0f) total += l * expf(part_ml[2 * (base + s)] - mx);
+    for (int s = threadIdx.x; s < a.n_split; s += blockDim.x) {
+        const float m = part_ml[2 * (base + s)], l = part_ml[2 * (base + s) + 1];
+        ls[s] = l;
+        f[s] = m;
+        if (l > 0.0f) mx = fmaxf(mx, m);
     }
+    // The maximum does not depend on the order it is taken in.
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (lane == 0) red[warp] = mx;
+    __syncthreads();
+    mx = -FLT_MAX;
+    for (int w = 0; w < nw; ++w) mx = fmaxf(mx, red[w]);
+    for (int s = threadIdx.x; s < a.n_split; s += blockDim.x) f[s] = ls[s] > 0.0f ? expf(f[s] - mx) : 0.0f;
+    __syncthreads();
+    float total = 0.0f;
+    for (int s = 0; s < a.n_split; ++s)
+        if (ls[s] > 0.0f) total += ls[s] * f[s];
     float* o = out + t * a.ld_o + int64_t(h) * a.dv;
     for (int d = threadIdx.x; d < a.dv; d += blockDim.x) {
         float v = 0.0f;
-        for (int s = 0; s < a.n_split; ++s) {
-            const float l = part_ml[2 * (base + s) + 1];
-            if (l > 0.0f) v += part_o[(base + s) * a.dv + d] * expf(part_ml[2 * (base + s)] - mx);
-        }
+#pragma unroll 8
+        for (int s = 0; s < a.n_split; ++s)
+            if (ls[s] > 0.0f) v += part_o[(base + s) * a.dv + d] * f[s];
         o[d] = v / total;
     }
 }
@@ -189,10 +351,32 @@ __global__ void gather_rows_kernel(const float* __restrict__ src, int64_t src_ro
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dst[i * cols + c] = src[r * cols + c];
 }
 
+// Whether n_tok query rows take attention_gqa_kernel: the split-K (decode)
+// regime, a group size it is built for, head dimensions of whole float4s up
+// to 128. Shapes only, so a recorded step keeps its kernel and splits.
+// DS4_CUDA_ATTN_GQA=0 keeps every row on attention_kernel (A/B).
+bool gqa_decode_shape(int64_t n_tok, const AttentionParams& p) {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_ATTN_GQA");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    if (!on || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) return false;
+    const int g = p.n_head / p.n_head_kv;
+    return n_tok * p.n_head < kTargetBlocks && (g == 2 || g == 4 || g == 8 || g == 16) && p.head_dim_k > 0 &&
+           p.head_dim_v > 0 && p.head_dim_k % 4 == 0 && p.head_dim_k <= 128 && p.head_dim_v <= 128;
+}
+
 }  // namespace
 
-int attention_splits(int64_t n_tok, int n_head, int64_t slot_rows) {
-    const int64_t blocks = n_tok * n_head;
+int attention_splits(int64_t n_tok, const AttentionParams& p, int64_t slot_rows) {
+    if (gqa_decode_shape(n_tok, p)) {
+        // Blocks of (row, KV head); a block's warps take 32 keys each at a time.
+        const int64_t blocks = n_tok * p.n_head_kv;
+        const int64_t by_blocks = (kTargetBlocks + blocks - 1) / blocks;
+        const int64_t by_keys = std::max<int64_t>(1, slot_rows / (32 * kAttnWarps));
+        return int(std::max<int64_t>(1, std::min(by_blocks, by_keys)));
+    }
+    const int64_t blocks = n_tok * p.n_head;
     if (blocks >= kTargetBlocks) return 1;
     const int64_t by_blocks = (kTargetBlocks + blocks - 1) / blocks;
     const int64_t by_keys = std::max<int64_t>(1, slot_rows / kMinKeysPerSplit);
@@ -205,26 +389,47 @@ void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k
     if (n_tok <= 0) return;
     if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
         throw Error("CUDA attention needs n_head to be a positive multiple of n_head_kv.");
-    if (n_tok * p.n_head > INT32_MAX || n_split < 1 || n_split > 65535)
+    // The merge keeps two floats a split in shared memory (attention_splits gives at most kTargetBlocks).
+    if (n_tok * p.n_head > INT32_MAX || n_split < 1 || n_split > 4096)
         throw Error("CUDA attention: too many query rows or key splits.");
     AttnArgs a{p.n_head, p.n_head_kv, p.head_dim_k, p.head_dim_v, p.scale, int64_t(p.n_head) * p.head_dim_k, ld_k,
                ld_v, int64_t(p.n_head) * p.head_dim_v, n_split};
     const int dmax = std::max(p.head_dim_k, p.head_dim_v);
-    const dim3 grid(unsigned(n_tok * p.n_head), unsigned(n_split));
     const int threads = 32 * kAttnWarps;
-#define DS4_ATTN(DPL) \
+    // The grouped kernel reads q and K rows as float4.
+    const bool rows16 = reinterpret_cast<uintptr_t>(q) % 16 == 0 && reinterpret_cast<uintptr_t>(k_cache) % 16 == 0 &&
+                        ld_k % 4 == 0;
+    if (gqa_decode_shape(n_tok, p) && rows16) {
+        const dim3 grid(unsigned(n_tok * p.n_head_kv), unsigned(n_split));
+#define DS4_GQA(G)                                                                                                   \
+    (dmax <= 64 ? launch(attention_gqa_kernel<G, 2>, grid, threads, 0, stream, q, k_cache, v_cache, positions, slots, \
+                         slot_rows, a, out, part_o, part_ml)                                                          \
+                : launch(attention_gqa_kernel<G, 4>, grid, threads, 0, stream, q, k_cache, v_cache, positions, slots, \
+                         slot_rows, a, out, part_o, part_ml))
+        const int g = p.n_head / p.n_head_kv;
+        if (g == 2) DS4_GQA(2);
+        else if (g == 4) DS4_GQA(4);
+        else if (g == 8) DS4_GQA(8);
+        else DS4_GQA(16);
+#undef DS4_GQA
+        check_launch("attention_gqa_kernel");
+    } else {
+        const dim3 grid(unsigned(n_tok * p.n_head), unsigned(n_split));
+#define DS4_ATTN(DPL)                                                                                                \
     launch(attention_kernel<DPL>, grid, threads, 0, stream, q, k_cache, v_cache, positions, slots, slot_rows, a, out, \
-                                                        part_o, part_ml)
-    if (dmax <= 32) DS4_ATTN(1);
-    else if (dmax <= 64) DS4_ATTN(2);
-    else if (dmax <= 128) DS4_ATTN(4);
-    else if (dmax <= 256) DS4_ATTN(8);
-    else if (dmax <= 512) DS4_ATTN(16);
-    else throw Error("CUDA attention supports head dimensions up to 512, not " + std::to_string(dmax) + ".");
+           part_o, part_ml)
+        if (dmax <= 32) DS4_ATTN(1);
+        else if (dmax <= 64) DS4_ATTN(2);
+        else if (dmax <= 128) DS4_ATTN(4);
+        else if (dmax <= 256) DS4_ATTN(8);
+        else if (dmax <= 512) DS4_ATTN(16);
+        else throw Error("CUDA attention supports head dimensions up to 512, not " + std::to_string(dmax) + ".");
 #undef DS4_ATTN
-    check_launch("attention_kernel");
+        check_launch("attention_kernel");
+    }
     if (n_split > 1) {
-        launch(attention_merge_kernel, unsigned(n_tok * p.n_head), 128, 0, stream, part_o, part_ml, a, out);
+        launch(attention_merge_kernel, unsigned(n_tok * p.n_head), 128, 2 * sizeof(float) * size_t(n_split), stream,
+               part_o, part_ml, a, out);
         check_launch("attention_merge_kernel");
     }
 }

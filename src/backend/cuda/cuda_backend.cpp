@@ -457,7 +457,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
     if (rows.positions.n < q.rows || rows.slots.n < q.rows || rows.slot_rows <= 0)
         throw Error("CUDA attention: the query rows do not match the positions or the slots.");
     const auto t = timed("attention");
-    const int n_split = cuda::attention_splits(q.rows, p.n_head, rows.slot_rows);
+    const int n_split = cuda::attention_splits(q.rows, p, rows.slot_rows);
     std::shared_ptr<void> part_o, part_ml;
     if (n_split > 1) {
         const size_t slots = size_t(q.rows) * size_t(p.n_head) * size_t(n_split);

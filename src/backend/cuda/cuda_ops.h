@@ -58,9 +58,9 @@ void qk_norm_rope(float* q, float* k, int64_t n_tok, int n_head_q, int n_head_k,
                   const float* k_norm, float eps, const int32_t* positions, const RopeParams& p, cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------
-// Key splits for n_tok query rows of n_head heads against sequences of up to
+// Key splits for n_tok query rows of the heads p against sequences of up to
 // slot_rows cached rows (depends on shapes only, so recorded steps stay valid).
-int attention_splits(int64_t n_tok, int n_head, int64_t slot_rows);
+int attention_splits(int64_t n_tok, const AttentionParams& p, int64_t slot_rows);
 // Causal GQA attention: query row t against its slot's cache rows
 // slots[t] * slot_rows + [0, positions[t]] (slots, positions on the device).
 // Rows are contiguous: q [T x n_head*dk], caches [slots*slot_rows x n_kv*d].
