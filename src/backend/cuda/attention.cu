@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
             for (int c = 0; c < DPL; ++c) acc[g][c] *= corr;
             m[g] = m_new;
         }
-        const int n_here = int(min<int64_t>(32, j1 - jt));
+        const int n_here = int((j1 - jt < 32 ? j1 - jt : 32));
         const float* vr = vc + jt * a.ld_v;
         for (int u0 = 0; u0 < n_here; u0 += 4) {
             float vv[4][DPL];
