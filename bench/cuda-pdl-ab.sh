@@ -38,12 +38,12 @@ synth=$!
 ( cd "$B"
   for t in cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test \
            cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test; do
-    ( timeout 300 "./$t" > "$W/$t.txt" 2>&1; echo "$t rc=$?" >> "$W/$t.txt" ) &
+    ( timeout 240 "./$t" > "$W/$t.txt" 2>&1; echo "$t rc=$?" >> "$W/$t.txt" ) &
   done
-  ( timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 ./cudabackend_ops_test \
+  ( timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 ./cudabackend_ops_test \
       --gtest_filter='*Attention*:*Matmul*:*Norm*:*Moe*' > "$W/memcheck-ops.txt" 2>&1
     echo "memcheck ops rc=$?" >> "$W/memcheck-ops.txt" ) &
-  ( timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 ./cudabackend_model_test \
+  ( timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 ./cudabackend_model_test \
       --gtest_filter='-*RealShape*:*LlamaGenerator*' > "$W/memcheck-model.txt" 2>&1
     echo "memcheck model rc=$?" >> "$W/memcheck-model.txt" ) &
   wait )
@@ -51,8 +51,10 @@ synth=$!
   grep -hE "^\[  (PASSED|FAILED) |rc=|Failure|ERROR SUMMARY|qwen3-30b-a3b|worst" "$W"/cudabackend_*.txt "$W"/memcheck-*.txt |
     head -60; } >> "$S"
 wait $synth
+late() { [ $(( $(date +%s) - T0 )) -gt ${DS4_CALL_BUDGET:-540} ]; }  # the device call's 600 s, less the upload
 run() {  # label, binary dir, env (space-separated, "" for none), file, ds4-bench args...
   local label=$1 bin=$2 v=$3 file=$4; shift 4
+  late && { echo "$label: skipped (call budget)" >> "$S"; return; }
   env $v timeout 120 "$bin/ds4-bench" -m "$file" --backend cuda --prefill-chunk 512 "$@" > "$W/$label.csv" \
     2> "$W/$label.log"; echo "$label: $(grep -v '^ctx' "$W/$label.csv" | tr '\n' ' ')" >> "$S"
 }
@@ -76,6 +78,7 @@ run dsv4-b8 "$BB" "" "$fd" "${cd5[@]}" --parallel 8; run dsv4-d8 "$B" "" "$fd" "
 echo "== ncu per-kernel decode step, 4-block file ($(el))" >> "$S"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 for cfg in "d 1" "d 8" "w 8"; do
+  late && break
   set -- $cfg; v=; [ $1 = w ] && v=DS4_CUDA_MATVEC_WIDE=1
   env $v timeout 100 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum,launch__grid_size \
     --csv --page raw "$B/ds4-bench" -m "$f4" --backend cuda --ctx-start 512 --ctx-max 512 --step-incr 1 --gen-tokens 4 \
