@@ -2,7 +2,7 @@
 # Fills .gpu/ (git-ignored) with what bench/vs-llama.sh needs on the GPU machine, which has no network:
 #   .gpu/llama-src.tar.xz  llama.cpp source of the npm bundle (.deps/oracle/llama.cpp), only what a CUDA build of
 #                          llama-bench needs (no tests, examples, models, web UI)
-#   .gpu/assets.tar.xz     tokenizers (qwen3, deepseek v3), the DeepSeek V4 chat template, gguf-py
+#   .gpu/assets.tar.xz     tokenizers (qwen3, deepseek v3), the DeepSeek V4 and GLM-4.7 chat templates, gguf-py
 #   .gpu/ds4-bin.tar.xz    ds4-bench, ds4-gguf (and ds4 when built) from a CUDA build dir, when one is given
 # Usage: bench/device-pack.sh [CUDA_BUILD_DIR]     (run from anywhere; writes <repo>/.gpu)
 set -euo pipefail
@@ -44,6 +44,7 @@ mkdir -p "$stage/assets/tok-qwen3" "$stage/assets/tok-deepseek" "$stage/assets/t
 cp "$npm/tokenizer-qwen3/models/"tokenizer*.json "$stage/assets/tok-qwen3/"
 cp "$npm/tokenizer-deepseek_v3/models/"tokenizer*.json "$stage/assets/tok-deepseek/"
 cp "$llama/models/templates/deepseek-ai-DeepSeek-V4.jinja" "$stage/assets/templates/"
+cp "$llama/models/templates/GLM-4.7-Flash.jinja" "$stage/assets/templates/"
 cp -r "$llama/gguf-py" "$stage/assets/gguf-py"
 tar -C "$stage" -cf - assets | xz -T2 -6 > "$gpu/assets.tar.xz"
 

