@@ -272,6 +272,9 @@ def touched_bytes(path):
     arch = kv.get("general.architecture")
     n_expert, n_used = kv.get(f"{arch}.expert_count"), kv.get(f"{arch}.expert_used_count")
     names = {t[0] for t in tensors}
+    # GLM-5's multi-token-prediction blocks (the last nextn_predict_layers of block_count) are loaded and not run.
+    n_block, n_nextn = kv.get(f"{arch}.block_count"), kv.get(f"{arch}.nextn_predict_layers") or 0
+    mtp = {f"blk.{i}." for i in range(n_block - n_nextn, n_block)} if n_block and n_nextn else set()
     total = touched = experts = 0
     for name, dims, ttype in tensors:
         if ttype not in sizes:
@@ -284,6 +287,8 @@ def touched_bytes(path):
             raise InputError(f"{path}: tensor {name} has rows of {dims[0]}, not a multiple of its block {block}.")
         nbytes = n // block * tsize
         total += nbytes
+        if any(name.startswith(p) for p in mtp):
+            continue
         if "_exps" in name and n_expert and n_used:
             experts += nbytes
             touched += nbytes * n_used / n_expert

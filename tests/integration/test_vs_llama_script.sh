@@ -43,6 +43,8 @@ expect_usage "--reps" --reps x
 expect_usage "--dsv4-layers" --dsv4-layers -4
 expect_usage "ratio-128" --dsv4-layers 3
 expect_usage "4..43" --dsv4-layers 44
+expect_usage "4..78" --glm5-layers 3
+expect_usage "4..78" --glm5-layers 79
 expect_usage "--deadline" --deadline 5
 expect_usage "nothing to run" --skip-ds4 --skip-llama
 expect_usage "needs a value" --work
@@ -162,6 +164,16 @@ for name, dims, t in tensors:
     h += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", x) for x in dims) + struct.pack("<IQ", t, 0)
 open(f"{d}/t.gguf", "wb").write(h)
 open(f"{d}/t-trunc.gguf", "wb").write(h[: len(h) - 20])
+# GLM-5's layout: block_count 2 of which the last is the multi-token-prediction block (nextn_predict_layers 1).
+kv = [("general.architecture", 8, s("glm-dsa")), ("glm-dsa.block_count", 4, struct.pack("<I", 2)),
+      ("glm-dsa.nextn_predict_layers", 4, struct.pack("<I", 1))]
+tensors = [("blk.0.attn_q.weight", [64, 64], 8), ("blk.1.attn_q.weight", [64, 64], 8)]
+h = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+for k, t, v in kv:
+    h += s(k) + struct.pack("<I", t) + v
+for name, dims, t in tensors:
+    h += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", x) for x in dims) + struct.pack("<IQ", t, 0)
+open(f"{d}/mtp.gguf", "wb").write(h)
 EOF
 python3 "$table" touched-bytes "$tmp/t.gguf" --json "$tmp/tb.json" > /dev/null || fail "touched-bytes exited $?"
 # one embedding row (64 f32) + output 100 rows x 2 blocks x 34 + attn_q 64 x 2 x 34 + experts 16 x 32 x 2 x 34 x 4/16 + norm 64 x 4
@@ -170,6 +182,9 @@ got=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["weig
 [ "$got" = "$want $(( 64 * 100 * 4 + 100 * 2 * 34 + 64 * 2 * 34 + 16 * 32 * 2 * 34 + 64 * 4 ))" ] \
     || fail "touched-bytes gave '$got', expected $want per token"
 expect_table 1 "ends inside" touched-bytes "$tmp/t-trunc.gguf"
+python3 "$table" touched-bytes "$tmp/mtp.gguf" --json "$tmp/mtp.json" > /dev/null || fail "touched-bytes (MTP) exited $?"
+got=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["weights_bytes_per_token"], d["tensor_bytes"])' "$tmp/mtp.json")
+[ "$got" = "$(( 64 * 2 * 34 )) $(( 2 * 64 * 2 * 34 ))" ] || fail "touched-bytes counted the MTP block: '$got'"
 
 # ---- dry run of the whole script: CPU ds4 on a tiny model, a stand-in llama-bench ---------------------------------
 [ -x "$bin/ds4-gguf" ] && [ -x "$bin/ds4-bench" ] || fail "the dry run needs $bin/ds4-gguf and $bin/ds4-bench (build them)"
