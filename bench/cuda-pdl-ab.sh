@@ -5,10 +5,10 @@
 # bench/cuda-correctness.sh) and compute-sanitizer memcheck of the attention/matmul op tests and the tiny model
 # tests, then ds4-bench decode, interleaved:
 #   b  the base binary (the commit before, .gpurun/base.tar.xz)      d  this commit, defaults
-#   p  this commit with DS4_CUDA_PDL=0 (no programmatic launches)    w  this commit with DS4_CUDA_MATVEC_WIDE=1
-# on the Qwen3-30B-A3B-shaped q4_k_m file at ctx 512 (N = 1, 8, 32 sequences) and 4096 (N = 1), and DeepSeek V4
+#   p  this commit with DS4_CUDA_PDL=0 (no programmatic launches)    g  this commit with DS4_CUDA_ATTN_GQA=0
+# on the Qwen3-30B-A3B-shaped q4_k_m file at ctx 512 (N = 1, 8, 32 sequences), 4096 and 16384 (N = 1), and DeepSeek V4
 # Flash q2 (8 blocks) at ctx 512; last, ncu's per-kernel table of a decode step (4-block Qwen3 file) for d at
-# N = 1 and 8 and w at N = 8.
+# N = 1 and 8 and g at N = 1.
 #
 # Here: bash bench/cuda-correctness.sh --pack BUILD      (.gpurun/pk.tar.xz, q4km.gguf, glm-routed.gguf)
 #       bash bench/cuda-pdl-ab.sh --pack-base BASE_BUILD (.gpurun/base.tar.xz: ds4-bench of the commit before)
@@ -58,7 +58,7 @@ run() {  # label, binary dir, env (space-separated, "" for none), file, ds4-benc
   env $v timeout 120 "$bin/ds4-bench" -m "$file" --backend cuda --prefill-chunk 512 "$@" > "$W/$label.csv" \
     2> "$W/$label.log"; echo "$label: $(grep -v '^ctx' "$W/$label.csv" | tr '\n' ' ')" >> "$S"
 }
-echo "== ds4-bench decode, Qwen3-30B-A3B q4_k_m ($(el)): b base, d this, p this without PDL, w this + wide matvec" >> "$S"
+echo "== ds4-bench decode, Qwen3-30B-A3B q4_k_m ($(el)): b base, d this, p this without PDL, g this without the grouped attention" >> "$S"
 c512=(--gen-tokens 128 --ctx-start 512 --ctx-max 512 --step-incr 1)
 for round in 1 2; do
   for n in 1 8 32; do
@@ -66,20 +66,22 @@ for round in 1 2; do
     p=(); [ $n -gt 1 ] && p=(--parallel $n)
     run b$n-$round "$BB" "" "$f" "${c512[@]}" "${p[@]}"; run d$n-$round "$B" "" "$f" "${c512[@]}" "${p[@]}"
     run p$n-$round "$B" "DS4_CUDA_PDL=0" "$f" "${c512[@]}" "${p[@]}"
-    run w$n-$round "$B" "DS4_CUDA_MATVEC_WIDE=1" "$f" "${c512[@]}" "${p[@]}"
+    run g$n-$round "$B" "DS4_CUDA_ATTN_GQA=0" "$f" "${c512[@]}" "${p[@]}"
   done
 done
 c4k=(--gen-tokens 128 --ctx-start 4096 --ctx-max 4096 --step-incr 1)
-run b1-4k "$BB" "" "$f" "${c4k[@]}"; run d1-4k "$B" "" "$f" "${c4k[@]}"; run w1-4k "$B" "DS4_CUDA_MATVEC_WIDE=1" "$f" "${c4k[@]}"
+run b1-4k "$BB" "" "$f" "${c4k[@]}"; run d1-4k "$B" "" "$f" "${c4k[@]}"; run g1-4k "$B" "DS4_CUDA_ATTN_GQA=0" "$f" "${c4k[@]}"
+c16k=(--gen-tokens 64 --ctx-start 16384 --ctx-max 16384 --step-incr 1)
+run b1-16k "$BB" "" "$f" "${c16k[@]}"; run d1-16k "$B" "" "$f" "${c16k[@]}"
 echo "== DeepSeek V4 Flash q2, 8 blocks ($(el))" >> "$S"
 cd5=(--gen-tokens 64 --ctx-start 512 --ctx-max 512 --step-incr 1)
 run dsv4-b1 "$BB" "" "$fd" "${cd5[@]}"; run dsv4-d1 "$B" "" "$fd" "${cd5[@]}"; run dsv4-p1 "$B" "DS4_CUDA_PDL=0" "$fd" "${cd5[@]}"
 run dsv4-b8 "$BB" "" "$fd" "${cd5[@]}" --parallel 8; run dsv4-d8 "$B" "" "$fd" "${cd5[@]}" --parallel 8
 echo "== ncu per-kernel decode step, 4-block file ($(el))" >> "$S"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-for cfg in "d 1" "d 8" "w 8"; do
+for cfg in "d 1" "d 8" "g 1"; do
   late && break
-  set -- $cfg; v=; [ $1 = w ] && v=DS4_CUDA_MATVEC_WIDE=1
+  set -- $cfg; v=; [ $1 = g ] && v=DS4_CUDA_ATTN_GQA=0
   env $v timeout 100 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum,launch__grid_size \
     --csv --page raw "$B/ds4-bench" -m "$f4" --backend cuda --ctx-start 512 --ctx-max 512 --step-incr 1 --gen-tokens 4 \
     --prefill-chunk 512 --parallel $2 > "$O/ncu-$1$2.csv" 2> "$W/ncu-$1$2.log"

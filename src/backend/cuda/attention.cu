@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -147,38 +148,54 @@ __global__ void attention_kernel(const float* __restrict__ q, const float* __res
 // head, so each key and value row is read once for all G instead of once
 // per query head (an 8-sequence Qwen3-30B step spent 28 us a layer in
 // attention_kernel, its K/V re-read 8 times from L2 and a 5-shuffle
-// reduction per key and head; H200 ncu, 2026-12-02). Within a warp, lane j
-// takes key j of a tile of 32: its whole dot with each of the G query rows
-// (staged in shared memory) in one lane, no shuffles; the tile's softmax
-// factors are warp-wide per head; then each value row is read coalesced
-// (lane l holds dims l + 32 c) and weighted by its key's factor, passed by
-// one shuffle per key and head. A lane's l sums the factors of its own keys
-// (all rescaled by the same warp-uniform corrections), summed across the
-// warp at the end. Partial results use attention_kernel's layout, so the
-// merge is shared.
+// reduction per key and head; H200 ncu, 2026-12-02).
+//
+// Each warp takes tiles of 32 keys. A tile's K and V rows are copied into
+// the warp's part of shared memory with cp.async, every row of both in
+// flight at once (the first version read them with register loads, a few
+// keys per memory round trip: 24 us a layer at one sequence, H200 ncu,
+// 2026-12-04). Then lane j takes key j: its whole dot with each of the G
+// query rows (also in shared memory) in one lane, no shuffles; the tile's
+// softmax maxima are warp-wide per head; then value row j, weighted by its
+// key's factor (one shuffle per key and head), is added into each lane's
+// dims l + 32 c. A lane's l sums the factors of its own keys (all rescaled
+// by the same warp-uniform corrections), summed across the warp at the end.
+// Partial results use attention_kernel's layout, so the merge is shared.
+template <int G, int DPL>
+struct GqaShape {
+    static constexpr int D = 32 * DPL;       // dk, dv <= D
+    static constexpr int KS = D / 4 + 1;     // a K row in float4s, padded: lane j's reads of row j miss each other's banks
+    static constexpr int VS = D / 4;
+    static constexpr int kQ = G * (D / 4);   // float4s of the query rows
+    static constexpr int kWarpTile = 32 * (KS + VS);
+    static constexpr size_t bytes() { return sizeof(float4) * size_t(kQ + kAttnWarps * kWarpTile); }
+};
+
 template <int G, int DPL>
 __global__ void __launch_bounds__(32 * kAttnWarps)
     attention_gqa_kernel(const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc,
                          const int32_t* __restrict__ positions, const int32_t* __restrict__ slots, int64_t slot_rows,
                          AttnArgs a, float* __restrict__ out, float* __restrict__ part_o, float* __restrict__ part_ml) {
-    constexpr int D = 32 * DPL;  // dk, dv <= D
-    __shared__ float4 qs[G][D / 4];
+    using S = GqaShape<G, DPL>;
+    extern __shared__ float4 gqa_sh[];
+    float4* qs = gqa_sh;  // [G][D / 4]
     __shared__ float sm[kAttnWarps][G], sl[kAttnWarps][G];
-    __shared__ float sacc[kAttnWarps][G][D];
     wait_for_inputs();
     const int64_t t = blockIdx.x / a.n_head_kv;
     const int hk = int(blockIdx.x % a.n_head_kv), split = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float4* kt = gqa_sh + S::kQ + warp * S::kWarpTile;  // [32][KS]
+    float4* vt = kt + 32 * S::KS;                        // [32][VS]
     kc += int64_t(slots[t]) * slot_rows * a.ld_k + int64_t(hk) * a.dk;
     vc += int64_t(slots[t]) * slot_rows * a.ld_v + int64_t(hk) * a.dv;
     const int64_t n_kv = int64_t(positions[t]) + 1;
     const int64_t per = (n_kv + a.n_split - 1) / a.n_split;
     const int64_t j0 = int64_t(split) * per, j1 = min(n_kv, j0 + per);
-    const int dk4 = a.dk / 4;
+    const int dk4 = a.dk / 4, dv4 = a.dv / 4;
     // The G query rows of this KV head (heads hk * G .. hk * G + G - 1).
     const float* qv = q + t * a.ld_q + int64_t(hk) * G * a.dk;
     for (int i = threadIdx.x; i < G * dk4; i += blockDim.x)
-        qs[i / dk4][i % dk4] = reinterpret_cast<const float4*>(qv + int64_t(i / dk4) * a.dk)[i % dk4];
+        qs[(i / dk4) * (S::D / 4) + i % dk4] = reinterpret_cast<const float4*>(qv + int64_t(i / dk4) * a.dk)[i % dk4];
     __syncthreads();
 
     float m[G], l[G], acc[G][DPL];
@@ -190,18 +207,26 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
         for (int c = 0; c < DPL; ++c) acc[g][c] = 0.0f;
     }
     for (int64_t jt = j0 + int64_t(warp) * 32; jt < j1; jt += int64_t(kAttnWarps) * 32) {
-        const int64_t j = jt + lane;
-        const bool valid = j < j1;
-        const float4* kr = reinterpret_cast<const float4*>(kc + (valid ? j : jt) * a.ld_k);
+        const int n_here = int(j1 - jt < 32 ? j1 - jt : 32);
+        // The tile: row r of K and of V (lane c copies 16 bytes c of each);
+        // rows past the range repeat row 0 and are weighted 0.
+        for (int r = 0; r < 32; ++r) {
+            const int64_t jr = jt + (r < n_here ? r : 0);
+            if (lane < dk4) cp_async16(kt + r * S::KS + lane, kc + jr * a.ld_k + 4 * lane);
+            if (lane < dv4) cp_async16(vt + r * S::VS + lane, vc + jr * a.ld_v + 4 * lane);
+        }
+        cp_async_wait_all();
+        __syncwarp();
+        const bool valid = lane < n_here;
         float s[G];
 #pragma unroll
         for (int g = 0; g < G; ++g) s[g] = 0.0f;
 #pragma unroll 4
         for (int c = 0; c < dk4; ++c) {
-            const float4 kv = kr[c];
+            const float4 kv = kt[lane * S::KS + c];
 #pragma unroll
             for (int g = 0; g < G; ++g) {
-                const float4 qq = qs[g][c];
+                const float4 qq = qs[g * (S::D / 4) + c];
                 s[g] += kv.x * qq.x + kv.y * qq.y + kv.z * qq.z + kv.w * qq.w;
             }
         }
@@ -220,33 +245,25 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
             for (int c = 0; c < DPL; ++c) acc[g][c] *= corr;
             m[g] = m_new;
         }
-        const int n_here = int((j1 - jt < 32 ? j1 - jt : 32));
-        const float* vr = vc + jt * a.ld_v;
-        for (int u0 = 0; u0 < n_here; u0 += 4) {
-            float vv[4][DPL];
+        const float* vf = reinterpret_cast<const float*>(vt);
+        for (int jj = 0; jj < n_here; ++jj) {
+            float vv[DPL];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int jj = u0 + u < n_here ? u0 + u : u0;  // past the tile: a repeat, weighted 0
+            for (int c = 0; c < DPL; ++c) vv[c] = vf[jj * (4 * S::VS) + lane + 32 * c];  // past dv: never stored
 #pragma unroll
-                for (int c = 0; c < DPL; ++c) {
-                    const int d = lane + 32 * c;
-                    vv[u][c] = d < a.dv ? vr[int64_t(jj) * a.ld_v + d] : 0.0f;
-                }
-            }
+            for (int g = 0; g < G; ++g) {
+                const float pj = __shfl_sync(0xffffffffu, p[g], jj);
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
-#pragma unroll
-                for (int g = 0; g < G; ++g) {
-                    const float pj = __shfl_sync(0xffffffffu, p[g], (u0 + u) & 31);
-                    const float w = u0 + u < n_here ? pj : 0.0f;
-#pragma unroll
-                    for (int c = 0; c < DPL; ++c) acc[g][c] += w * vv[u][c];
-                }
+                for (int c = 0; c < DPL; ++c) acc[g][c] += pj * vv[c];
             }
         }
+        __syncwarp();  // the tile is rewritten by the warp's next one
     }
     // Merge the warps per head, as attention_kernel does (a warp with no keys
-    // has l = 0 and contributes nothing).
+    // has l = 0 and contributes nothing). The partial sums go where the
+    // tiles were.
+    __syncthreads();
+    float* sacc = reinterpret_cast<float*>(gqa_sh + S::kQ);  // [kAttnWarps][G][D]
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         float lw = l[g];
@@ -257,7 +274,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
             sl[warp][g] = lw;
         }
 #pragma unroll
-        for (int c = 0; c < DPL; ++c) sacc[warp][g][lane + 32 * c] = acc[g][c];
+        for (int c = 0; c < DPL; ++c) sacc[(warp * G + g) * S::D + lane + 32 * c] = acc[g][c];
     }
     __syncthreads();
     for (int g = 0; g < G; ++g) {
@@ -270,7 +287,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
                                   : part_o + ((t * a.n_head + h) * a.n_split + split) * a.dv;
         for (int d = threadIdx.x; d < a.dv; d += blockDim.x) {
             float v = 0.0f;
-            for (int w = 0; w < kAttnWarps; ++w) v += sacc[w][g][d] * expf(sm[w][g] - mx);
+            for (int w = 0; w < kAttnWarps; ++w) v += sacc[(w * G + g) * S::D + d] * expf(sm[w][g] - mx);
             o[d] = a.n_split == 1 ? v / total : v;
         }
         if (a.n_split > 1 && threadIdx.x == 0) {
@@ -353,7 +370,7 @@ __global__ void gather_rows_kernel(const float* __restrict__ src, int64_t src_ro
 
 // Whether n_tok query rows take attention_gqa_kernel: the split-K (decode)
 // regime, a group size it is built for, head dimensions of whole float4s up
-// to 128. Shapes only, so a recorded step keeps its kernel and splits.
+// to 128 (tiles of 32 keys of K and V in shared memory: up to 141 KiB a block). Shapes only, so a recorded step keeps its kernel and splits.
 // DS4_CUDA_ATTN_GQA=0 keeps every row on attention_kernel (A/B).
 bool gqa_decode_shape(int64_t n_tok, const AttentionParams& p) {
     static const bool on = [] {
@@ -363,7 +380,33 @@ bool gqa_decode_shape(int64_t n_tok, const AttentionParams& p) {
     if (!on || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) return false;
     const int g = p.n_head / p.n_head_kv;
     return n_tok * p.n_head < kTargetBlocks && (g == 2 || g == 4 || g == 8 || g == 16) && p.head_dim_k > 0 &&
-           p.head_dim_v > 0 && p.head_dim_k % 4 == 0 && p.head_dim_k <= 128 && p.head_dim_v <= 128;
+           p.head_dim_v > 0 && p.head_dim_k % 4 == 0 && p.head_dim_v % 4 == 0 && p.head_dim_k <= 128 &&
+           p.head_dim_v <= 128;
+}
+
+// Launches attention_gqa_kernel<G, DPL> with its tiles' shared memory (over
+// the 48 KiB a block gets without asking; raised once per kernel).
+template <int G, int DPL>
+void launch_gqa_d(dim3 grid, cudaStream_t stream, const float* q, const float* kc, const float* vc,
+                  const int32_t* positions, const int32_t* slots, int64_t slot_rows, const AttnArgs& a, float* out,
+                  float* part_o, float* part_ml) {
+    constexpr size_t bytes = GqaShape<G, DPL>::bytes();
+    static const bool raised = [] {
+        check(cudaFuncSetAttribute(attention_gqa_kernel<G, DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(bytes)),
+              "raising attention_gqa_kernel's shared memory");
+        return true;
+    }();
+    (void)raised;
+    launch(attention_gqa_kernel<G, DPL>, grid, 32 * kAttnWarps, bytes, stream, q, kc, vc, positions, slots, slot_rows, a,
+           out, part_o, part_ml);
+}
+template <int G>
+void launch_gqa(int dmax, dim3 grid, cudaStream_t stream, const float* q, const float* kc, const float* vc,
+                const int32_t* positions, const int32_t* slots, int64_t slot_rows, const AttnArgs& a, float* out,
+                float* part_o, float* part_ml) {
+    if (dmax <= 64) launch_gqa_d<G, 2>(grid, stream, q, kc, vc, positions, slots, slot_rows, a, out, part_o, part_ml);
+    else launch_gqa_d<G, 4>(grid, stream, q, kc, vc, positions, slots, slot_rows, a, out, part_o, part_ml);
 }
 
 }  // namespace
@@ -396,22 +439,16 @@ void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k
                ld_v, int64_t(p.n_head) * p.head_dim_v, n_split};
     const int dmax = std::max(p.head_dim_k, p.head_dim_v);
     const int threads = 32 * kAttnWarps;
-    // The grouped kernel reads q and K rows as float4.
+    // The grouped kernel copies q, K and V rows in 16-byte pieces.
     const bool rows16 = reinterpret_cast<uintptr_t>(q) % 16 == 0 && reinterpret_cast<uintptr_t>(k_cache) % 16 == 0 &&
-                        ld_k % 4 == 0;
+                        reinterpret_cast<uintptr_t>(v_cache) % 16 == 0 && ld_k % 4 == 0 && ld_v % 4 == 0;
     if (gqa_decode_shape(n_tok, p) && rows16) {
         const dim3 grid(unsigned(n_tok * p.n_head_kv), unsigned(n_split));
-#define DS4_GQA(G)                                                                                                   \
-    (dmax <= 64 ? launch(attention_gqa_kernel<G, 2>, grid, threads, 0, stream, q, k_cache, v_cache, positions, slots, \
-                         slot_rows, a, out, part_o, part_ml)                                                          \
-                : launch(attention_gqa_kernel<G, 4>, grid, threads, 0, stream, q, k_cache, v_cache, positions, slots, \
-                         slot_rows, a, out, part_o, part_ml))
         const int g = p.n_head / p.n_head_kv;
-        if (g == 2) DS4_GQA(2);
-        else if (g == 4) DS4_GQA(4);
-        else if (g == 8) DS4_GQA(8);
-        else DS4_GQA(16);
-#undef DS4_GQA
+        if (g == 2) launch_gqa<2>(dmax, grid, stream, q, k_cache, v_cache, positions, slots, slot_rows, a, out, part_o, part_ml);
+        else if (g == 4) launch_gqa<4>(dmax, grid, stream, q, k_cache, v_cache, positions, slots, slot_rows, a, out, part_o, part_ml);
+        else if (g == 8) launch_gqa<8>(dmax, grid, stream, q, k_cache, v_cache, positions, slots, slot_rows, a, out, part_o, part_ml);
+        else launch_gqa<16>(dmax, grid, stream, q, k_cache, v_cache, positions, slots, slot_rows, a, out, part_o, part_ml);
         check_launch("attention_gqa_kernel");
     } else {
         const dim3 grid(unsigned(n_tok * p.n_head), unsigned(n_split));

@@ -1,7 +1,9 @@
 // Q4_K rows, four row indices to a warp and 32 weights to a lane per
 // 256-element step: the gate+up kernels of the routed experts (moe_decode.cu
-// per pair, moe_grouped.cu grouped by expert), the wide dense matvec
-// (quant_matmul.cu), and the lane layout of the split kernels (split_dot.cuh).
+// per pair, moe_grouped.cu grouped by expert) and the lane layout of the
+// split kernels (split_dot.cuh). (A dense matvec in this layout was slower
+// at every batch size: 205 vs 225 t/s at one sequence, 486 vs 804 at 8,
+// H200, 2026-12-04: four rows a warp left too few warps in flight.)
 //
 // Why: dot_step_n gives each lane 8 weights of a step, so every lane decodes
 // its sub-block pair's scales and mins (d, dmin, the 6-bit fields) for 8
@@ -107,21 +109,6 @@ __device__ __forceinline__ void q4k_gate_up_wide_step(const uint8_t* gate, const
         const Q4kWideWeights w = q4k_wide_weights(rows[r], s, i);
 #pragma unroll
         for (int a = 0; a < NA; ++a) acc[r][a] += q4k_wide_dot(w, x[a]);
-    }
-}
-
-// acc[t] += row . x[t] over step s for the nt tokens of a tile (this lane's
-// share): the row's 32 weights decoded once, then each token's activations
-// read and multiplied as in q4k_gate_up_wide_step, so a token's sum is the
-// same expression whatever tile it is in (or NT).
-template <int NT>
-__device__ __forceinline__ void q4k_row_wide_step(const uint8_t* row, int64_t s, const float* __restrict__ x,
-                                                  int64_t ld_x, int nt, int i, float (&acc)[NT]) {
-    const Q4kWideWeights w = q4k_wide_weights(row, s, i);
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-        if (NT > 1 && t >= nt) break;
-        acc[t] += q4k_wide_dot(w, q4k_wide_acts(x + t * ld_x, s, i));
     }
 }
 

@@ -5,7 +5,6 @@
 
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/q4k_wide_dot.cuh"
 #include "backend/cuda/quant_decode.cuh"
 
 namespace ds4::cuda {
@@ -146,49 +145,6 @@ int matvec_min_blocks() {
     return mb;
 }
 
-// Q4_K decode matvec with four rows to a warp and eight lanes to a row
-// (q4k_row_wide_step), no barrier: the row-per-block kernel above splits a
-// row over four warps and meets them in shared memory once per tile of
-// tokens, and its 8-token tile ran at 0.2 TB/s (H200 ncu, 2026-12-03).
-// Every token count takes this kernel when it is on (DS4_CUDA_MATVEC_WIDE=1,
-// an A/B knob until measured), so a row's sum never depends on its batch.
-template <int NT>
-__global__ void __launch_bounds__(32 * kWideWarps)
-    matvec_q4k_wide_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
-                           const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y, int64_t ld_y) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 3, i = lane & 7;
-    const int64_t r0 = (int64_t(blockIdx.x) * kWideWarps + warp) * kWideRows;
-    if (r0 < n_rows)
-        prefetch_l2(w + size_t(r0) * row_bytes, row_bytes * size_t(n_rows - r0 < kWideRows ? n_rows - r0 : kWideRows), lane);
-    wait_for_inputs();
-    if (r0 >= n_rows) return;
-    const int64_t r = r0 + g < n_rows ? r0 + g : n_rows - 1;  // past the end: the last row again, not stored
-    const uint8_t* row = w + size_t(r) * row_bytes;
-    const int64_t n_steps = k / 256;
-    for (int t0 = 0; t0 < n_tok; t0 += NT) {
-        const int nt = n_tok - t0 < NT ? n_tok - t0 : NT;
-        const float* xt = x + int64_t(t0) * ld_x;
-        float acc[NT];
-#pragma unroll
-        for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-#pragma unroll 2
-        for (int64_t s = 0; s < n_steps; ++s) q4k_row_wide_step<NT>(row, s, xt, ld_x, nt, i, acc);
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const float v = row8_sum(acc[t]);
-            if (i == 0 && t < nt && r0 + g < n_rows) y[int64_t(t0 + t) * ld_y + r0 + g] = v;
-        }
-    }
-}
-
-bool matvec_wide_enabled() {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_MATVEC_WIDE");
-        return v && std::atoi(v) == 1;
-    }();
-    return on;
-}
-
 // dst row (i * n_rows + r) = row r of matrix matrices[i] (grid y: rows, z: matrices).
 template <GgmlType T>
 __global__ void dequantize_matrices_kernel(const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k,
@@ -267,21 +223,6 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
     dispatch_type(type, [&](auto t) {
         constexpr GgmlType T = decltype(t)::value;
         const int nt = int(n_tok);
-        if constexpr (T == GgmlType::Q4_K) {
-            // Rows for the wide layout's uint4 loads, activations float4-aligned.
-            if (matvec_wide_enabled() && q4k_wide_rows_aligned(k, w, 0, row_bytes) &&
-                reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0) {
-                const unsigned blocks = unsigned((n_rows + kWideRows * kWideWarps - 1) / (kWideRows * kWideWarps));
-                if (nt == 1)
-                    launch(matvec_q4k_wide_kernel<1>, blocks, 32 * kWideWarps, 0, stream, w, row_bytes, k, n_rows,
-                           x, ld_x, nt, y, ld_y);
-                else
-                    launch(matvec_q4k_wide_kernel<8>, blocks, 32 * kWideWarps, 0, stream, w, row_bytes, k, n_rows,
-                           x, ld_x, nt, y, ld_y);
-                check_launch("matvec_q4k_wide_kernel");
-                return;
-            }
-        }
         if constexpr (kHasWarpDot<T>) {
             if (warp_dot_usable(T, k, w, row_bytes, x, ld_x)) {
 #define DS4_WARP(NT)                                                                                            \

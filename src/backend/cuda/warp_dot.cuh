@@ -14,6 +14,7 @@
 // CPU's, which keeps rows within the suite's 1e-5 relative bound.
 #pragma once
 
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/quant_decode.cuh"
 
 namespace ds4::cuda {
@@ -296,13 +297,10 @@ inline bool dot_step_usable(GgmlType type, int64_t k, const void* base, size_t m
 // warp_stage_wait waits for the lane's own copies, then __syncwarp makes
 // every lane's visible to the warp.
 __device__ __forceinline__ void warp_stage(uint4* dst, const uint4* src, int n16, int lane) {
-    for (int i = lane; i < n16; i += 32) {
-        const unsigned d = unsigned(__cvta_generic_to_shared(dst + i));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src + i) : "memory");
-    }
+    for (int i = lane; i < n16; i += 32) cp_async16(dst + i, src + i);
 }
 __device__ __forceinline__ void warp_stage_wait() {
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    cp_async_wait_all();
     __syncwarp();
 }
 
