@@ -368,10 +368,16 @@ __global__ void gather_rows_kernel(const float* __restrict__ src, int64_t src_ro
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dst[i * cols + c] = src[r * cols + c];
 }
 
-// Whether n_tok query rows take attention_gqa_kernel: the split-K (decode)
-// regime, a group size it is built for, head dimensions of whole float4s up
-// to 128 (tiles of 32 keys of K and V in shared memory: up to 141 KiB a block). Shapes only, so a recorded step keeps its kernel and splits.
-// DS4_CUDA_ATTN_GQA=0 keeps every row on attention_kernel (A/B).
+// Whether n_tok query rows take attention_gqa_kernel: batched decode (2 or
+// more rows in the split-K regime), a group size it is built for, head
+// dimensions of whole float4s up to 128 (tiles of 32 keys of K and V in
+// shared memory: up to 141 KiB a block). Measured on the H200 (Qwen3-30B
+// q4_k_m, 2026-12-04), against attention_kernel: 8 sequences 805 vs 782 t/s,
+// 32: 1032 vs 1007; one sequence 243 vs 253 at 512 tokens (20 blocks of one
+// a SM: too few), 228 vs 213 at 4096, and slower than before at 16k (four
+// waves of one block a SM, no copy overlapped with compute). Shapes only, so
+// a recorded step keeps its kernel and splits. DS4_CUDA_ATTN_GQA=0 keeps
+// every row on attention_kernel (A/B).
 bool gqa_decode_shape(int64_t n_tok, const AttentionParams& p) {
     static const bool on = [] {
         const char* v = std::getenv("DS4_CUDA_ATTN_GQA");
@@ -379,7 +385,7 @@ bool gqa_decode_shape(int64_t n_tok, const AttentionParams& p) {
     }();
     if (!on || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) return false;
     const int g = p.n_head / p.n_head_kv;
-    return n_tok * p.n_head < kTargetBlocks && (g == 2 || g == 4 || g == 8 || g == 16) && p.head_dim_k > 0 &&
+    return n_tok >= 2 && n_tok * p.n_head < kTargetBlocks && (g == 2 || g == 4 || g == 8 || g == 16) && p.head_dim_k > 0 &&
            p.head_dim_v > 0 && p.head_dim_k % 4 == 0 && p.head_dim_v % 4 == 0 && p.head_dim_k <= 128 &&
            p.head_dim_v <= 128;
 }

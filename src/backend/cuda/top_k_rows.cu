@@ -67,27 +67,12 @@ __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(const float* __re
     const float* row = x + int64_t(blockIdx.x) * cols;
     float best = -INFINITY;
     int best_id = INT_MAX, bad = INT_MAX;
-    // Eight loads in flight a thread before any is compared: one at a time,
-    // a 151,936-column row was 148 dependent round trips a thread, 28 us a
-    // step on the H200 (ncu, 2026-12-04). better() is a total order, so the
-    // visiting order does not change the result.
-    constexpr int kInFlight = 8;
-    for (int64_t i0 = threadIdx.x; i0 < cols; i0 += int64_t(kThreads) * kInFlight) {
-        float v[kInFlight];
-#pragma unroll
-        for (int u = 0; u < kInFlight; ++u) {
-            const int64_t i = i0 + int64_t(u) * kThreads;
-            v[u] = i < cols ? row[i] : -INFINITY;
-        }
-#pragma unroll
-        for (int u = 0; u < kInFlight; ++u) {
-            const int64_t i = i0 + int64_t(u) * kThreads;
-            if (i >= cols) break;
-            if (is_bad(v[u]) && int(i) < bad) bad = int(i);
-            if (better(v[u], int(i), best, best_id)) {
-                best = v[u];
-                best_id = int(i);
-            }
+    for (int64_t i = threadIdx.x; i < cols; i += kThreads) {
+        const float v = row[i];
+        if (is_bad(v) && int(i) < bad) bad = int(i);
+        if (better(v, int(i), best, best_id)) {
+            best = v;
+            best_id = int(i);
         }
     }
     warp_best(best, best_id, bad);
