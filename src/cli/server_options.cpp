@@ -76,6 +76,10 @@ std::string server_help_text() {
   -c, --ctx N              tokens per sequence (default 4096)
   --parallel N             sequences decoded together (default 4)
   --prefill-chunk N        prompt tokens per request per step (default 512)
+  -b, --batch-size N       tokens per forward pass: a decode token for each
+                           generating request, then prompt chunks in arrival
+                           order (default 2048; the earliest prompt always
+                           gets its chunk)
   --max-queue N            requests waiting for a slot; more get 429 (default 64)
   --cache-ram-mb N         RAM for prompt snapshots reused by later requests (default 0)
   --kv-disk-dir DIR        also keep prompt snapshots in files under DIR; a restarted
@@ -114,7 +118,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     ServerCliOptions o;
     struct {
         std::string model, backend, threads, chat_template, ctx, parallel, prefill_chunk, max_queue, cache_ram_mb,
-            kv_disk_dir, kv_disk_space_mb, kv_disk_compression, host, port, api_key_file, max_body_mb, alias,
+            batch_size, kv_disk_dir, kv_disk_space_mb, kv_disk_compression, host, port, api_key_file, max_body_mb, alias,
             shutdown_timeout, ssl_cert_file, ssl_key_file;
         std::vector<std::string> api_keys, cors;
         int check_tensors = 0, int8_activations = 0, help = 0, version = 0;
@@ -135,6 +139,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     app.add_option("-c,--ctx", raw.ctx);
     app.add_option("--parallel", raw.parallel);
     app.add_option("--prefill-chunk", raw.prefill_chunk);
+    app.add_option("-b,--batch-size", raw.batch_size);
     app.add_option("--max-queue", raw.max_queue);
     app.add_option("--cache-ram-mb", raw.cache_ram_mb);
     app.add_option("--kv-disk-dir", raw.kv_disk_dir);
@@ -182,6 +187,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     if (given("--ctx")) o.ctx = int(parse_int_value("--ctx", raw.ctx, 2, 1 << 24));
     if (given("--parallel")) o.parallel = int(parse_int_value("--parallel", raw.parallel, 1, 4096));
     if (given("--prefill-chunk")) o.prefill_chunk = int(parse_int_value("--prefill-chunk", raw.prefill_chunk, 1, 1 << 24));
+    if (given("--batch-size")) o.batch_size = int(parse_int_value("--batch-size", raw.batch_size, 1, 1 << 24));
     if (given("--max-queue")) o.max_queue = int(parse_int_value("--max-queue", raw.max_queue, 0, 1 << 20));
     if (given("--cache-ram-mb")) o.cache_ram_mb = uint64_t(parse_int_value("--cache-ram-mb", raw.cache_ram_mb, 0, int64_t(1) << 30));
     if (given("--kv-disk-dir")) {

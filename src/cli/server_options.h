@@ -23,6 +23,7 @@ struct ServerCliOptions : PipelineFlags {
     int ctx = 4096;                         // -c/--ctx: tokens per sequence
     int parallel = 4;                       // --parallel: sequences decoded together
     int prefill_chunk = 512;                // --prefill-chunk
+    int batch_size = 2048;                  // -b/--batch-size: tokens per forward pass
     int max_queue = 64;                     // --max-queue
     uint64_t cache_ram_mb = 0;              // --cache-ram-mb: prompt snapshots kept in RAM
     std::string kv_disk_dir;                // --kv-disk-dir: prompt snapshots kept on disk ("" = none)

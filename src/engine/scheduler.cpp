@@ -25,6 +25,7 @@ struct Scheduler::Active {
     int32_t next = -1;         // the token the next step feeds (the last one sampled)
     bool end_pending = false;  // `next` is the end token: feed it, then finish
     bool cancelled = false;    // by cancel() or the text callback
+    bool announced = false;    // on_admit called: the request took its first chunk
     std::vector<float> banned;  // the logits with end tokens banned (ignore_eos)
     Clock::time_point started, prompt_done;
 
@@ -37,6 +38,7 @@ struct Scheduler::Active {
 Scheduler::Scheduler(const Model& model, Backend& backend, const Tokenizer& tokenizer, const SchedulerOptions& o)
     : model_(model), tokenizer_(tokenizer), opts_(o), pool_(model, backend, o.n_slots, o.n_ctx, true, o.route) {
     if (o.prefill_chunk < 1) throw Error("the prefill chunk must be at least 1 token.");
+    if (o.batch_tokens < 1) throw Error("the batch size must be at least 1 token.");
     if (o.prefix_cache_bytes > 0 || o.disk_cache)
         cache_.emplace(o.prefix_cache_bytes, o.disk_cache ? std::make_unique<SnapshotDisk>(*o.disk_cache) : nullptr);
     held_.resize(static_cast<size_t>(o.n_slots));
@@ -175,9 +177,71 @@ void Scheduler::admit() {
             if (snap) ++(from_disk ? stats_.disk_hits : stats_.snapshot_hits);
             else if (keep > 0) ++stats_.slot_hits;
         }
-        if (a->req.on_admit) a->req.on_admit(keep);
         slot_[static_cast<size_t>(best)] = std::move(a);
     }
+}
+
+namespace {
+// Prompt tokens a request must gain to take another slot's prefix or to wait
+// for it: below this its own chunk costs less than the wait.
+constexpr int64_t kMinForkTokens = 32;
+
+// The length of the common prefix of a and b, at most cap.
+int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t cap) {
+    int64_t n = 0;
+    const int64_t end = std::min<int64_t>({cap, static_cast<int64_t>(a.size()), static_cast<int64_t>(b.size())});
+    while (n < end && a[static_cast<size_t>(n)] == b[static_cast<size_t>(n)]) ++n;
+    return n;
+}
+}  // namespace
+
+void Scheduler::announce(Active& a) {
+    if (a.announced) return;
+    a.announced = true;
+    if (a.req.on_admit) a.req.on_admit(a.result.cached_tokens);
+}
+
+bool Scheduler::fork_or_wait(Active& a, const std::vector<Active*>& order, int64_t* until) {
+    if (a.announced || !a.prefilling() || !pool_.forks()) return false;
+    const auto& p = a.req.prompt;
+    const int64_t cap = static_cast<int64_t>(p.size()) - 1;  // the last prompt token is evaluated for its logits
+    // A running request whose slot holds more of this prompt.
+    Active* src = nullptr;
+    int64_t have = a.fed;
+    for (Active* o : order) {
+        if (o == &a) continue;
+        const int64_t c = common_prefix(held_[static_cast<size_t>(o->slot)], p, cap);
+        if (c > have && pool_.can_rewind(o->slot, c)) {
+            have = c;
+            src = o;
+        }
+    }
+    // An earlier request still reading a longer part of this prompt: wait
+    // for it rather than evaluate the same tokens alongside (or fork the
+    // part it has read so far and evaluate the rest).
+    int64_t later = -1;
+    for (Active* o : order) {
+        if (o->id >= a.id) break;
+        if (!o->prefilling()) continue;
+        const int64_t c = common_prefix(o->req.prompt, p, cap);
+        if (o->fed < c) later = std::max(later, c);
+    }
+    if (later > have && later - a.fed >= kMinForkTokens) {
+        *until = later;
+        return true;
+    }
+    if (src && have - a.fed >= kMinForkTokens && pool_.fork(src->slot, a.slot, have)) {
+        const auto& from = held_[static_cast<size_t>(src->slot)];
+        held_[static_cast<size_t>(a.slot)].assign(from.begin(), from.begin() + have);
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stats_.cached_tokens += static_cast<uint64_t>(have - a.fed);
+            ++stats_.fork_hits;
+        }
+        a.fed = have;
+        a.result.cached_tokens = have;
+    }
+    return false;
 }
 
 bool Scheduler::step() {
@@ -186,17 +250,54 @@ bool Scheduler::step() {
     for (auto& a : slot_)
         if (a && a->cancelled) finish(*a, StopReason::cancelled);
 
+    // Arrival order (ids grow with submission): prefill chunks go to the
+    // earliest prompts first.
+    std::vector<Active*> order;
+    for (auto& a : slot_)
+        if (a) order.push_back(a.get());
+    std::sort(order.begin(), order.end(), [](const Active* x, const Active* y) { return x->id < y->id; });
+    // Forks and waits first. Where the model state resumes only where it
+    // ends (DeepSeek V4's rings), the request waited for stops its chunk at
+    // the position its waiters fork at.
+    std::vector<bool> waits(order.size(), false);
+    std::vector<int64_t> stop_at(order.size(), -1);
+    bool runnable = false;
+    for (size_t i = 0; i < order.size(); ++i) {
+        int64_t until = -1;
+        waits[i] = fork_or_wait(*order[i], order, &until);
+        runnable = runnable || !waits[i];
+        if (!waits[i] || pool_.can_rewind_anywhere()) continue;
+        for (size_t j = 0; j < i; ++j)
+            if (order[j]->prefilling() && order[j]->fed < until &&
+                common_prefix(order[j]->req.prompt, order[i]->req.prompt, until) >= until &&
+                (stop_at[j] < 0 || until < stop_at[j])) {
+                stop_at[j] = until;
+                break;
+            }
+    }
+    if (!runnable) std::fill(waits.begin(), waits.end(), false);  // cannot happen: the earliest never waits
+
     std::vector<SeqStep> steps;
     std::vector<Active*> who;
     bool prefill = false, decode = false;
-    for (auto& a : slot_) {
-        if (!a) continue;
+    int64_t budget = opts_.batch_tokens;
+    for (const Active* a : order)
+        if (!a->prefilling()) --budget;  // a decode row each
+    bool first_chunk = true;
+    for (size_t i = 0; i < order.size(); ++i) {
+        Active* a = order[i];
         SeqStep st;
         st.slot = a->slot;
         if (a->prefilling()) {
-            const int64_t n = std::min(opts_.prefill_chunk, static_cast<int64_t>(a->req.prompt.size()) - a->fed);
+            if (waits[i] || (!first_chunk && budget <= 0)) continue;
+            int64_t n = std::min(opts_.prefill_chunk, static_cast<int64_t>(a->req.prompt.size()) - a->fed);
+            if (stop_at[i] > a->fed) n = std::min(n, stop_at[i] - a->fed);
+            if (!first_chunk) n = std::min(n, budget);
+            first_chunk = false;
+            budget -= n;
             st.tokens = std::span<const int32_t>(a->req.prompt).subspan(static_cast<size_t>(a->fed), static_cast<size_t>(n));
             prefill = true;
+            announce(*a);
         } else {
             st.tokens = std::span<const int32_t>(&a->next, 1);
             decode = true;
@@ -204,7 +305,7 @@ bool Scheduler::step() {
         const GenerateOptions& o = a->req.options;
         st.best = candidates_for(a->sampler, tokenizer_, o.ignore_eos, o.top_logprobs >= 0, model_.info().n_vocab);
         steps.push_back(st);
-        who.push_back(a.get());
+        who.push_back(a);
     }
     if (steps.empty()) return false;
 

@@ -10,7 +10,11 @@
 // A new request takes the free slot whose held tokens share the longest
 // prefix with its prompt where the slot can resume there, or a snapshot from
 // the RAM prefix cache where that keeps more (stateless clients resend the
-// whole conversation every turn).
+// whole conversation every turn). Before its first chunk it also takes a
+// longer prefix from another running request's slot (SlotPool::fork), and
+// waits for an earlier request still reading that prefix instead of
+// evaluating it a second time: many clients with one system prompt, arriving
+// together, read it once.
 #pragma once
 
 #include <chrono>
@@ -38,6 +42,13 @@ struct SchedulerOptions {
     int n_slots = 4;                  // sequences decoded together (--parallel)
     int64_t n_ctx = 4096;             // positions per sequence
     int64_t prefill_chunk = 512;      // prompt tokens per request per step
+    // Tokens per forward pass (--batch-size): one for each request that is
+    // generating, then prefill chunks in arrival order while the rest lasts
+    // (the earliest prefilling request always gets its chunk). A bound on
+    // the step keeps running streams' inter-token latency flat, and the
+    // order lets the first requests' prompts finish first instead of all
+    // of them finishing together at the end.
+    int64_t batch_tokens = 2048;
     size_t max_queue = 64;            // requests waiting for a slot (--max-queue)
     uint64_t prefix_cache_bytes = 0;  // RAM for prompt snapshots (0: none)
     std::optional<SnapshotDiskOptions> disk_cache;  // --kv-disk-dir: snapshots on disk too
@@ -80,6 +91,7 @@ struct SchedulerStats {
     uint64_t slot_hits = 0;       // requests that resumed the prefix their slot held
     uint64_t snapshot_hits = 0;   // requests that resumed a prefix-cache snapshot in RAM
     uint64_t disk_hits = 0;       // requests that resumed a snapshot read from the disk tier
+    uint64_t fork_hits = 0;       // requests that took a prefix another running request had evaluated
     std::optional<SnapshotDiskStats> disk;  // the disk tier's files and traffic (--kv-disk-dir)
     int slots = 0;                // sequence slots in all
 };
@@ -115,6 +127,12 @@ public:
 private:
     struct Active;
     void admit();
+    // Forks a request that has not started from a running one whose slot
+    // holds more of its prompt; returns whether it waits instead for an
+    // earlier request still reading a long enough part of its prompt
+    // (*until: the position that request should reach first).
+    bool fork_or_wait(Active& a, const std::vector<Active*>& order, int64_t* until);
+    void announce(Active& a);
     void finish(Active& a, StopReason reason);
     void after_logits(Active& a, std::span<const float> logits, const Candidates& best);
 

@@ -72,6 +72,21 @@ bool SlotPool::try_rewind(int slot, int64_t n) {
     return true;
 }
 
+bool SlotPool::fork(int src, int dst, int64_t n) {
+    check_slot(src);
+    check_slot(dst);
+    if (!forks() || src == dst || n <= 0 || !can_rewind(src, n)) return false;
+    // The views of the first n positions: what a snapshot at n would hold.
+    const std::vector<Tensor> from = state_->slot_tensors(src, n);
+    std::vector<Tensor> to = state_->slot_tensors(dst, n);
+    for (size_t i = 0; i < from.size(); ++i) backend_.copy(from[i], to[i]);
+    n_past_[static_cast<size_t>(dst)] = n;
+    history_[static_cast<size_t>(dst)] = history_[static_cast<size_t>(src)];
+    history_[static_cast<size_t>(dst)].truncate(n);
+    route_refused_[static_cast<size_t>(dst)].clear();
+    return true;
+}
+
 std::vector<std::vector<float>> SlotPool::step(std::span<const SeqStep> requests, std::span<const float> hidden_in,
                                                std::vector<Candidates>* best) {
     if (best) best->assign(requests.size(), Candidates{});

@@ -68,6 +68,17 @@ public:
     bool try_rewind(int slot, int64_t n);
     // Whether try_rewind(slot, n) would succeed (changes nothing).
     bool can_rewind(int slot, int64_t n) const;
+    // Slot `dst` takes the first n positions slot `src` holds (a copy in
+    // backend memory, no host round trip): many requests with one system
+    // prompt evaluate it once. Only where src's state can resume at n
+    // (can_rewind) and no route follows this pool (the later stages would
+    // need the same copy); false changes nothing.
+    bool fork(int src, int dst, int64_t n);
+    // Whether fork() can succeed in this pool at all (no route after it).
+    bool forks() const { return downstream_ == nullptr; }
+    // Whether a slot can resume at any earlier position (a plain KV cache),
+    // not only where it ends (DeepSeek V4's rings).
+    bool can_rewind_anywhere() const { return state_->can_rewind(0, 1); }
 
     // One forward pass over every request's tokens (at most one request per
     // slot). Returns each request's logits, [rows x n_vocab] row-major, in

@@ -119,10 +119,12 @@ std::string Metrics::render(const std::optional<SchedulerStats>& s) const {
     header(out, "ds4_forward_passes_total", "counter", "Batched forward passes (scheduler steps).");
     sample(out, "ds4_forward_passes_total", s->steps);
     header(out, "ds4_prefix_cache_hits_total", "counter",
-           "Requests that resumed a cached prompt prefix: the slot's live sequence, a RAM snapshot or a disk one.");
+           "Requests that resumed a cached prompt prefix: the slot's live sequence, a RAM snapshot, a disk one, or "
+           "another running request's slot (fork).");
     out += "ds4_prefix_cache_hits_total{source=\"slot\"} " + std::to_string(s->slot_hits) + "\n";
     out += "ds4_prefix_cache_hits_total{source=\"ram\"} " + std::to_string(s->snapshot_hits) + "\n";
     out += "ds4_prefix_cache_hits_total{source=\"disk\"} " + std::to_string(s->disk_hits) + "\n";
+    out += "ds4_prefix_cache_hits_total{source=\"fork\"} " + std::to_string(s->fork_hits) + "\n";
     if (s->disk) {
         header(out, "ds4_kv_disk_files", "gauge", "Snapshot files in the disk KV cache (--kv-disk-dir).");
         sample(out, "ds4_kv_disk_files", s->disk->files);

@@ -210,6 +210,7 @@ struct Server::Impl {
             so.n_slots = ctx.opts.parallel;
             so.n_ctx = ctx.opts.n_ctx;
             so.prefill_chunk = ctx.opts.prefill_chunk;
+            so.batch_tokens = ctx.opts.batch_tokens;
             so.max_queue = ctx.opts.max_queue;
             so.prefix_cache_bytes = ctx.opts.cache_ram_bytes;
             if (!ctx.opts.kv_disk_dir.empty()) {

@@ -33,6 +33,7 @@ struct ServerOptions {
     int parallel = 4;                   // sequence slots
     int64_t n_ctx = 4096;               // per sequence
     int64_t prefill_chunk = 512;
+    int64_t batch_tokens = 2048;  // tokens per forward pass (--batch-size)
     size_t max_queue = 64;
     uint64_t cache_ram_bytes = 0;       // prefix-cache snapshots in RAM
     std::string kv_disk_dir;            // prefix-cache snapshots on disk too ("" = none)

@@ -8,7 +8,8 @@
 # evaluated = prompt - cached, prefix hits = requests with cached tokens,
 # requests by endpoint and status, one time-to-first-token per reply with
 # text, histograms cumulative; slots and queue idle afterwards, and a slot
-# in use while a long stream runs.
+# in use while a long stream runs; a request sharing a running one's system
+# prompt takes it from that slot (a fork).
 set -euo pipefail
 source "$(dirname "$0")/server_helpers.sh"
 # The exposition parser is Debian's python3-prometheus-client (system python).
@@ -115,7 +116,7 @@ eq("ds4_cached_prompt_tokens_total", cached)
 eq("ds4_generated_tokens_total", generated)
 eq("ds4_prefill_tokens_total", prompt - cached)
 assert cached > 0, "no request reused a prefix"
-hits = v("ds4_prefix_cache_hits_total", source="slot") + v("ds4_prefix_cache_hits_total", source="ram")
+hits = sum(v("ds4_prefix_cache_hits_total", source=s) for s in ("slot", "ram", "fork"))
 assert hits == sum(1 for g in gens if g["cached"] > 0), (hits, gens)
 dec = v("ds4_decode_tokens_total")
 assert generated - len(gens) <= dec <= generated, (dec, generated)
@@ -150,6 +151,23 @@ done
 kill "$long" 2>/dev/null || true
 wait "$long" 2>/dev/null || true
 [ -n "$busy" ] || fail "no slot in use while a stream ran"
+
+# One system prompt, two requests at once: the second takes the prefix the
+# first one's slot holds (a fork: that slot is busy, the other is empty).
+system=$(python3 -c 'import random, sys; r = random.Random(int(sys.argv[1])); print(" ".join(r.choice(["tide", "reef", "gull", "kelp", "dune", "salt"]) for _ in range(120)))' "$seed")
+first=$(printf '{"messages":[{"role":"system","content":"%s"},{"role":"user","content":"Go on."}],"max_tokens":400,"temperature":0,"stream":true}' "$system")
+second=$(printf '{"messages":[{"role":"system","content":"%s"},{"role":"user","content":"Stop."}],"max_tokens":3,"temperature":0}' "$system")
+curl -sN --max-time 60 "${H[@]}" "$base/v1/chat/completions" -d "$first" >"$tmp/first" &
+long=$!
+for _ in $(seq 100); do grep -q '"content"' "$tmp/first" 2>/dev/null && break; sleep 0.05; done
+curl -s "${H[@]}" "$base/v1/chat/completions" -d "$second" >"$tmp/second"
+kill "$long" 2>/dev/null || true
+wait "$long" 2>/dev/null || true
+cached=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens_details"]["cached_tokens"])' "$tmp/second") \
+  || fail "the second request's answer: $(cat "$tmp/second")"
+[ "$cached" -ge 100 ] || fail "the second request reused $cached tokens of the shared system prompt"
+forks=$(curl -s "${H[@]}" "$base/metrics" | sed -n 's/^ds4_prefix_cache_hits_total{source="fork"} //p')
+[ "$forks" = 1 ] || fail "/metrics counts $forks forks, want 1"
 
 stop_server
 echo "server metrics: ok"

@@ -189,6 +189,73 @@ TEST_P(Scheduling, EveryRequestGetsWhatItGetsAlone) {
     if (GetParam() != "deepseek4") EXPECT_GT(second.cached_tokens, 0) << "the slot's prefix was not reused";
 }
 
+// Requests arriving together with one long system prompt: the earliest
+// evaluates it, the others wait for it and take it from its slot
+// (SlotPool::fork), so it is evaluated once, and each request still gets
+// what it gets alone. DeepSeek V4's rings resume only where they end: the
+// first request's chunk stops where the others fork. The step budget is
+// drawn small too, so chunks also wait for their turn.
+TEST_P(Scheduling, OneSystemPromptIsEvaluatedOnce) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    Fixture f(GetParam(), seed);
+    const int64_t n_ctx = 128;
+    const auto system = random_token_ids(rng, 40 + rng() % 24, f.V());
+    struct Run {
+        std::vector<int32_t> prompt;
+        GenerateResult alone, got;
+        int64_t admitted_cached = -1;
+    };
+    std::vector<Run> runs(4);
+    GenerateOptions g;
+    g.max_tokens = 6;
+    g.sampling.temperature = 0;
+    uint64_t prompt_sum = 0;
+    for (Run& r : runs) {
+        r.prompt = system;
+        const auto own = random_token_ids(rng, 2 + rng() % 20, f.V());
+        r.prompt.insert(r.prompt.end(), own.begin(), own.end());
+        prompt_sum += r.prompt.size();
+        SessionOptions so;
+        so.n_ctx = n_ctx;
+        so.prefill_chunk = 16;
+        Session s(*f.m.model, *f.cpu, so);
+        r.alone = generate(s, *f.tok, r.prompt, g);
+    }
+    SchedulerOptions o;
+    o.n_slots = 4;
+    o.n_ctx = n_ctx;
+    o.prefill_chunk = 1 + int64_t(rng() % 24);
+    o.batch_tokens = rng() % 2 ? 2048 : 1 + int64_t(rng() % 40);
+    SCOPED_TRACE("chunk " + std::to_string(o.prefill_chunk) + ", batch " + std::to_string(o.batch_tokens));
+    Scheduler sched(*f.m.model, *f.cpu, *f.tok, o);
+    for (Run& r : runs) {
+        Request q;
+        q.prompt = r.prompt;
+        q.options = g;
+        q.on_done = [&r](const GenerateResult& x) { r.got = x; };
+        q.on_admit = [&r](int64_t cached) { r.admitted_cached = cached; };
+        sched.submit(std::move(q));
+    }
+    while (sched.step()) {
+    }
+    int forked = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const Run& r = runs[i];
+        SCOPED_TRACE("request " + std::to_string(i));
+        EXPECT_EQ(r.got.tokens, r.alone.tokens);
+        EXPECT_EQ(r.got.text, r.alone.text);
+        EXPECT_EQ(r.admitted_cached, r.got.cached_tokens);
+        if (r.got.cached_tokens >= int64_t(system.size())) ++forked;
+    }
+    const SchedulerStats st = sched.stats();
+    EXPECT_EQ(st.fork_hits, 3u);
+    EXPECT_EQ(forked, 3) << "three requests should have taken the system prompt from the first one's slot";
+    EXPECT_EQ(st.prefill_tokens + st.cached_tokens, prompt_sum);
+    EXPECT_LE(st.prefill_tokens, prompt_sum - 3 * system.size()) << "the system prompt was evaluated more than once";
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, Scheduling, ::testing::Values("qwen3moe", "deepseek4", "glm-dsa"));
 
 TEST(Scheduler, CancelQueueLimitsAndBadRequests) {

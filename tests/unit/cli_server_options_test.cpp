@@ -131,9 +131,23 @@ TEST_F(ServerOptionsTest, Int8ActivationsNeedAGpuBackend) {
     expect_usage({"--int8-activations", "--backend", "cpu"}, {"--int8-activations", "CUDA mode"});
 }
 
+TEST_F(ServerOptionsTest, BatchSizeIsPositiveTokens) {
+    SCOPED_TRACE(test::seed_note(seed_));
+    EXPECT_EQ(parse({}).batch_size, 2048);
+    const int n = 1 + int(rng_() % (1 << 24));
+    EXPECT_EQ(parse({"--batch-size", std::to_string(n)}).batch_size, n);
+    EXPECT_EQ(parse({"-b", "7"}).batch_size, 7);
+    expect_usage({"--batch-size", "0"}, {"--batch-size", "0"});
+    expect_usage({"-b", "-3"}, {"--batch-size"});
+    expect_usage({"--batch-size", std::to_string((1 << 24) + 1 + rng_() % 1000)}, {"--batch-size"});
+    expect_usage({"--batch-size", "lots"}, {"--batch-size", "lots"});
+    expect_usage({"--batch-size"}, {"--batch-size"});
+}
+
 TEST_F(ServerOptionsTest, HelpNamesTheNewFlags) {
     const std::string h = server_help_text();
-    for (const char* f : {"--shutdown-timeout", "--cors", "--ssl-cert-file", "--ssl-key-file", "--int8-activations"})
+    for (const char* f : {"--shutdown-timeout", "--cors", "--ssl-cert-file", "--ssl-key-file", "--int8-activations",
+                          "--batch-size"})
         EXPECT_NE(h.find(f), std::string::npos) << f;
 }
 

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
         so.parallel = o.parallel;
         so.n_ctx = o.ctx;
         so.prefill_chunk = o.dist_prefill_chunk > 0 ? o.dist_prefill_chunk : o.prefill_chunk;
+        so.batch_tokens = o.batch_size;
         so.max_queue = static_cast<size_t>(o.max_queue);
         so.cache_ram_bytes = o.cache_ram_mb << 20;
         so.kv_disk_dir = o.kv_disk_dir;
