@@ -256,22 +256,23 @@ bool Scheduler::step() {
     for (auto& a : slot_)
         if (a) order.push_back(a.get());
     std::sort(order.begin(), order.end(), [](const Active* x, const Active* y) { return x->id < y->id; });
-    // Forks and waits first. Where the model state resumes only where it
-    // ends (DeepSeek V4's rings), the request waited for stops its chunk at
-    // the position its waiters fork at.
-    std::vector<bool> waits(order.size(), false);
+    // Forks and waits first. A request that others wait for may take the
+    // whole step budget, not only its chunk: they start once it has read
+    // their common prefix. Where the model state resumes only where it ends
+    // (DeepSeek V4's rings), its chunk stops where they fork.
+    std::vector<bool> waits(order.size(), false), waited_on(order.size(), false);
     std::vector<int64_t> stop_at(order.size(), -1);
     bool runnable = false;
     for (size_t i = 0; i < order.size(); ++i) {
         int64_t until = -1;
         waits[i] = fork_or_wait(*order[i], order, &until);
         runnable = runnable || !waits[i];
-        if (!waits[i] || pool_.can_rewind_anywhere()) continue;
-        for (size_t j = 0; j < i; ++j)
+        if (!waits[i]) continue;
+        for (size_t j = 0; j < i; ++j)  // the earliest request still reading [0, until) of this prompt
             if (order[j]->prefilling() && order[j]->fed < until &&
-                common_prefix(order[j]->req.prompt, order[i]->req.prompt, until) >= until &&
-                (stop_at[j] < 0 || until < stop_at[j])) {
-                stop_at[j] = until;
+                common_prefix(order[j]->req.prompt, order[i]->req.prompt, until) >= until) {
+                waited_on[j] = true;
+                if (!pool_.can_rewind_anywhere() && (stop_at[j] < 0 || until < stop_at[j])) stop_at[j] = until;
                 break;
             }
     }
@@ -290,7 +291,8 @@ bool Scheduler::step() {
         st.slot = a->slot;
         if (a->prefilling()) {
             if (waits[i] || (!first_chunk && budget <= 0)) continue;
-            int64_t n = std::min(opts_.prefill_chunk, static_cast<int64_t>(a->req.prompt.size()) - a->fed);
+            const int64_t share = waited_on[i] ? std::max(opts_.prefill_chunk, budget) : opts_.prefill_chunk;
+            int64_t n = std::min(share, static_cast<int64_t>(a->req.prompt.size()) - a->fed);
             if (stop_at[i] > a->fed) n = std::min(n, stop_at[i] - a->fed);
             if (!first_chunk) n = std::min(n, budget);
             first_chunk = false;

@@ -44,7 +44,8 @@ struct SchedulerOptions {
     int64_t prefill_chunk = 512;      // prompt tokens per request per step
     // Tokens per forward pass (--batch-size): one for each request that is
     // generating, then prefill chunks in arrival order while the rest lasts
-    // (the earliest prefilling request always gets its chunk). A bound on
+    // (the earliest prefilling request always gets its chunk; one that
+    // others wait for may take the rest of the budget). A bound on
     // the step keeps running streams' inter-token latency flat, and the
     // order lets the first requests' prompts finish first instead of all
     // of them finishing together at the end.
