@@ -157,23 +157,21 @@ kv = [("general.architecture", 8, s("qwen3moe")), ("qwen3moe.expert_count", 4, s
       ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 2) + s("a") + s("b"))]
 tensors = [("token_embd.weight", [64, 100], 0), ("output.weight", [64, 100], 8), ("blk.0.attn_q.weight", [64, 64], 8),
            ("blk.0.ffn_gate_exps.weight", [64, 32, 16], 8), ("blk.0.attn_norm.weight", [64], 0)]
-h = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
-for k, t, v in kv:
-    h += s(k) + struct.pack("<I", t) + v
-for name, dims, t in tensors:
-    h += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", x) for x in dims) + struct.pack("<IQ", t, 0)
+def header(kv, tensors):  # a GGUF v3 header: key-values, then the tensor table (offsets 0)
+    h = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for k, t, v in kv:
+        h += s(k) + struct.pack("<I", t) + v
+    for name, dims, t in tensors:
+        h += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", x) for x in dims) + struct.pack("<IQ", t, 0)
+    return h
+h = header(kv, tensors)
 open(f"{d}/t.gguf", "wb").write(h)
 open(f"{d}/t-trunc.gguf", "wb").write(h[: len(h) - 20])
 # GLM-5's layout: block_count 2 of which the last is the multi-token-prediction block (nextn_predict_layers 1).
 kv = [("general.architecture", 8, s("glm-dsa")), ("glm-dsa.block_count", 4, struct.pack("<I", 2)),
       ("glm-dsa.nextn_predict_layers", 4, struct.pack("<I", 1))]
 tensors = [("blk.0.attn_q.weight", [64, 64], 8), ("blk.1.attn_q.weight", [64, 64], 8)]
-h = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
-for k, t, v in kv:
-    h += s(k) + struct.pack("<I", t) + v
-for name, dims, t in tensors:
-    h += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", x) for x in dims) + struct.pack("<IQ", t, 0)
-open(f"{d}/mtp.gguf", "wb").write(h)
+open(f"{d}/mtp.gguf", "wb").write(header(kv, tensors))
 EOF
 python3 "$table" touched-bytes "$tmp/t.gguf" --json "$tmp/tb.json" > /dev/null || fail "touched-bytes exited $?"
 # one embedding row (64 f32) + output 100 rows x 2 blocks x 34 + attn_q 64 x 2 x 34 + experts 16 x 32 x 2 x 34 x 4/16 + norm 64 x 4
