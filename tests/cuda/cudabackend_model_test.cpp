@@ -13,6 +13,7 @@
 
 #include "cuda_model_fixture.h"
 #include "support/batch_scenario.h"
+#include "engine/slot_pool.h"
 #include "experts/expert_cache.h"
 
 namespace ds4 {
@@ -139,6 +140,48 @@ TEST_F(CudaModel, BatchedSequencesMatchCpuAlone) {
     }
     std::printf("  batched: %d passes (%d mixed, %lld replayed)\n", batched.steps, batched.mixed_steps,
                 static_cast<long long>(batched.replayed));
+}
+
+// SlotPool::fork on the device (the server's shared system prompts): slot 1
+// takes the first n positions slot 0 evaluated, a copy in device memory,
+// and continues with its own tokens; its logits equal that whole sequence
+// alone on the CPU, and slot 0 continues unharmed.
+TEST_F(CudaModel, ForkedSlotMatchesCpuAlone) {
+    const auto l = load(make_model("q8_0"));
+    CudaBackend gpu(0);
+    gpu.attach_weights(*l.map);
+    auto cpu = make_cpu_backend(2);
+    const int64_t V = l.model->info().n_vocab, n_ctx = 96;
+    const auto shared = random_prompt(V, 20, 40);
+    auto a = shared, b = shared;
+    for (int32_t t : random_prompt(V, 3, 12)) a.push_back(t);
+    for (int32_t t : random_prompt(V, 3, 12)) b.push_back(t);
+    const std::span<const int32_t> b_rest(b.data() + shared.size(), b.size() - shared.size());
+    SlotPool pool(*l.model, gpu, 2, n_ctx);
+    const SeqStep first{0, a, false};
+    pool.step(std::span<const SeqStep>(&first, 1));
+    ASSERT_TRUE(pool.fork(0, 1, int64_t(shared.size())));
+    EXPECT_EQ(pool.n_past(1), int64_t(shared.size()));
+    const int32_t next_a = a.front();
+    const SeqStep both[2] = {{1, b_rest, true}, {0, std::span<const int32_t>(&next_a, 1), false}};
+    const auto got = pool.step(both);
+    // The CPU alone: b whole, and a followed by next_a.
+    auto run_cpu = [&](const std::vector<int32_t>& tokens, bool all) {
+        SlotPool p(*l.model, *cpu, 1, n_ctx);
+        const SeqStep s{0, tokens, all};
+        return p.step(std::span<const SeqStep>(&s, 1))[0];
+    };
+    const auto want_b = run_cpu(b, true);
+    const std::vector<float> want_rest(want_b.end() - std::ptrdiff_t(b_rest.size() * size_t(V)), want_b.end());
+    auto a_next = a;
+    a_next.push_back(next_a);
+    bool same = false;
+    const double eb = ds4::test::worst_rel_l2(got[0], want_rest, V, &same);
+    EXPECT_GE(eb, 0.0) << "the forked slot returned " << got[0].size() / size_t(V) << " rows";
+    EXPECT_LE(eb, cudatest::kExactBound) << "the forked slot";
+    const double ea = ds4::test::worst_rel_l2(got[1], run_cpu(a_next, false), V, &same);
+    EXPECT_LE(ea, cudatest::kExactBound) << "the slot forked from";
+    std::printf("  fork at %zu: forked slot %.3g, source slot %.3g\n", shared.size(), eb, ea);
 }
 
 // Real shapes: Qwen3-30B-A3B (128 experts, 8 used, 32/4 heads, 2048-wide
