@@ -231,6 +231,9 @@ fi
 
 # ---- the GGUF files --------------------------------------------------------------------------------------------
 free_bytes() { df -B1 --output=avail "$1" 2>/dev/null | tail -1 | tr -d ' '; }
+# Blocks of $1 bytes in three quarters of the work folder's room, at most 8 (so both engines load and run the
+# file inside the call's time limit): the default layer count of a truncated file.
+blocks_that_fit() { local n=$(( $(free_bytes "$work") * 3 / 4 / $1 )); [ "$n" -le 8 ] || n=8; echo "$n"; }
 if [ -z "$work" ]; then
     work=/tmp
     if [ -d /dev/shm ] && [ "$(free_bytes /dev/shm)" -gt $((40 << 30)) ]; then work=/dev/shm; fi
@@ -266,13 +269,7 @@ for m in "${model_list[@]}"; do
             say "skipping dsv4: ds4-gguf synth cannot truncate layers"
             continue
         fi
-        n=${dsv4_layers:-0}
-        if [ "$n" -eq 0 ]; then
-            # ~2.1 GB per Flash q2 layer (routed experts dominate); keep a quarter of the room free, and stop
-            # at 8 blocks by default so both engines load and run it inside the call's time limit.
-            n=$(( $(free_bytes "$work") * 3 / 4 / 2100000000 ))
-            [ "$n" -le 8 ] || n=8
-        fi
+        n=${dsv4_layers:-$(blocks_that_fit 2100000000)}  # ~2.1 GB per Flash q2 layer (routed experts dominate)
         [ "$n" -ge 4 ] || { notes+=("DeepSeek V4 Flash q2 skipped: no room in $work for the 4 blocks llama.cpp needs."); continue; }
         f=$work/vsl-dsv4-q2-$n.gguf
         name="DeepSeek V4 Flash shape q2, $n layers"
@@ -286,12 +283,7 @@ for m in "${model_list[@]}"; do
         fi
         cases+=("$name|$f") ;;
     glm5)
-        n=${glm5_layers:-0}
-        if [ "$n" -eq 0 ]; then
-            # ~3.6 GB per GLM-5 q2 MoE block; keep a quarter of the room free, at most 8 blocks by default.
-            n=$(( $(free_bytes "$work") * 3 / 4 / 3600000000 ))
-            [ "$n" -le 8 ] || n=8
-        fi
+        n=${glm5_layers:-$(blocks_that_fit 3600000000)}  # ~3.6 GB per GLM-5 q2 MoE block
         [ "$n" -ge 4 ] || { notes+=("GLM-5 q2 skipped: no room in $work for 4 blocks."); continue; }
         f=$work/vsl-glm5-q2-$n.gguf
         name="GLM-5 shape q2, $n layers"

@@ -11,6 +11,14 @@ namespace ds4 {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// The length of the common prefix of a and b, at most cap.
+int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t cap) {
+    int64_t n = 0;
+    const int64_t end = std::min<int64_t>({cap, static_cast<int64_t>(a.size()), static_cast<int64_t>(b.size())});
+    while (n < end && a[static_cast<size_t>(n)] == b[static_cast<size_t>(n)]) ++n;
+    return n;
+}
 }  // namespace
 
 // A request holding a slot.
@@ -141,10 +149,9 @@ void Scheduler::admit() {
         int best = -1;
         int64_t keep = -1;
         for (int s : free) {
-            const auto& h = held_[static_cast<size_t>(s)];
-            size_t common = 0;
-            while (common < h.size() && common + 1 < p.size() && h[common] == p[common]) ++common;
-            const int64_t k = pool_.can_rewind(s, static_cast<int64_t>(common)) ? static_cast<int64_t>(common) : 0;
+            // The last prompt token is evaluated for its logits.
+            const int64_t common = common_prefix(held_[static_cast<size_t>(s)], p, static_cast<int64_t>(p.size()) - 1);
+            const int64_t k = pool_.can_rewind(s, common) ? common : 0;
             if (k > keep) {
                 keep = k;
                 best = s;
@@ -186,13 +193,6 @@ namespace {
 // for it: below this its own chunk costs less than the wait.
 constexpr int64_t kMinForkTokens = 32;
 
-// The length of the common prefix of a and b, at most cap.
-int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t cap) {
-    int64_t n = 0;
-    const int64_t end = std::min<int64_t>({cap, static_cast<int64_t>(a.size()), static_cast<int64_t>(b.size())});
-    while (n < end && a[static_cast<size_t>(n)] == b[static_cast<size_t>(n)]) ++n;
-    return n;
-}
 }  // namespace
 
 void Scheduler::announce(Active& a) {
@@ -201,8 +201,8 @@ void Scheduler::announce(Active& a) {
     if (a.req.on_admit) a.req.on_admit(a.result.cached_tokens);
 }
 
-bool Scheduler::fork_or_wait(Active& a, const std::vector<Active*>& order, int64_t* until) {
-    if (a.announced || !a.prefilling() || !pool_.forks()) return false;
+int Scheduler::fork_or_wait(Active& a, const std::vector<Active*>& order, int64_t* until) {
+    if (a.announced || !a.prefilling() || !pool_.forks()) return -1;
     const auto& p = a.req.prompt;
     const int64_t cap = static_cast<int64_t>(p.size()) - 1;  // the last prompt token is evaluated for its logits
     // A running request whose slot holds more of this prompt.
@@ -218,17 +218,22 @@ bool Scheduler::fork_or_wait(Active& a, const std::vector<Active*>& order, int64
     }
     // An earlier request still reading a longer part of this prompt: wait
     // for it rather than evaluate the same tokens alongside (or fork the
-    // part it has read so far and evaluate the rest).
+    // part it has read so far and evaluate the rest). Only earlier ones: the
+    // earliest prefilling request never waits, so every step runs something.
+    int on = -1;
     int64_t later = -1;
-    for (Active* o : order) {
-        if (o->id >= a.id) break;
+    for (size_t j = 0; j < order.size() && order[j]->id < a.id; ++j) {
+        const Active* o = order[j];
         if (!o->prefilling()) continue;
         const int64_t c = common_prefix(o->req.prompt, p, cap);
-        if (o->fed < c) later = std::max(later, c);
+        if (o->fed < c && c > later) {
+            later = c;
+            on = static_cast<int>(j);
+        }
     }
     if (later > have && later - a.fed >= kMinForkTokens) {
         *until = later;
-        return true;
+        return on;
     }
     if (src && have - a.fed >= kMinForkTokens && pool_.fork(src->slot, a.slot, have)) {
         const auto& from = held_[static_cast<size_t>(src->slot)];
@@ -241,7 +246,7 @@ bool Scheduler::fork_or_wait(Active& a, const std::vector<Active*>& order, int64
         a.fed = have;
         a.result.cached_tokens = have;
     }
-    return false;
+    return -1;
 }
 
 bool Scheduler::step() {
@@ -262,21 +267,15 @@ bool Scheduler::step() {
     // (DeepSeek V4's rings), its chunk stops where they fork.
     std::vector<bool> waits(order.size(), false), waited_on(order.size(), false);
     std::vector<int64_t> stop_at(order.size(), -1);
-    bool runnable = false;
     for (size_t i = 0; i < order.size(); ++i) {
         int64_t until = -1;
-        waits[i] = fork_or_wait(*order[i], order, &until);
-        runnable = runnable || !waits[i];
-        if (!waits[i]) continue;
-        for (size_t j = 0; j < i; ++j)  // the earliest request still reading [0, until) of this prompt
-            if (order[j]->prefilling() && order[j]->fed < until &&
-                common_prefix(order[j]->req.prompt, order[i]->req.prompt, until) >= until) {
-                waited_on[j] = true;
-                if (!pool_.can_rewind_anywhere() && (stop_at[j] < 0 || until < stop_at[j])) stop_at[j] = until;
-                break;
-            }
+        const int j = fork_or_wait(*order[i], order, &until);
+        if (j < 0) continue;
+        waits[i] = true;
+        waited_on[static_cast<size_t>(j)] = true;
+        int64_t& stop = stop_at[static_cast<size_t>(j)];
+        if (!pool_.can_rewind_anywhere() && (stop < 0 || until < stop)) stop = until;
     }
-    if (!runnable) std::fill(waits.begin(), waits.end(), false);  // cannot happen: the earliest never waits
 
     std::vector<SeqStep> steps;
     std::vector<Active*> who;

@@ -129,10 +129,10 @@ private:
     struct Active;
     void admit();
     // Forks a request that has not started from a running one whose slot
-    // holds more of its prompt; returns whether it waits instead for an
-    // earlier request still reading a long enough part of its prompt
-    // (*until: the position that request should reach first).
-    bool fork_or_wait(Active& a, const std::vector<Active*>& order, int64_t* until);
+    // holds more of its prompt, or makes it wait for an earlier request
+    // still reading a long enough part of its prompt: returns that one's
+    // index in `order` (*until: the position it should reach first), or -1.
+    int fork_or_wait(Active& a, const std::vector<Active*>& order, int64_t* until);
     void announce(Active& a);
     void finish(Active& a, StopReason reason);
     void after_logits(Active& a, std::span<const float> logits, const Candidates& best);
