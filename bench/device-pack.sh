@@ -59,6 +59,11 @@ if [ $# -eq 1 ]; then
     cp "$bin/ds4-bench" "$bin/ds4-gguf" "$stage/ds4-bin/"
     if [ -x "$bin/ds4" ]; then cp "$bin/ds4" "$stage/ds4-bin/"; fi
     strip "$stage/ds4-bin/"* 2>/dev/null || true
+    # Debian libraries the GPU machine's image may lack (utf8proc, xxhash, zstd, gRPC, ...) travel beside the
+    # binaries (bench/vs-llama.sh puts the folder on LD_LIBRARY_PATH); glibc, libstdc++ and CUDA's own stay.
+    for b in "$stage/ds4-bin/"ds4*; do ldd "$b"; done | awk '$3 ~ /^\/(usr\/)?lib\/x86_64-linux-gnu\// {print $3}' |
+        sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux-x86-64)\.so' |
+        while read -r lib; do cp -L "$lib" "$stage/ds4-bin/"; done
     echo "tree at $(git -C "$repo" rev-parse --short HEAD), binaries built $(date -r "$bin/ds4-bench" -u +%Y-%m-%dT%H:%MZ) in $bin" > "$stage/ds4-bin/commit"
     tar -C "$stage" -cf - ds4-bin | xz -T2 -6 > "$gpu/ds4-bin.tar.xz"
 fi

@@ -119,7 +119,10 @@ fi
 ds4_gguf=$ds4_bin/ds4-gguf ds4_bench=$ds4_bin/ds4-bench
 [ -x "$ds4_gguf" ] || die "$ds4_gguf is missing (needed to write the GGUF files)."
 [ $skip_ds4 -eq 1 ] || [ -x "$ds4_bench" ] || die "$ds4_bench is missing (or pass --skip-ds4)."
+# Debian libraries the GPU machine lacks travel beside the binaries (bench/device-pack.sh).
+export LD_LIBRARY_PATH=$ds4_bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 "$ds4_gguf" --version >/dev/null 2>&1 || die "$ds4_gguf does not run here (missing shared library? try ldd)."
+[ $skip_ds4 -eq 1 ] || "$ds4_bench" --help >/dev/null 2>&1 || die "$ds4_bench does not run here (missing shared library? try ldd)."
 [ "$backend" != cuda ] || nvidia-smi -L > "$raw/gpu.txt" 2>&1 || die "nvidia-smi finds no GPU: run this on the GPU machine."
 
 llama_bench=${LLAMA_BENCH:-$build_dir/bin/llama-bench}
