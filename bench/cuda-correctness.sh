@@ -5,7 +5,7 @@
 #
 # Here (no GPU; the device machine has no package registry, so binaries travel):
 #   CUDACXX=/usr/local/cuda/bin/nvcc cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDS4_CUDA=ON -DDS4_TESTS=ON
-#   ninja -C build llama_strip_scales llama_glm_rewrite llama_realistic cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test ds4-gguf
+#   ninja -C build llama_strip_scales llama_glm_rewrite llama_realistic cudabackend_f16_prefill_test cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test ds4-gguf
 #   bash bench/cuda-correctness.sh --pack build     # writes .gpurun/pk.tar.xz and .gpurun/q4km.gguf (git-ignored);
 #                                                   # the pack holds ds4-bench too (bench/parallel-decode.sh uses it),
 #                                                   # and .gpurun/glm-routed.gguf (llama.cpp's glm-dsa file)
@@ -18,7 +18,7 @@ if [ "${1:-}" = "--pack" ]; then
   repo=$(cd "$(dirname "$0")/.." && pwd)
   grep -qx '/.gpurun/' "$repo/.git/info/exclude" 2>/dev/null || { mkdir -p "$repo/.git/info"; echo '/.gpurun/' >> "$repo/.git/info/exclude"; }
   out=$repo/.gpurun; mkdir -p "$out"; st=$(mktemp -d)
-  for t in cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test; do
+  for t in cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test cudabackend_f16_prefill_test; do
     cp "$build/tests/$t" "$st/" || exit 1
   done
   cp "$build/ds4-gguf" "$build/ds4-bench" "$st/" && strip "$st"/*
@@ -50,7 +50,7 @@ export DS4_BIN=$B LD_LIBRARY_PATH=$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -f "$src/glm-routed.gguf" ] && export DS4_CUDA_TEST_GLM=$src/glm-routed.gguf
 cd "$B" || exit 1
 { nvidia-smi -L; date -u; cat commit; } > "$O/env.txt" 2>&1
-tests="cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test"
+tests="cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test cudabackend_f16_prefill_test"
 [ "$what" = memcheck ] || for t in $tests; do
   timeout ${DS4_TEST_TIMEOUT:-400} "./$t" > "$O/$t.txt" 2>&1; echo "$t rc=$?" >> "$O/$t.txt"
 done

@@ -29,7 +29,7 @@ struct RawArgs {
     std::string backend, chat_template;
     PipelineRawFlags pipeline;
     SsdRawFlags ssd;
-    int think = 0, think_max = 0, nothink = 0, cuda_host_weights = 0, int8_activations = 0, check_tensors = 0;
+    int think = 0, think_max = 0, nothink = 0, cuda_host_weights = 0, int8_activations = 0, exact = 0, check_tensors = 0;
 };
 
 // How to describe a missing value of each option, by CLI11's option name.
@@ -87,7 +87,7 @@ constexpr ValueOption kValueOptions[] = {
     {"--cluster-key-file", 1}, {"--dist-activation-bits", 1}, {"--dist-prefill-chunk", 1},
 };
 constexpr const char* kFlagOptions[] = {"--think",           "--think-max", "--nothink", "--ssd-streaming",
-                                        "--cuda-host-weights", "--int8-activations", "--check-tensors", "--debug", "-h", "--help", "--version"};
+                                        "--cuda-host-weights", "--int8-activations", "--exact", "--check-tensors", "--debug", "-h", "--help", "--version"};
 
 std::vector<std::string> split_spellings(const char* s) {
     std::vector<std::string> out;
@@ -197,6 +197,7 @@ void check_combinations(const Ds4Options& o, const RawArgs& raw, const CLI::App&
             if (given(f)) throw UsageError(std::string(f) + " is the coordinator's; a worker gets its work from it");
     if (o.cuda_host_weights && o.backend != "cuda") throw UsageError("--cuda-host-weights needs --backend cuda");
     if (o.int8_activations && o.backend == "cpu") throw UsageError("--int8-activations is a CUDA mode; the CPU backend is always exact");
+    if (o.int8_activations && o.exact) throw UsageError("--exact and --int8-activations contradict each other");
 }
 
 }  // namespace
@@ -243,6 +244,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     app.add_option("--backend", raw.backend);
     app.add_flag("--cuda-host-weights", raw.cuda_host_weights);
     app.add_flag("--int8-activations", raw.int8_activations);
+    app.add_flag("--exact", raw.exact);
     app.add_flag("--check-tensors", raw.check_tensors);
     add_pipeline_flags(app, raw.pipeline);
     add_ssd_flags(app, raw.ssd);
@@ -298,6 +300,7 @@ Ds4Options parse_ds4_options(int argc, const char* const* argv) {
     parse_ssd_values(raw.ssd, given, o.ssd);
     o.cuda_host_weights = raw.cuda_host_weights > 0;
     o.int8_activations = raw.int8_activations > 0;
+    o.exact = raw.exact > 0;
     o.check_tensors = raw.check_tensors > 0;
 
     check_combinations(o, raw, app);
@@ -329,6 +332,9 @@ Model and execution:
                             32 and multiplies with integer dot products, as
                             llama.cpp's CUDA backend does: faster, less exact
                             (default: float activations, the CPU's results)
+      --exact               CUDA prefill in FP32 (weights decoded to float), the
+                            CPU's results to float rounding (default: f16 tensor
+                            cores, f32 sums)
   -t, --threads N           CPU threads, >= 1 (default: all hardware threads)
   -c, --ctx N               context length in tokens, 1..16777216 (default: 4096)
       --prefill-chunk N     prompt tokens per forward pass, >= 1 (default: 4096)

@@ -58,6 +58,7 @@ struct Ds4Options : PipelineFlags {
     SsdStreaming ssd;
     bool cuda_host_weights = false;                   // --cuda-host-weights
     bool int8_activations = false;                    // --int8-activations
+    bool exact = false;                               // --exact (FP32 CUDA prefill)
 
     // Information requests: when set, nothing else was validated.
     bool help = false;     // -h/--help: print ds4_help_text() and exit 0

@@ -72,6 +72,9 @@ std::string server_help_text() {
                            32 and multiplies with integer dot products, as
                            llama.cpp's CUDA backend does: faster, less exact
                            (default: float activations, the CPU's results)
+  --exact                  CUDA prefill in FP32 (weights decoded to float), the
+                           CPU's results to float rounding (default: f16 tensor
+                           cores, f32 sums)
   --chat-template NAME     a renderer ds4 knows, or raw (default: the model's)
   -c, --ctx N              tokens per sequence (default 4096)
   --parallel N             sequences decoded together (default 4)
@@ -121,7 +124,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
             batch_size, kv_disk_dir, kv_disk_space_mb, kv_disk_compression, host, port, api_key_file, max_body_mb, alias,
             shutdown_timeout, ssl_cert_file, ssl_key_file;
         std::vector<std::string> api_keys, cors;
-        int check_tensors = 0, int8_activations = 0, help = 0, version = 0;
+        int check_tensors = 0, int8_activations = 0, exact = 0, help = 0, version = 0;
         PipelineRawFlags pipeline;
         SsdRawFlags ssd;
     } raw;
@@ -135,6 +138,7 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     app.add_option("-t,--threads", raw.threads);
     app.add_flag("--check-tensors", raw.check_tensors);
     app.add_flag("--int8-activations", raw.int8_activations);
+    app.add_flag("--exact", raw.exact);
     app.add_option("--chat-template", raw.chat_template);
     app.add_option("-c,--ctx", raw.ctx);
     app.add_option("--parallel", raw.parallel);
@@ -183,6 +187,8 @@ ServerCliOptions parse_server_options(int argc, const char* const* argv) {
     // the CPU would otherwise benchmark something else than they think.
     if (o.int8_activations && o.backend == "cpu")
         throw UsageError("--int8-activations is a CUDA mode; the CPU backend is always exact");
+    o.exact = raw.exact > 0;
+    if (o.int8_activations && o.exact) throw UsageError("--exact and --int8-activations contradict each other");
     if (given("--chat-template")) o.chat_template = parse_chat_template_value("--chat-template", raw.chat_template);
     if (given("--ctx")) o.ctx = int(parse_int_value("--ctx", raw.ctx, 2, 1 << 24));
     if (given("--parallel")) o.parallel = int(parse_int_value("--parallel", raw.parallel, 1, 4096));

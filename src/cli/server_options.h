@@ -19,6 +19,7 @@ struct ServerCliOptions : PipelineFlags {
     int threads = 0;                        // -t/--threads (0: one per core)
     bool check_tensors = false;             // --check-tensors
     bool int8_activations = false;          // --int8-activations (CUDA decode only)
+    bool exact = false;                     // --exact (FP32 CUDA prefill)
     std::string chat_template;              // --chat-template NAME
     int ctx = 4096;                         // -c/--ctx: tokens per sequence
     int parallel = 4;                       // --parallel: sequences decoded together

@@ -38,10 +38,11 @@ BackendChoice cpu_backend(const BackendOptions& o, const std::string& why) {
 
 #ifdef DS4_HAVE_CUDA
 BackendChoice cuda_backend(const BackendOptions& o, const std::string& why) {
-    auto be = make_cuda_backend(CudaOptions{o.device, o.host_weights, o.int8_activations});
+    auto be = make_cuda_backend(CudaOptions{o.device, o.host_weights, o.int8_activations, !o.exact});
     return {std::move(be), "backend: cuda (device " + std::to_string(o.device) + ", " + cuda::device_name(o.device) +
                                (o.host_weights ? ", weights in page-locked host memory" : "") +
-                               (o.int8_activations ? ", 8-bit decode activations" : "") + ")" + why};
+                               (o.int8_activations ? ", 8-bit decode activations" : "") +
+                               (o.exact ? ", FP32 prefill (--exact)" : ", f16 tensor-core prefill") + ")" + why};
 }
 #endif
 

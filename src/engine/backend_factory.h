@@ -22,6 +22,10 @@ struct BackendOptions {
     // exact. Off by default until its error is measured against llama.cpp's
     // on the same files (issue 13).
     bool int8_activations = false;
+    // CUDA prefill products in FP32 (weights decoded to float, cuBLAS SGEMM:
+    // the CPU's results to float rounding) instead of f16 tensor cores
+    // (--exact). The CPU is always exact.
+    bool exact = false;
 };
 
 // The names make_backend() accepts: "auto", "cpu" and, in a CUDA build, "cuda".

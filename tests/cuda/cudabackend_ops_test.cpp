@@ -26,48 +26,8 @@ namespace {
 using cudatest::random_floats;
 using cudatest::rel_l2;
 
-// Byte offsets of the half-precision scale fields of one block, which random
-// bytes would too often turn into inf/NaN or huge values.
-std::vector<size_t> half_fields(GgmlType t) {
-    switch (t) {
-        case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
-        case GgmlType::Q2_K: return {80, 82};
-        case GgmlType::Q3_K: return {108};
-        case GgmlType::Q6_K: return {208};
-        default: return {0};
-    }
-}
-
 class CudaOps : public cudatest::CudaOpsFixture {
 protected:
-    // A weight of `matrices` matrices [rows x k] of type t with random content
-    // (quantized random floats, or random blocks with sane scales for the
-    // types without a quantizer), resident on the GPU.
-    WeightRef weight(GgmlType t, int64_t k, int64_t rows, int64_t matrices = 1) {
-        std::vector<uint8_t>* bytes = nullptr;
-        WeightRef w = new_weight(t, k, rows, matrices, bytes);
-        auto& buf = *bytes;
-        const auto& tr = ggml_type_traits(t);
-        if (quantize_supported(t)) {
-            for (int64_t r = 0; r < rows * matrices; ++r) {
-                const auto f = random_floats(rng_, size_t(k));
-                quantize_row(t, f.data(), buf.data() + size_t(r) * w.row_bytes, k);
-            }
-        } else {
-            std::uniform_int_distribution<int> byte(0, 255);
-            for (auto& b : buf) b = uint8_t(byte(rng_));
-            std::uniform_real_distribution<float> scale(0.002f, 0.05f);
-            for (size_t blk = 0; blk < buf.size() / tr.block_bytes; ++blk)
-                for (size_t off : half_fields(t)) {
-                    const uint16_t h = fp32_to_fp16(scale(rng_));
-                    buf[blk * tr.block_bytes + off] = uint8_t(h & 0xFF);
-                    buf[blk * tr.block_bytes + off + 1] = uint8_t(h >> 8);
-                }
-        }
-        attach(w);
-        return w;
-    }
-
     // A CPU routing decision, copied to the GPU, so both run the same experts.
     Routing to_gpu(const Routing& r) {
         Routing g;

@@ -116,6 +116,7 @@ usage "cache without streaming" "--ssd-streaming" "${M[@]}" --ssd-streaming-cach
 usage "host weights on the cpu" "--cuda-host-weights" "${M[@]}" --cuda-host-weights
 usage "host weights on the cpu, explicit" "--cuda-host-weights" "${M[@]}" --backend cpu --cuda-host-weights
 usage "int8 activations on the cpu" "--int8-activations" "${M[@]}" --backend cpu --int8-activations
+usage "exact with int8 activations" "contradict" "${M[@]}" --exact --int8-activations
 usage "think and nothink" "--nothink" "${M[@]}" --think --nothink
 usage "unknown chat template" "--chat-template must be one of" "${M[@]}" --chat-template chatml
 usage "empty chat template" "--chat-template" "${M[@]}" --chat-template ""

@@ -93,6 +93,8 @@ expect_usage -m "$m" --gen-tokens 0 --step-incr 1
 expect_usage -m "$m" --prefill-chunk -1 --step-incr 1
 expect_usage -m "$m" --seed -1 --step-incr 1
 expect_usage -m "$m" --synthetic deepseek4-flash-q2 --step-incr 1
+expect_usage -m "$m" --exact --int8-activations --step-incr 1
+grep -q "contradict" "$tmp/err" || fail "--exact --int8-activations: $(cat "$tmp/err")"
 for spec in 0:9 0:4 4:output; do
   expect_usage -m "$m" --layers "$spec" --step-incr 1
   grep -q "4 layers" "$tmp/err" || fail "--layers $spec error does not name the layer count: $(cat "$tmp/err")"

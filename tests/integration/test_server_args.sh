@@ -64,6 +64,8 @@ run 2 "simulated use without streaming" -m "$MODEL" --simulate-used-memory 1GB
 grep -q -- "--simulate-used-memory needs --ssd-streaming" "$WORK/err" || fail "simulated use without streaming: $(cat "$WORK/err")"
 run 2 "int8 activations on the cpu" -m "$MODEL" --backend cpu --int8-activations
 grep -q -- "--int8-activations is a CUDA mode" "$WORK/err" || fail "int8 activations on the cpu: $(cat "$WORK/err")"
+run 2 "exact with int8 activations" -m "$MODEL" --exact --int8-activations
+grep -q -- "--exact and --int8-activations contradict" "$WORK/err" || fail "exact with int8 activations: $(cat "$WORK/err")"
 run 2 "certificate without key" -m "$MODEL" --ssl-cert-file "$WORK/keys"
 run 2 "key without certificate" -m "$MODEL" --ssl-key-file "$WORK/keys"
 run 2 "unreadable certificate" -m "$MODEL" --ssl-cert-file "$WORK/absent.pem" --ssl-key-file "$WORK/keys"

@@ -129,6 +129,10 @@ TEST_F(ServerOptionsTest, Int8ActivationsNeedAGpuBackend) {
     EXPECT_TRUE(parse({"--backend", "auto", "--int8-activations"}).int8_activations);
     expect_usage({"--backend", "cpu", "--int8-activations"}, {"--int8-activations", "CUDA mode"});
     expect_usage({"--int8-activations", "--backend", "cpu"}, {"--int8-activations", "CUDA mode"});
+    EXPECT_FALSE(parse({}).exact);
+    EXPECT_TRUE(parse({"--exact"}).exact);
+    EXPECT_TRUE(parse({"--backend", "cpu", "--exact"}).exact);  // the CPU is exact anyway
+    expect_usage({"--exact", "--int8-activations"}, {"--exact", "--int8-activations", "contradict"});
 }
 
 TEST_F(ServerOptionsTest, BatchSizeIsPositiveTokens) {
@@ -147,7 +151,7 @@ TEST_F(ServerOptionsTest, BatchSizeIsPositiveTokens) {
 TEST_F(ServerOptionsTest, HelpNamesTheNewFlags) {
     const std::string h = server_help_text();
     for (const char* f : {"--shutdown-timeout", "--cors", "--ssl-cert-file", "--ssl-key-file", "--int8-activations",
-                          "--batch-size"})
+                          "--batch-size", "--exact"})
         EXPECT_NE(h.find(f), std::string::npos) << f;
 }
 

@@ -53,6 +53,7 @@ const char* const kHelp =
     "  --cuda-host-weights    CUDA reads weights from registered host memory\n"
     "  --int8-activations     CUDA decode on activations rounded to 8 bits per 32 (llama.cpp's\n"
     "                         mmvq rule; default: float activations)\n"
+    "  --exact                CUDA prefill in FP32 (default: f16 tensor cores, f32 sums)\n"
     "  --ssd-streaming        routed experts read from the file into a bounded cache\n"
     "                         (as ds4's; its hits, misses and bytes read are printed)\n"
     "  --ssd-streaming-cache-experts N|NGB, --ssd-streaming-prefill auto|per-expert|full-layer,\n"
@@ -113,7 +114,7 @@ struct BenchArgs {
     std::optional<ds4::LayerRange> layers_spec;
     int threads = 0;
     ds4::BenchWalkOptions walk;
-    bool help = false, version = false, cuda_host_weights = false, int8_activations = false, check_tensors = false;
+    bool help = false, version = false, cuda_host_weights = false, int8_activations = false, exact = false, check_tensors = false;
     ds4::SsdStreaming ssd;  // --ssd-streaming and its flags
 };
 
@@ -127,6 +128,7 @@ BenchArgs parse_args(int argc, char** argv) {
     app.add_flag("--version", a.version);
     app.add_flag("--cuda-host-weights", a.cuda_host_weights);
     app.add_flag("--int8-activations", a.int8_activations);
+    app.add_flag("--exact", a.exact);
     app.add_flag("--check-tensors", a.check_tensors);
     ds4::SsdRawFlags ssd;
     ds4::add_ssd_flags(app, ssd);
@@ -177,6 +179,7 @@ BenchArgs parse_args(int argc, char** argv) {
         throw UsageError("-m/--model and --synthetic exclude each other: give a file or a preset.");
     if (a.cuda_host_weights && a.backend != "cuda") throw UsageError("--cuda-host-weights needs --backend cuda.");
     if (a.int8_activations && a.backend == "cpu") throw UsageError("--int8-activations is a CUDA mode; the CPU backend is always exact.");
+    if (a.int8_activations && a.exact) throw UsageError("--exact and --int8-activations contradict each other.");
     if (a.model.empty() && a.synthetic.empty())
         throw UsageError("-m/--model FILE or --synthetic PRESET is required (see --help).");
     if (n_layer->count() > 0 && a.synthetic.empty())
@@ -259,6 +262,7 @@ int run_bench(const BenchArgs& a) {
     eo.backend.threads = a.threads;
     eo.backend.host_weights = a.cuda_host_weights;
     eo.backend.int8_activations = a.int8_activations;
+    eo.backend.exact = a.exact;
     eo.layers = a.layers_spec.value_or(ds4::LayerRange::all());
     eo.check_tensors = a.check_tensors;
     eo.chat = false;

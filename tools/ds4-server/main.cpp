@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
         e.backend.name = o.backend;
         e.backend.threads = o.threads;
         e.backend.int8_activations = o.int8_activations;
+        e.backend.exact = o.exact;
         e.check_tensors = o.check_tensors;
         e.chat_template = o.chat_template;
         e.ssd_streaming = o.ssd;

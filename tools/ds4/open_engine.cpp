@@ -12,6 +12,7 @@ std::unique_ptr<Engine> open_engine(const Ds4Options& opts) {
     e.backend.threads = opts.threads;
     e.backend.host_weights = opts.cuda_host_weights;
     e.backend.int8_activations = opts.int8_activations;
+    e.backend.exact = opts.exact;
     e.check_tensors = opts.check_tensors;
     e.ssd_streaming = opts.ssd;
     // A worker never renders a conversation: the coordinator sends token ids.

@@ -32,6 +32,12 @@ struct CudaOptions {
     // activations, the CPU backend's semantics to float rounding (--exact,
     // and what the CPU-vs-GPU op tests hold).
     bool int8_activations = false;
+    // Prefill products (more than kMatvecMaxTokens rows) on the tensor cores:
+    // weights decoded to f16 inside the GEMM, activations rounded to f16 after
+    // a power-of-two scale per row, f32 sums (mma_gemm.cu). Off: weights
+    // decoded to float and FP32 cuBLAS, the CPU's semantics to float rounding
+    // (--exact, and what the CPU-vs-GPU model tests hold).
+    bool f16_prefill = false;
 };
 
 class CudaBackend final : public Backend, public Dsv4Ops, public GlmDsaOps {
@@ -196,6 +202,7 @@ private:
     int device_ = 0;
     bool host_weights_ = false;
     bool int8_activations_ = false;  // CudaOptions::int8_activations
+    bool f16_prefill_ = false;       // CudaOptions::f16_prefill
     cudaStream_t stream_ = nullptr;
     std::shared_ptr<Arena> capturing_;     // the open recording's memory, while capturing
     cublasHandle_t cublas_ = nullptr;

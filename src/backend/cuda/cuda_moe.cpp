@@ -311,14 +311,54 @@ void CudaBackend::moe_ffn_grouped(const Tensor& x, const Routing& routing, const
 
     const ExpertScales sc = expert_scales(gate_scale, up_scale, down_scale);
 
-    Tensor xs = alloc(pairs, n_embd), g = alloc(pairs, n_ff), u = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
+    Tensor g = alloc(pairs, n_ff), u = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
     Tensor slot_out = alloc(pairs, n_embd);
-    cuda::gather_rows(x.data, n_embd, ip(d_tok), pairs, xs.data, stream_);
-    grouped_expert_gemm(gate, rows, xs, g);
-    grouped_expert_gemm(up, rows, xs, u);
-    cuda::expert_swiglu(g.data, u.data, ip(d_exp), pairs, n_ff, sc.gate, sc.n_gate, sc.up, sc.n_up, limit, g.data,
-                        stream_);
-    grouped_expert_gemm(down, rows, g, d);
+    const bool tensor_cores = f16_prefill_ && cuda::gemm_f16_supported(gate.type, gate.ne[0]) &&
+                              cuda::gemm_f16_supported(up.type, up.ne[0]) &&
+                              cuda::gemm_f16_supported(down.type, down.ne[0]);
+    if (tensor_cores) {
+        // One tile list for the three products: (expert, first row, rows), at most kGemmTileTokens rows each.
+        std::vector<int32_t> tiles;
+        for (size_t s = 0; s < rows.experts.size(); ++s)
+            for (int64_t t = 0; t < rows.count[s]; t += cuda::kGemmTileTokens)
+                tiles.insert(tiles.end(), {rows.experts[s], int32_t(rows.start[s] + t),
+                                           int32_t(std::min(cuda::kGemmTileTokens, rows.count[s] - t))});
+        const int64_t n_tiles = int64_t(tiles.size() / 3);
+        auto d_tiles = upload_array(tiles.data(), tiles.size());
+        // Rows of `in` (rows[r] of it, or row r) as scaled f16 rows, then every tile's product with w.
+        struct HalfRows {
+            std::shared_ptr<void> h, scale;
+            int64_t ld;
+        };
+        auto to_half = [&](const Tensor& in, const int32_t* in_rows) {
+            HalfRows r{nullptr, nullptr, cuda::half_row_stride(in.cols)};
+            r.h = device_scratch(sizeof(uint16_t) * size_t(pairs * r.ld));
+            r.scale = device_scratch(sizeof(float) * size_t(pairs));
+            cuda::rows_to_half(in.data, in.cols, in_rows, pairs, in.cols, static_cast<uint16_t*>(r.h.get()), r.ld,
+                               static_cast<float*>(r.scale.get()), stream_);
+            return r;
+        };
+        auto product = [&](const WeightRef& w, const HalfRows& in, Tensor& y) {
+            const uint8_t* base = device_ptr(w.data, w.matrix_bytes * size_t(w.ne[2]), w.name);
+            cuda::gemm_f16(w.type, base, w.matrix_bytes, w.row_bytes, w.ne[0], w.ne[1], ip(d_tiles), n_tiles, pairs,
+                           static_cast<const uint16_t*>(in.h.get()), in.ld, static_cast<const float*>(in.scale.get()),
+                           y.data, y.cols, stream_);
+        };
+        const HalfRows xh = to_half(x, ip(d_tok));  // gate and up read the same rows
+        product(gate, xh, g);
+        product(up, xh, u);
+        cuda::expert_swiglu(g.data, u.data, ip(d_exp), pairs, n_ff, sc.gate, sc.n_gate, sc.up, sc.n_up, limit,
+                            g.data, stream_);
+        product(down, to_half(g, nullptr), d);
+    } else {
+        Tensor xs = alloc(pairs, n_embd);
+        cuda::gather_rows(x.data, n_embd, ip(d_tok), pairs, xs.data, stream_);
+        grouped_expert_gemm(gate, rows, xs, g);
+        grouped_expert_gemm(up, rows, xs, u);
+        cuda::expert_swiglu(g.data, u.data, ip(d_exp), pairs, n_ff, sc.gate, sc.n_gate, sc.up, sc.n_up, limit,
+                            g.data, stream_);
+        grouped_expert_gemm(down, rows, g, d);
+    }
     cuda::scatter_rows(d.data, n_embd, ip(d_pair), pairs, slot_out.data, stream_);  // slot_out[pair] = its output
     cuda::expert_combine(slot_out.data, routing.experts.data, routing.weights.data, sc.down, sc.n_down, x.rows, n_used,
                          n_embd, out.data, stream_);

@@ -35,6 +35,30 @@ void dequantize_matrices(GgmlType type, const uint8_t* w, size_t matrix_bytes, s
 void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
             int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream);
 
+// ---- mma_gemm.cu: prefill products on the tensor cores (f16 in, f32 out) ----
+// Tokens a gemm_f16 block computes: a tile list entry holds at most this many.
+constexpr int64_t kGemmTileTokens = 64;
+// Half rows (rows_to_half) are padded to a multiple of this many values.
+constexpr int64_t kHalfRowAlign = 256;
+void init_mma_gemm_tables();
+// Whether gemm_f16 takes rows of k values of this type (k % 32 == 0; F32
+// and BF16 weights keep the FP32 path).
+bool gemm_f16_supported(GgmlType type, int64_t k);
+// The row stride rows_to_half wants for rows of k values.
+int64_t half_row_stride(int64_t k);
+// xh[r] (f16 bits, stride ld_h, zero padded) = x[rows ? rows[r] : r] / scale[r],
+// scale[r] the power of two that puts the row's largest magnitude in
+// [2^14, 2^15) (1 for an all-zero, infinite or NaN row), for r < n.
+void rows_to_half(const float* x, int64_t ld_x, const int32_t* rows, int64_t n, int64_t k, uint16_t* xh,
+                  int64_t ld_h, float* scale, cudaStream_t stream);
+// y[row0 + t][m] = scale[row0 + t] * sum_i W_e[m][i] xh[row0 + t][i], for every
+// tile (e, row0, n) of `tiles` (3 ints each, n <= kGemmTileTokens; W_e at
+// w + e * matrix_bytes) and t < n, m < n_rows. Without tiles: matrix 0 and
+// token rows [0, n_tok) (n_tiles is then ignored).
+void gemm_f16(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows,
+              const int32_t* tiles, int64_t n_tiles, int64_t n_tok, const uint16_t* xh, int64_t ld_h,
+              const float* scale, float* y, int64_t ld_y, cudaStream_t stream);
+
 // ---- rms_norm.cu ------------------------------------------------------------
 // n_groups groups of `group` contiguous values; weight (length group) optional.
 void rms_norm(const float* x, const float* weight, float eps, int64_t n_groups, int64_t group, float* y,

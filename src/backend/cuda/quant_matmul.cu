@@ -174,6 +174,7 @@ void init_quant_tables() {
     upload_decode_tables();
     init_moe_decode_tables();
     init_moe_grouped_tables();
+    init_mma_gemm_tables();
 }
 
 bool quant_type_supported(GgmlType type) {

@@ -1,0 +1,218 @@
+// The tensor-core prefill (CudaOptions::f16_prefill, the engine's default;
+// --exact turns it off) against the rule it promises (mma_gemm.cu): each
+// weight is its decoded value rounded to f16; each activation row is divided
+// by the power of two 2^e that puts its largest magnitude in [2^14, 2^15),
+// rounded to f16, and the f32 sum is multiplied by 2^e again. So the GPU
+// result must equal the CPU's float product of the rounded operands (an F16
+// copy of the weight, the rounded rows) to float rounding, which catches a
+// wrong fragment layout, tile edge, scale or decode; and it must differ from
+// the product of the unrounded operands, or the f16 path did not run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_ops.h"
+#include "cuda_ops_fixture.h"
+#include "quant/quant.h"
+
+namespace ds4 {
+namespace {
+
+using cudatest::random_floats;
+
+// Rows of `cols` values as the tensor cores see them (see the file's comment).
+std::vector<float> round_rows_to_f16(const std::vector<float>& x, int64_t cols) {
+    std::vector<float> out(x.size());
+    for (size_t r = 0; r < x.size() / size_t(cols); ++r) {
+        const float* row = x.data() + r * size_t(cols);
+        float m = 0.0f;
+        for (int64_t i = 0; i < cols; ++i) m = std::max(m, std::fabs(row[i]));
+        float s = 1.0f;
+        if (m > 0.0f && std::isfinite(m)) {
+            int e = 0;
+            std::frexp(m, &e);
+            s = std::ldexp(1.0f, std::max(e - 15, -100));
+        }
+        for (int64_t i = 0; i < cols; ++i)
+            out[r * size_t(cols) + size_t(i)] = fp16_to_fp32(fp32_to_fp16(row[i] / s)) * s;
+    }
+    return out;
+}
+
+class CudaF16Prefill : public cudatest::CudaOpsFixture {
+protected:
+    void SetUp() override {
+        CudaOpsFixture::SetUp();
+        if (IsSkipped()) return;
+        CudaOptions o;
+        o.f16_prefill = true;
+        gpu_ = std::make_unique<CudaBackend>(o);
+    }
+    // An F16 weight holding w's decoded values rounded to f16 (the CPU reads it).
+    WeightRef f16_copy(const WeightRef& w) {
+        std::vector<uint8_t>* bytes = nullptr;
+        WeightRef h = new_weight(GgmlType::F16, w.ne[0], w.ne[1], w.ne[2], bytes);
+        std::vector<float> row(size_t(w.ne[0]));
+        for (int64_t r = 0; r < w.ne[1] * w.ne[2]; ++r) {
+            dequantize_row(w.type, w.data + size_t(r) * w.row_bytes, row.data(), w.ne[0]);
+            fp32_to_fp16_row(row.data(), reinterpret_cast<uint16_t*>(bytes->data() + size_t(r) * h.row_bytes),
+                             w.ne[0]);
+        }
+        return h;
+    }
+    // Activation rows of every magnitude a prefill meets: each row random
+    // times 2^j, j in [-20, 20]; one all-zero row; one row with a value f16
+    // cannot hold (3e5) unless the row is scaled first.
+    std::vector<float> activations(int64_t rows, int64_t cols) {
+        auto v = random_floats(rng_, size_t(rows * cols), -1.0f, 1.0f);
+        std::uniform_int_distribution<int> pow2(-20, 20);
+        for (int64_t r = 0; r < rows; ++r) {
+            const float s = std::ldexp(1.0f, pow2(rng_));
+            for (int64_t i = 0; i < cols; ++i) v[size_t(r * cols + i)] *= s;
+        }
+        std::uniform_int_distribution<int64_t> row(0, rows - 1), col(0, cols - 1);
+        const int64_t zero = row(rng_);
+        std::fill_n(v.begin() + zero * cols, cols, 0.0f);
+        int64_t big = row(rng_);
+        if (big == zero) big = (big + 1) % rows;
+        v[size_t(big * cols + col(rng_))] = 3.0e5f;
+        return v;
+    }
+    std::pair<Tensor, Tensor> cpu_gpu(const std::vector<float>& cpu_values, const std::vector<float>& gpu_values,
+                                      int64_t rows, int64_t cols) {
+        Tensor c = cpu_->alloc(rows, cols), g = gpu_->alloc(rows, cols);
+        cpu_->upload(c, cpu_values.data());
+        gpu_->upload(g, gpu_values.data());
+        return {c, g};
+    }
+};
+
+class CudaF16PrefillTyped : public CudaF16Prefill, public ::testing::WithParamInterface<GgmlType> {};
+
+TEST_P(CudaF16PrefillTyped, MatmulIsTheFloatProductOfTheRoundedOperands) {
+    const GgmlType t = GetParam();
+    ASSERT_TRUE(cuda::gemm_f16_supported(t, 256));
+    const int64_t qk = ggml_type_traits(t).block_elems;
+    // k = 352 for 32-element blocks: a main-loop step of 64 half past the end.
+    std::vector<int64_t> ks = {qk >= 256 ? 768 : 512};
+    if (qk <= 32) ks.push_back(352);
+    for (int64_t k : ks) {
+        const int64_t rows = 67;  // one whole block of 64 weight rows and 3 more
+        const WeightRef w = weight(t, k, rows, 3);
+        const WeightRef w16 = f16_copy(w);
+        // Prefill sizes: above kMatvecMaxTokens; one tile and a bit, two, three partial.
+        for (int64_t T : {65, 128, 161}) {
+            for (int64_t m : {0, 2}) {
+                const auto x = activations(T, k);
+                auto [xr, xg] = cpu_gpu(round_rows_to_f16(x, k), x, T, k);
+                auto [yc, yg] = zeros(T, rows);
+                cpu_->matmul(w16, xr, yc, m);
+                gpu_->matmul(w, xg, yg, m);
+                const std::string what = std::string(ggml_type_name(t)) + " k=" + std::to_string(k) +
+                                         " T=" + std::to_string(T) + " matrix " + std::to_string(m);
+                EXPECT_TRUE(close(yc, yg, 1e-5, what + " against the product of the rounded operands"));
+                // The unrounded product is ~1e-4 away on every row that is not zero.
+                cpu_->upload(xr, x.data());
+                cpu_->matmul(w, xr, yc, m);
+                EXPECT_FALSE(close(yc, yg, 1e-5, what)) << what << ": the f16 path did not run";
+            }
+        }
+    }
+}
+
+std::vector<GgmlType> f16_types() {
+    std::vector<GgmlType> out;
+    for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                       GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                       GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ2_XXS, GgmlType::IQ4_XS})
+        out.push_back(t);
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaF16PrefillTyped, ::testing::ValuesIn(f16_types()),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) {
+                             return std::string(ggml_type_name(i.param));
+                         });
+
+TEST_F(CudaF16Prefill, F32AndBf16WeightsKeepTheFloatPath) {
+    EXPECT_FALSE(cuda::gemm_f16_supported(GgmlType::F32, 256));
+    EXPECT_FALSE(cuda::gemm_f16_supported(GgmlType::BF16, 256));
+    EXPECT_FALSE(cuda::gemm_f16_supported(GgmlType::F16, 100));  // rows of whole 32-element chunks only
+    for (GgmlType t : {GgmlType::F32, GgmlType::BF16}) {
+        const int64_t k = 256, rows = 40, T = 70;
+        const WeightRef w = weight(t, k, rows);
+        auto [xc, xg] = pair(T, k);
+        auto [yc, yg] = zeros(T, rows);
+        cpu_->matmul(w, xc, yc, 0);
+        gpu_->matmul(w, xg, yg, 0);
+        EXPECT_TRUE(close(yc, yg, 1e-5, std::string(ggml_type_name(t)) + " prefill in FP32"));
+    }
+}
+
+// The routed experts of a prefill-sized batch (more than 512 pairs: the
+// grouped path), every expert chosen by more than one tile's worth of pairs
+// and some by few: the CPU reference product by product, with x rounded per
+// token row and h per pair row, as the grouped kernel rounds them.
+TEST_F(CudaF16Prefill, MoeRoundsTheInputAndTheHiddenRows) {
+    const int64_t E = 512, F = 768, n_exp = 8, n_used = 6, T = 100;
+    const std::pair<GgmlType, GgmlType> kinds[] = {{GgmlType::Q4_K, GgmlType::Q6_K}, {GgmlType::Q8_0, GgmlType::Q8_0}};
+    for (const auto& [t, td] : kinds) {
+        const WeightRef gate = weight(t, E, F, n_exp), up = weight(t, E, F, n_exp), down = weight(td, F, E, n_exp);
+        const WeightRef gate16 = f16_copy(gate), up16 = f16_copy(up), down16 = f16_copy(down);
+        const auto gs_v = random_floats(rng_, n_exp, 0.5f, 2.0f), ds_v = random_floats(rng_, n_exp, 0.5f, 2.0f);
+        const WeightRef gs = f32_vector(gs_v), ds = f32_vector(ds_v);
+        const auto x = activations(T, E);
+        auto [lc, lg] = pair(T, n_exp, -3.0f, 3.0f);
+        const Routing r = cpu_->route_softmax_topk(lc, n_used, true, 0.0f);
+        Routing rg;
+        rg.n_used = r.n_used;
+        rg.rows = r.rows;
+        rg.experts = gpu_->ints(r.experts.data, r.experts.n);
+        rg.weights = gpu_->alloc(r.weights.rows, r.weights.cols);
+        gpu_->upload(rg.weights, r.weights.data);
+        auto [xc, xg] = cpu_gpu(x, x, T, E);
+        auto [oc, og] = zeros(T, E);
+        gpu_->moe_swiglu(xg, rg, gate, up, down, &gs, nullptr, &ds, og);
+
+        const auto experts = host_ints(*cpu_, r.experts);
+        const std::vector<float> xr = round_rows_to_f16(x, E);
+        Tensor ref = cpu_->alloc(T, E), xrow = cpu_->alloc(1, E), g = cpu_->alloc(1, F), u = cpu_->alloc(1, F),
+               hrow = cpu_->alloc(1, F), d = cpu_->alloc(1, E);
+        for (int64_t tok = 0; tok < T; ++tok) {
+            std::copy_n(xr.data() + tok * E, E, xrow.data);
+            std::fill_n(ref.data + tok * E, E, 0.0f);
+            for (int64_t j = 0; j < n_used; ++j) {
+                const int32_t e = experts[size_t(tok * n_used + j)];
+                cpu_->matmul(gate16, xrow, g, e);
+                cpu_->matmul(up16, xrow, u, e);
+                std::vector<float> h(F);
+                for (int64_t i = 0; i < F; ++i) {
+                    const float gv = g.data[i] * gs_v[size_t(e)];
+                    h[size_t(i)] = gv / (1.0f + std::exp(-gv)) * u.data[i];
+                }
+                const auto hr = round_rows_to_f16(h, F);
+                std::copy(hr.begin(), hr.end(), hrow.data);
+                cpu_->matmul(down16, hrow, d, e);
+                const float wgt = r.weights.data[tok * n_used + j] * ds_v[size_t(e)];
+                for (int64_t c = 0; c < E; ++c) ref.data[tok * E + c] += d.data[c] * wgt;
+            }
+        }
+        // Float rounding may move an element of h across a rounding boundary
+        // of f16 (one step of 2^-11 of it, on a few of 768 elements): ~1e-5 on
+        // a row. A wrong tile, expert or scale is ~1e-1.
+        const std::string what = std::string(ggml_type_name(t)) + "/" + std::string(ggml_type_name(td)) + " moe";
+        EXPECT_TRUE(close(ref, og, 1e-4, what + " against the product of the rounded operands"));
+        cpu_->moe_swiglu(xc, r, gate, up, down, &gs, nullptr, &ds, oc);
+        EXPECT_FALSE(close(oc, og, 1e-5, what)) << what << ": the f16 path did not run";
+    }
+}
+
+}  // namespace
+}  // namespace ds4
