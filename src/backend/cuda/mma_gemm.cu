@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_decode.cuh"
+#include "backend/cuda/warp_dot.cuh"  // small_u2f, small_u2f_minus, s8_to_f: exact conversions without I2F
 
 namespace ds4::cuda {
 namespace {
@@ -103,6 +104,135 @@ __global__ void rows_to_half_kernel(const float* __restrict__ x, int64_t ld_x, c
     if (threadIdx.x == 0) scale[r] = s;
 }
 
+// ---- 32 elements of a raw block in shared memory to f16 -------------------
+// The CPU's decoded values (the same float expressions as decode<T>), each
+// rounded to f16, two a conversion. The hot types have their own: decode<T>
+// element by element recomputes each element's block scales (ncu, 2026-12-04:
+// the Q4_K expert gate GEMM issue-bound at 2.1 IPC for 870 us, which counts
+// out to ~75 instructions an element).
+
+template <GgmlType T>
+struct ChunkDecoder {
+    // blk: the block holding elements [off, off + 32); 2-byte aligned.
+    __device__ static __forceinline__ void run(const uint8_t* blk, int off, __half2 (&v)[16]) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+            v[j] = __floats2half2_rn(decode<T>(blk, off + 2 * j), decode<T>(blk, off + 2 * j + 1));
+    }
+};
+
+// Q4_K: sub-block off / 32 of a 16-byte aligned block (one block a step).
+template <>
+struct ChunkDecoder<GgmlType::Q4_K> {
+    __device__ static __forceinline__ void run(const uint8_t* blk, int off, __half2 (&v)[16]) {
+        const int sub = off >> 5, pair = sub >> 1, shift = 4 * (sub & 1);
+        int sc, m;
+        k_scale_min(sub, blk + 4, sc, m);
+        const float a = __fmul_rn(half_at(blk), float(sc)), b = __fmul_rn(half_at(blk + 2), float(m));
+        const uint32_t* q = reinterpret_cast<const uint32_t*>(blk + 16 + 32 * pair);
+#pragma unroll
+        for (int w = 0; w < 8; ++w) {
+            const uint32_t word = q[w] >> shift;
+            float f[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) f[e] = __fsub_rn(__fmul_rn(a, small_u2f((word >> (8 * e)) & 0xFu)), b);
+            v[2 * w] = __floats2half2_rn(f[0], f[1]);
+            v[2 * w + 1] = __floats2half2_rn(f[2], f[3]);
+        }
+    }
+};
+
+// Q6_K: elements 32 c .. 32 c + 31 of a 16-byte aligned block: half c / 4,
+// quad c % 4; the first 16 take one scale, the next 16 the next.
+template <>
+struct ChunkDecoder<GgmlType::Q6_K> {
+    __device__ static __forceinline__ void run(const uint8_t* blk, int off, __half2 (&v)[16]) {
+        const int c = off >> 5, half = c >> 2, quad = c & 3;
+        const uint32_t* ql = reinterpret_cast<const uint32_t*>(blk + 64 * half + 32 * (quad & 1));
+        const uint32_t* qh = reinterpret_cast<const uint32_t*>(blk + 128 + 32 * half);
+        const float d = half_at(blk + 208);
+        const float a0 = __fmul_rn(d, float(int8_t(blk[192 + 8 * half + 2 * quad])));
+        const float a1 = __fmul_rn(d, float(int8_t(blk[192 + 8 * half + 2 * quad + 1])));
+        const int lo_shift = (quad & 2) ? 4 : 0, hi_shift = 2 * quad;
+#pragma unroll
+        for (int w = 0; w < 8; ++w) {
+            const uint32_t lw = ql[w] >> lo_shift, hw = qh[w] >> hi_shift;
+            const float a = w < 4 ? a0 : a1;
+            float f[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const uint32_t q = ((lw >> (8 * e)) & 0xFu) | (((hw >> (8 * e)) & 3u) << 4);
+                f[e] = __fmul_rn(a, small_u2f_minus<32>(q));
+            }
+            v[2 * w] = __floats2half2_rn(f[0], f[1]);
+            v[2 * w + 1] = __floats2half2_rn(f[2], f[3]);
+        }
+    }
+};
+
+// Q8_0: one 34-byte block (2-byte aligned).
+template <>
+struct ChunkDecoder<GgmlType::Q8_0> {
+    __device__ static __forceinline__ void run(const uint8_t* blk, int, __half2 (&v)[16]) {
+        const float d = half_at(blk);
+        const uint16_t* q = reinterpret_cast<const uint16_t*>(blk + 2);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const uint16_t p = q[j];
+            v[j] = __floats2half2_rn(s8_to_f(p) * d, s8_to_f(p >> 8) * d);
+        }
+    }
+};
+
+// Q2_K: elements 32 c .. 32 c + 31 of a 16-byte aligned block: half c / 4,
+// plane c % 4; the first 16 take one scale byte, the next 16 the next.
+template <>
+struct ChunkDecoder<GgmlType::Q2_K> {
+    __device__ static __forceinline__ void run(const uint8_t* blk, int off, __half2 (&v)[16]) {
+        const int c = off >> 5, half = c >> 2, plane = c & 3;
+        const uint32_t* q = reinterpret_cast<const uint32_t*>(blk + 16 + 32 * half);
+        const float d = half_at(blk + 80), dmin = half_at(blk + 82);
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+            const int sc = blk[half * 8 + plane * 2 + part];
+            const float dl = __fmul_rn(d, float(sc & 0xF)), ml = __fmul_rn(dmin, float(sc >> 4));
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+                const uint32_t word = q[4 * part + w] >> (2 * plane);
+                float f[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) f[e] = __fsub_rn(__fmul_rn(dl, small_u2f((word >> (8 * e)) & 3u)), ml);
+                v[8 * part + 2 * w] = __floats2half2_rn(f[0], f[1]);
+                v[8 * part + 2 * w + 1] = __floats2half2_rn(f[2], f[3]);
+            }
+        }
+    }
+};
+
+// IQ2_XXS: group off / 32 (8 bytes: four grid indices, then signs and scale).
+template <>
+struct ChunkDecoder<GgmlType::IQ2_XXS> {
+    __device__ static __forceinline__ void run(const uint8_t* blk, int off, __half2 (&v)[16]) {
+        const uint8_t* q = blk + 2 + 8 * (off >> 5);
+        const uint32_t codes = u32(q + 4);
+        const float db = __fmul_rn(__fmul_rn(half_at(blk), __fadd_rn(0.5f, float(codes >> 28))), 0.25f);
+#pragma unroll
+        for (int l = 0; l < 4; ++l) {
+            const uint32_t c7 = (codes >> (7 * l)) & 127u;
+            const uint32_t signs = c7 | ((__popc(c7) & 1u) << 7);
+            const uint64_t grid = g_iq2xxs_grid[q[l]];
+            float f[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const float val = __fmul_rn(db, small_u2f(uint32_t(grid >> (8 * e)) & 0xFFu));
+                f[e] = (signs >> e) & 1 ? -val : val;
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[4 * l + e] = __floats2half2_rn(f[2 * e], f[2 * e + 1]);
+        }
+    }
+};
+
 // y[row0 + t][m] = scale[row0 + t] * sum_i W_matrix[m][i] xh[row0 + t][i] for
 // the tokens t < n of one tile: blockIdx.y's entry of `tiles` (matrix, row0,
 // n), or without tiles token rows [64 blockIdx.y, ...) of n_tok and matrix 0.
@@ -178,7 +308,7 @@ __global__ void __launch_bounds__(kThreads) gemm_f16_kernel(const uint8_t* __res
 #pragma unroll 1
         for (int p = tid; p < kBM * (kBK / 32); p += kThreads) {
             const int r = p >> 3, c = p & 7;
-            __align__(16) __half v[32];
+            __align__(16) __half2 v[16];
             if (r < rows_here && 32 * c < n_elems) {
                 const uint8_t* blk;
                 int off;  // the chunk's first element inside its block
@@ -189,11 +319,10 @@ __global__ void __launch_bounds__(kThreads) gemm_f16_kernel(const uint8_t* __res
                     blk = raw + r * S::stride;
                     off = 32 * c;
                 }
-#pragma unroll
-                for (int j = 0; j < 32; ++j) v[j] = __float2half_rn(decode<T>(blk, off + j));
+                ChunkDecoder<T>::run(blk, off, v);
             } else {
 #pragma unroll
-                for (int j = 0; j < 32; ++j) v[j] = __float2half_rn(0.0f);
+                for (int j = 0; j < 16; ++j) v[j] = __floats2half2_rn(0.0f, 0.0f);
             }
             uint4* dst = reinterpret_cast<uint4*>(ws + r * kLds + 32 * c);
 #pragma unroll
