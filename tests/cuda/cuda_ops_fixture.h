@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -127,6 +130,52 @@ protected:
         std::vector<int32_t> v(size_t(a.n));
         be.download_ints(a, v.data());
         return v;
+    }
+
+    // A CPU routing decision, copied to the GPU, so both run the same experts.
+    Routing to_gpu(const Routing& r) {
+        Routing g;
+        g.n_used = r.n_used;
+        g.rows = r.rows;
+        g.experts = gpu_->ints(r.experts.data, r.experts.n);
+        g.weights = gpu_->alloc(r.weights.rows, r.weights.cols);
+        gpu_->upload(g.weights, r.weights.data);
+        return g;
+    }
+
+    // The routed-expert FFN product by product on the CPU, as a fast GPU path
+    // promises it: each token's row of x (already rounded as that path
+    // rounds it), each chosen expert's gate and up rows (gate times its scale
+    // gs[e]), SwiGLU, the hidden row through `round_h`, down, weighted by the
+    // routing weight times ds[e], summed in slot order.
+    Tensor moe_reference(const std::vector<float>& x_rounded, int64_t T, const Routing& r, const WeightRef& gate,
+                         const WeightRef& up, const WeightRef& down, const std::vector<float>& gs,
+                         const std::vector<float>& ds,
+                         const std::function<std::vector<float>(const std::vector<float>&)>& round_h) {
+        const int64_t E = gate.ne[0], F = gate.ne[1];
+        const auto experts = host_ints(*cpu_, r.experts);
+        Tensor ref = cpu_->alloc(T, E), xrow = cpu_->alloc(1, E), g = cpu_->alloc(1, F), u = cpu_->alloc(1, F),
+               hrow = cpu_->alloc(1, F), d = cpu_->alloc(1, E);
+        for (int64_t tok = 0; tok < T; ++tok) {
+            std::copy_n(x_rounded.data() + tok * E, E, xrow.data);
+            std::fill_n(ref.data + tok * E, E, 0.0f);
+            for (int64_t j = 0; j < r.n_used; ++j) {
+                const int32_t e = experts[size_t(tok * r.n_used + j)];
+                cpu_->matmul(gate, xrow, g, e);
+                cpu_->matmul(up, xrow, u, e);
+                std::vector<float> hv(static_cast<size_t>(F));
+                for (int64_t i = 0; i < F; ++i) {
+                    const float gv = g.data[i] * gs[size_t(e)];
+                    hv[size_t(i)] = gv / (1.0f + std::exp(-gv)) * u.data[i];
+                }
+                const auto hr = round_h(hv);
+                std::copy(hr.begin(), hr.end(), hrow.data);
+                cpu_->matmul(down, hrow, d, e);
+                const float wgt = r.weights.data[tok * r.n_used + j] * ds[size_t(e)];
+                for (int64_t c = 0; c < E; ++c) ref.data[tok * E + c] += d.data[c] * wgt;
+            }
+        }
+        return ref;
     }
 
     // Every row of the CUDA result within `tol` relative L2 error of the CPU's.

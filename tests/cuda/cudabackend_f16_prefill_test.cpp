@@ -171,39 +171,12 @@ TEST_F(CudaF16Prefill, MoeRoundsTheInputAndTheHiddenRows) {
         const auto x = activations(T, E);
         auto [lc, lg] = pair(T, n_exp, -3.0f, 3.0f);
         const Routing r = cpu_->route_softmax_topk(lc, n_used, true, 0.0f);
-        Routing rg;
-        rg.n_used = r.n_used;
-        rg.rows = r.rows;
-        rg.experts = gpu_->ints(r.experts.data, r.experts.n);
-        rg.weights = gpu_->alloc(r.weights.rows, r.weights.cols);
-        gpu_->upload(rg.weights, r.weights.data);
         auto [xc, xg] = cpu_gpu(x, x, T, E);
         auto [oc, og] = zeros(T, E);
-        gpu_->moe_swiglu(xg, rg, gate, up, down, &gs, nullptr, &ds, og);
+        gpu_->moe_swiglu(xg, to_gpu(r), gate, up, down, &gs, nullptr, &ds, og);
 
-        const auto experts = host_ints(*cpu_, r.experts);
-        const std::vector<float> xr = round_rows_to_f16(x, E);
-        Tensor ref = cpu_->alloc(T, E), xrow = cpu_->alloc(1, E), g = cpu_->alloc(1, F), u = cpu_->alloc(1, F),
-               hrow = cpu_->alloc(1, F), d = cpu_->alloc(1, E);
-        for (int64_t tok = 0; tok < T; ++tok) {
-            std::copy_n(xr.data() + tok * E, E, xrow.data);
-            std::fill_n(ref.data + tok * E, E, 0.0f);
-            for (int64_t j = 0; j < n_used; ++j) {
-                const int32_t e = experts[size_t(tok * n_used + j)];
-                cpu_->matmul(gate16, xrow, g, e);
-                cpu_->matmul(up16, xrow, u, e);
-                std::vector<float> h(F);
-                for (int64_t i = 0; i < F; ++i) {
-                    const float gv = g.data[i] * gs_v[size_t(e)];
-                    h[size_t(i)] = gv / (1.0f + std::exp(-gv)) * u.data[i];
-                }
-                const auto hr = round_rows_to_f16(h, F);
-                std::copy(hr.begin(), hr.end(), hrow.data);
-                cpu_->matmul(down16, hrow, d, e);
-                const float wgt = r.weights.data[tok * n_used + j] * ds_v[size_t(e)];
-                for (int64_t c = 0; c < E; ++c) ref.data[tok * E + c] += d.data[c] * wgt;
-            }
-        }
+        const auto round_h = [F](const std::vector<float>& h) { return round_rows_to_f16(h, F); };
+        const Tensor ref = moe_reference(round_rows_to_f16(x, E), T, r, gate16, up16, down16, gs_v, ds_v, round_h);
         // Float rounding (the GPU sums gate and up in another order) may move
         // an element of h across a rounding boundary of f16: one step of
         // 2^-11 of that element. The rows scaled by up to 2^20 make h (a

@@ -28,17 +28,6 @@ using cudatest::rel_l2;
 
 class CudaOps : public cudatest::CudaOpsFixture {
 protected:
-    // A CPU routing decision, copied to the GPU, so both run the same experts.
-    Routing to_gpu(const Routing& r) {
-        Routing g;
-        g.n_used = r.n_used;
-        g.rows = r.rows;
-        g.experts = gpu_->ints(r.experts.data, r.experts.n);
-        g.weights = gpu_->alloc(r.weights.rows, r.weights.cols);
-        gpu_->upload(g.weights, r.weights.data);
-        return g;
-    }
-
     // Routing of T tokens over n_exp experts skewed towards a few popular
     // ones (up to +4 on the logits of the first eighth), so that a batch has
     // experts chosen by 1 to T of its tokens.
@@ -226,29 +215,7 @@ TEST_F(CudaInt8Ops, MoeRoundsTheInputAndTheHiddenActivations) {
 
             // The reference, product by product on the CPU: x rounded, gate and
             // up of each chosen expert, SwiGLU, h rounded, down, weighted sum.
-            const auto experts = host_ints(*cpu_, r.experts);
-            const std::vector<float> xr = round_to_8_bits(x);
-            Tensor ref = cpu_->alloc(T, E), xrow = cpu_->alloc(1, E), g = cpu_->alloc(1, F), u = cpu_->alloc(1, F),
-                   hrow = cpu_->alloc(1, F), d = cpu_->alloc(1, E);
-            for (int64_t tok = 0; tok < T; ++tok) {
-                std::copy_n(xr.data() + tok * E, E, xrow.data);
-                std::fill_n(ref.data + tok * E, E, 0.0f);
-                for (int64_t j = 0; j < n_used; ++j) {
-                    const int32_t e = experts[size_t(tok * n_used + j)];
-                    cpu_->matmul(gate, xrow, g, e);
-                    cpu_->matmul(up, xrow, u, e);
-                    std::vector<float> h(F);
-                    for (int64_t i = 0; i < F; ++i) {
-                        const float gv = g.data[i] * gs_v[size_t(e)];
-                        h[size_t(i)] = gv / (1.0f + std::exp(-gv)) * u.data[i];
-                    }
-                    const auto hr = round_to_8_bits(h);
-                    std::copy(hr.begin(), hr.end(), hrow.data);
-                    cpu_->matmul(down, hrow, d, e);
-                    const float wgt = r.weights.data[tok * n_used + j] * ds_v[size_t(e)];
-                    for (int64_t c = 0; c < E; ++c) ref.data[tok * E + c] += d.data[c] * wgt;
-                }
-            }
+            const Tensor ref = moe_reference(round_to_8_bits(x), T, r, gate, up, down, gs_v, ds_v, round_to_8_bits);
             // Float rounding may move an element of h across a rounding
             // boundary of its 8-bit grid (one step of amax / 127 in a few of
             // 768): ~1e-4 on a row. A wrong scale or sub-block is ~1e-1.

@@ -130,6 +130,10 @@ for bad in -1GB 1.5 "$((ram_gib + 1))GB"; do
 done
 expect_usage -m "$m" --step-incr 1 --simulate-used-memory 1GB
 
-"$bin/ds4-bench" --help | grep -q -- "--synthetic PRESET" || fail "--help does not describe --synthetic"
-"$bin/ds4-bench" --help | grep -q -- "N:output" || fail "--help does not describe --layers N:output"
+# Into a variable first: `grep -q` stops reading at its match, and under
+# pipefail the writer's SIGPIPE would fail the check at random.
+help=$("$bin/ds4-bench" --help)
+grep -q -- "--synthetic PRESET" <<<"$help" || fail "--help does not describe --synthetic"
+grep -q -- "N:output" <<<"$help" || fail "--help does not describe --layers N:output"
+grep -q -- "--exact" <<<"$help" || fail "--help does not describe --exact"
 echo "ok (seeds $seed/$bench_seed)"

@@ -22,8 +22,10 @@ if command -v shellcheck >/dev/null; then
 fi
 bash "$vs" --help > "$tmp/help" || fail "--help exited $?"
 grep -q -- "--models" "$tmp/help" && grep -q "LLAMA_BUILD_DIR" "$tmp/help" || fail "--help lacks the options: $(cat "$tmp/help")"
-bash "$src/bench/device-pack.sh" --help | grep -q "llama-src.tar.xz" || fail "device-pack.sh --help"
-python3 "$table" --help | grep -q "touched-bytes" || fail "vs_llama_table.py --help"
+# Into variables first: `grep -q` stops at its match, and under pipefail the writer's SIGPIPE would fail at random.
+pack_help=$(bash "$src/bench/device-pack.sh" --help); table_help=$(python3 "$table" --help)
+grep -q "llama-src.tar.xz" <<<"$pack_help" || fail "device-pack.sh --help"
+grep -q "touched-bytes" <<<"$table_help" || fail "vs_llama_table.py --help"
 
 # ---- argument errors: exit 2, one line naming the problem, before anything runs -------------------------------
 expect_usage() {  # expect_usage WORD ARGS...
