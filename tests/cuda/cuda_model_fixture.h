@@ -269,6 +269,51 @@ protected:
     std::mt19937_64 rng_;
     fs::path dir_;
     std::optional<::testing::ScopedTrace> trace_;
+
+    // The tensor-core prefill (CudaOptions::f16_prefill, the engine's
+    // default) against the CPU over `prompts` random prompts of lo..hi
+    // tokens, each prefilled whole. Its per-product rule is held at 1e-5 by
+    // cudabackend_f16_prefill_test; here, what it adds up to. Weights and
+    // activations carry 11 significant bits (~5e-4 a product), ~1e-3 on the
+    // logits unless a rounding flips a routing choice (another expert: up to
+    // ~0.3 at that position, as for the int8 decode). So: the median prompt
+    // within 0.05 (a wrong tile, scale or decode is ~1), every greedy
+    // difference a near-tie, and the path really ran (the exact path
+    // measures ~1e-6). Issue 13 item 3 turns this into a comparison with
+    // llama.cpp's own CUDA error.
+    void expect_f16_prefill_close(const LoadedModel& l, int prompts, int lo, int hi, const std::string& what) {
+        CudaOptions o;
+        o.f16_prefill = true;
+        CudaBackend gpu(o);
+        gpu.attach_weights(*l.map);
+        auto cpu = make_cpu_backend(2);
+        const Model& m = *l.model;
+        const int64_t V = m.info().n_vocab;
+        std::vector<double> errors;
+        int differ = 0, excused = 0;
+        for (int p = 0; p < prompts; ++p) {
+            const auto prompt = random_prompt(V, lo, hi);
+            const int64_t ctx = int64_t(prompt.size()) + 8;
+            Session sc(m, *cpu, SessionOptions{ctx, 512});
+            Session sg(m, gpu, SessionOptions{ctx, 512});
+            const auto lc = sc.eval(prompt, false);
+            const auto lg = sg.eval(prompt, false);
+            errors.push_back(rel_l2(lg.data(), lc.data(), size_t(V)));
+            const size_t nc = size_t(std::max_element(lc.begin(), lc.end()) - lc.begin());
+            const size_t ng = size_t(std::max_element(lg.begin(), lg.end()) - lg.begin());
+            if (ng != nc) {
+                ++differ;
+                if (ds4::test::near_tie(lg.data(), lc.data(), size_t(V), ng, nc)) ++excused;
+            }
+        }
+        std::sort(errors.begin(), errors.end());
+        const double median = errors[errors.size() / 2];
+        std::printf("  %s f16 prefill over %zu prompts: relative error median %.3g, worst %.3g; %d greedy differences (%d near-ties)\n",
+                    what.c_str(), errors.size(), median, errors.back(), differ, excused);
+        EXPECT_LE(median, 0.05) << what;
+        EXPECT_GT(errors.front(), 1e-5) << what << ": a prompt's logits were exact: the f16 path did not run";
+        EXPECT_EQ(differ, excused) << what << ": greedy tokens differed beyond near-ties";
+    }
 };
 
 }  // namespace ds4::cudatest

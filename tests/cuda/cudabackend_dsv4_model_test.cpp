@@ -138,6 +138,13 @@ TEST_F(CudaDsv4Model, RealShapeFlashQ2) {
                      Decode::replayed_and_op_by_op);
 }
 
+// The tensor-core prefill on the real shape (expect_f16_prefill_close):
+// window, ratio-4 and ratio-128 layers, hyper-connections, the q2 mix.
+TEST_F(CudaDsv4Model, F16PrefillStaysCloseToCpuOnFlashQ2) {
+    const auto l = load(synth("--arch deepseek4 --preset flash --quant q2 --n-layer 4", "flash-q2.gguf"));
+    expect_f16_prefill_close(l, 3, 100, 200, "deepseek4-flash q2");
+}
+
 INSTANTIATE_TEST_SUITE_P(SyntheticDeepSeek4Tiny, CudaDsv4Model, ::testing::Values("f32", "q2", "q4"),
                          [](const auto& info) { return info.param; });
 

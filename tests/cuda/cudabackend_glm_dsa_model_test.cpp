@@ -184,6 +184,13 @@ TEST_F(CudaGlmDsaModel, BatchedSequencesMatchCpuAlone) {
                 static_cast<long long>(batched.replayed));
 }
 
+// The tensor-core prefill on GLM-5's widths in its q2 mix
+// (expect_f16_prefill_close), past the indexer's top-k.
+TEST_F(CudaGlmDsaModel, F16PrefillStaysCloseToCpuOnGlm5MiniQ2) {
+    const auto l = load(synth("--arch glm-dsa --preset glm5-mini --quant q2 --n-layer 2", "glm5-mini-q2.gguf"));
+    expect_f16_prefill_close(l, 6, 100, 300, "glm5-mini q2");
+}
+
 INSTANTIATE_TEST_SUITE_P(SyntheticGlmDsaTiny, CudaGlmDsaModel, ::testing::Values("f32", "q8_0"),
                          [](const auto& info) { return info.param; });
 
