@@ -272,8 +272,10 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
 // Prefill-sized batches, and experts whose rows the device kernels cannot
 // read (rows not made of whole 32-element chunks). The (token, slot) pairs are sorted by expert on the host (one
 // synchronisation per layer for the choices); each matrix kind is then one
-// grouped GEMM over all chosen experts (grouped_expert_gemm), and the
-// pairs' outputs are summed per token in slot order, as on the CPU.
+// grouped GEMM over all chosen experts: on the tensor cores (gemm_f16 over a
+// tile list of (expert, rows)), or with --exact decoded to float for cuBLAS
+// (grouped_expert_gemm); the pairs' outputs are summed per token in slot
+// order, as on the CPU.
 void CudaBackend::moe_ffn_grouped(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                                   const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                                   const WeightRef* down_scale, float limit, Tensor& out) {
