@@ -61,16 +61,18 @@ def llama_results(path):
 
 
 def ds4_results(path):
-    """ds4-bench --json (preferred) or --csv. Returns (rows by ctx, weights_bytes_per_token or None)."""
+    """ds4-bench --json (preferred) or --csv. Returns (rows by ctx, weights_bytes_per_token or None, the products
+    that made the numbers: "cpu", "fp32" or "f16" prefill, or None when the output does not say)."""
     try:
         with open(path) as f:
             text = f.read()
     except OSError as e:
         raise InputError(f"cannot read ds4-bench output {path}: {e.strerror}.")
-    rows, wbpt = {}, None
+    rows, wbpt, products = {}, None, None
     if text.lstrip().startswith("{"):
         data = load_json(path, "ds4-bench output")
         wbpt = data.get("weights_bytes_per_token")
+        products = data.get("prefill_products")
         raw = data.get("rows")
         if not isinstance(raw, list):
             raise InputError(f"ds4-bench output {path} has no \"rows\" list.")
@@ -83,7 +85,7 @@ def ds4_results(path):
             raise InputError(f"ds4-bench output {path} has a row without ctx/prefill_tps/gen_tps.")
     if not rows:
         raise InputError(f"ds4-bench output {path} has no rows.")
-    return rows, (float(wbpt) if wbpt else None)
+    return rows, (float(wbpt) if wbpt else None), (str(products) if products else None)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -159,7 +161,7 @@ def cmd_table(a):
              "weight bytes per decoded token ÷ that bandwidth (tg rows)."]
     for name, lpath, dpath in a.case:
         llama = llama_results(lpath) if lpath != "-" else None
-        ds4, wbpt = ds4_results(dpath) if dpath != "-" else (None, None)
+        ds4, wbpt, products = ds4_results(dpath) if dpath != "-" else (None, None, None)
         source = "ds4-bench"
         if wbpt is None and name in touched:
             wbpt, source = touched[name], "GGUF tensor table (touched-bytes estimate)"
@@ -174,6 +176,9 @@ def cmd_table(a):
             notes.append(f"{name}: no llama.cpp result.")
         if ds4 is None:
             notes.append(f"{name}: no ds4 result.")
+        elif products:
+            what = {"f16": "f16 tensor cores, f32 sums", "fp32": "FP32 (--exact)", "cpu": "the CPU"}.get(products, products)
+            notes.append(f"{name}: ds4 prefill products on {what}.")
         rows += case_rows(name, llama, ds4, wbpt, bw_gbps * 1e9)
     text = render(rows, notes)
     sys.stdout.write(text)

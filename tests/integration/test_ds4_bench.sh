@@ -63,8 +63,9 @@ for model in q:4 d:5; do
     check_csv "$tmp/$model.slice.csv" "4"
     grep -q "^weights per decoded token: .*, layers $spec: " "$tmp/slice.err" || fail "$model --layers $spec: $(cat "$tmp/slice.err")"
     node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-             if (j.layers !== process.argv[2] || j.n_layer !== +process.argv[3]) { console.error(JSON.stringify(j)); process.exit(1); }' \
-      "$tmp/$model.json" "$spec" "$n_layer" || fail "$model --layers $spec: --json layers is not '$spec'"
+             if (j.layers !== process.argv[2] || j.n_layer !== +process.argv[3] ||
+                 j.prefill_products !== "cpu" || j.int8_activations !== false) { console.error(JSON.stringify(j)); process.exit(1); }' \
+      "$tmp/$model.json" "$spec" "$n_layer" || fail "$model --layers $spec: --json layers is not '$spec' (or the products are not the CPU's)"
     (( $(weights "$tmp/slice.err") < $(weights "$tmp/all.err") )) || fail "$model --layers $spec reads no fewer weights than the whole model"
     rm -f "$tmp/$model.json"
   done

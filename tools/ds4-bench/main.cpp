@@ -332,6 +332,12 @@ int run_bench(const BenchArgs& a) {
         j["parallel"] = a.walk.parallel;
         j["op_by_op"] = a.walk.op_by_op;
         j["host_argmax"] = a.walk.host_argmax;
+        // Which products made the numbers: CUDA prefill in FP32 (--exact) or
+        // on f16 tensor cores, decode on float or 8-bit activations. The CPU
+        // is exact either way.
+        const bool cuda = engine->backend().name() == "cuda";
+        j["prefill_products"] = !cuda ? "cpu" : a.exact ? "fp32" : "f16";
+        j["int8_activations"] = cuda && a.int8_activations;
         j["ssd_streaming"] = a.ssd.enabled;
         j["experts"] = engine->expert_source_description();
         if (!expert_stats.empty()) {
