@@ -21,7 +21,7 @@ if [ "${1:-}" = "--pack" ]; then
   for t in cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test cudabackend_f16_prefill_test; do
     cp "$build/tests/$t" "$st/" || exit 1
   done
-  cp "$build/ds4-gguf" "$build/ds4-bench" "$st/" && strip "$st"/*
+  cp "$build/ds4-gguf" "$build/ds4-bench" "$build/ds4" "$st/" && strip "$st"/*  # ds4: bench/cuda-accuracy.sh
   # Debian libraries the GPU machine's image may lack (httplib, utf8proc, xxhash, zstd, lz4, gRPC, ...)
   # travel beside the binaries (LD_LIBRARY_PATH there); glibc, libstdc++ and CUDA's own stay.
   for b in "$st"/*; do ldd "$b"; done | awk '$3 ~ /^\/(usr\/)?lib\/x86_64-linux-gnu\// {print $3}' | sort -u |

@@ -1,5 +1,5 @@
 // llama_logits -m MODEL --token-ids FILE --dump-logits OUT [-t THREADS]
-//              [--selection-margins OUT]
+//              [--selection-margins OUT] [--gpu]
 //
 // The reference side of ds4's differential interface: evaluates the
 // whitespace-separated token ids in FILE exactly as given (no BOS, no
@@ -13,11 +13,19 @@
 //
 // --selection-margins OUT also writes, per position, how near llama.cpp came
 // to a different top-k choice in this very run (llama_selection_margins.h).
+//
+// --gpu: llama.cpp as its users run it on a GPU instead (every layer
+// offloaded, its default KV cache type and flash-attention choice, batches of
+// its default 512 tokens): the other side of issue 13's accuracy comparison,
+// llama.cpp's own error against an F32 reference. Built against a CUDA build
+// of llama.cpp for that (bench/cuda-accuracy.sh); with the CPU-only oracle
+// library it changes only the cache, attention and batch settings.
 #include "llama_selection_margins.h"
 
 #include <ggml-backend.h>
 #include <llama.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -36,12 +44,13 @@ struct Options {
     std::string dump_logits;
     std::string selection_margins;
     int threads = 0;
+    bool gpu = false;
 };
 
 [[noreturn]] void usage_error(const std::string& sentence) {
     std::fprintf(stderr, "llama_logits: %s\n", sentence.c_str());
     std::fprintf(stderr, "usage: llama_logits -m MODEL --token-ids FILE --dump-logits OUT [-t THREADS] "
-                         "[--selection-margins OUT]\n");
+                         "[--selection-margins OUT] [--gpu]\n");
     std::exit(1);
 }
 
@@ -59,6 +68,8 @@ Options parse(int argc, char** argv) {
             o.token_ids = value();
         } else if (a == "--dump-logits") {
             o.dump_logits = value();
+        } else if (a == "--gpu") {
+            o.gpu = true;
         } else if (a == "--selection-margins") {
             o.selection_margins = value();
         } else if (a == "-t" || a == "--threads") {
@@ -118,7 +129,7 @@ void run(const Options& o) {
     llama_backend_init();
 
     llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
+    mp.n_gpu_layers = o.gpu ? 999 : 0;
     mp.load_mode = LLAMA_LOAD_MODE_MMAP;
     llama_model* model = llama_model_load_from_file(o.model.c_str(), mp);
     if (model == nullptr) throw std::runtime_error("llama.cpp could not load model " + o.model);
@@ -137,13 +148,17 @@ void run(const Options& o) {
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = n_tokens;
     cp.n_batch = n_tokens;
-    cp.n_ubatch = n_tokens;
     cp.n_seq_max = 1;
     cp.n_threads = o.threads;
     cp.n_threads_batch = o.threads;
-    cp.type_k = GGML_TYPE_F32;
-    cp.type_v = GGML_TYPE_F32;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    if (!o.gpu) {
+        cp.n_ubatch = n_tokens;
+        cp.type_k = GGML_TYPE_F32;
+        cp.type_v = GGML_TYPE_F32;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    } else {
+        cp.n_ubatch = std::min<uint32_t>(n_tokens, cp.n_ubatch);
+    }
     cp.no_perf = true;
     ds4::oracle_tools::SelectionMargins margins;
     if (!o.selection_margins.empty()) {
