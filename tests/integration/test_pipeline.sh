@@ -141,8 +141,10 @@ for arch in ${DS4_PIPELINE_ARCHS:-qwen3moe deepseek4 glm-dsa}; do  # DS4_PIPELIN
   # GLM-5's sparse attention picks each query's top-k past positions by the
   # indexer's scores: a perturbed hidden row flips some picks, a jump, not a
   # drift (seeds 11-13: f16 0.39-0.75 and argmax 0.97-0.997, 8-bit 0.99-1.15
-  # and argmax 0.78-0.82).
-  [[ $arch == glm-dsa ]] && { b16=1.0; b8=1.6; agree16=0.93; agree8=0.7; }
+  # and argmax 0.78-0.82; seed 19227: f16 1.12 at its worst position with
+  # argmax 0.95). Unrelated logits sit near sqrt(2) = 1.41 at every position,
+  # so 1.3 still catches garbage; the argmax agreement is the real bound.
+  [[ $arch == glm-dsa ]] && { b16=1.3; b8=1.6; agree16=0.93; agree8=0.7; }
   read -r rel16 agr16 < <("$cmp_logits" "$tmp/ref.bin" "$tmp/three-16.bin" "$n")
   read -r rel8 agr8 < <("$cmp_logits" "$tmp/ref.bin" "$tmp/three-8.bin" "$n")
   echo "$arch: f16 activations: rel L2 $rel16, argmax $agr16; 8-bit: rel L2 $rel8, argmax $agr8"

@@ -12,6 +12,12 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
     const unsigned d = unsigned(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
+// Starts the copy of 4 bytes src (global, 4-byte aligned) -> dst (shared),
+// through L1 (cp.async.cg takes 16-byte copies only).
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+    const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+}
 // Waits for this thread's copies; a barrier (__syncwarp, __syncthreads) then
 // makes every thread's visible to the others.
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }

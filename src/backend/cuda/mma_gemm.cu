@@ -12,8 +12,9 @@
 // Numerics: a weight is its exact decoded value rounded to f16 (11
 // significant bits); an activation is x / 2^e rounded to f16, with 2^e
 // bringing the token's largest magnitude into [2^14, 2^15), so no value
-// overflows and only magnitudes below 2^-24 of the largest are lost to
-// f16's subnormals. The product is then multiplied by 2^e exactly.
+// overflows; only values below ~2^-28 of the largest fall into f16's
+// subnormals (fewer bits), below ~2^-39 of it to zero. The product is then
+// multiplied by 2^e exactly.
 // llama.cpp's prefill rounds activations to 8 bits per block of 32.
 #include <cuda_fp16.h>
 
@@ -51,11 +52,10 @@ constexpr size_t smem_bytes() {
 // Starts the copy of G bytes (4 or 16; G-aligned) from global to shared memory.
 template <int G>
 __device__ __forceinline__ void cp_async(void* dst, const void* src) {
-    const unsigned d = unsigned(__cvta_generic_to_shared(dst));
     if constexpr (G == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+        cp_async16(dst, src);
     else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+        cp_async4(dst, src);
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __half* p) {
