@@ -347,6 +347,19 @@ const float* CudaBackend::weight_vector(const WeightRef& w, int64_t n, std::shar
     return static_cast<const float*>(keep.get());
 }
 
+CudaBackend::HalfRows CudaBackend::half_rows(const float* x, int64_t ld_x, const int32_t* rows, int64_t n, int64_t k) {
+    HalfRows r;
+    r.ld = cuda::half_row_stride(k);
+    r.keep_h = device_scratch(sizeof(uint16_t) * size_t(n * r.ld));
+    r.keep_scale = device_scratch(sizeof(float) * size_t(n));
+    auto* h = static_cast<uint16_t*>(r.keep_h.get());
+    auto* s = static_cast<float*>(r.keep_scale.get());
+    cuda::rows_to_half(x, ld_x, rows, n, k, h, r.ld, s, stream_);
+    r.h = h;
+    r.scale = s;
+    return r;
+}
+
 float* CudaBackend::dequant_buffer(size_t floats) {
     if (floats > dequant_floats_) {
         if (capturing_) throw Error("CUDA: prefill-sized products cannot be part of a recorded step.");
@@ -380,9 +393,8 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     const uint64_t bytes = w.row_bytes * uint64_t(n_rows);
     const uint8_t* base = device_ptr(w.data + size_t(matrix) * w.matrix_bytes, bytes, w.name);
     if (T <= 0 || n_rows <= 0) return;
-    const auto t = timed(T <= cuda::kMatvecMaxTokens                                   ? "matvec"
-                         : f16_prefill_ && cuda::gemm_f16_supported(w.type, k) ? "gemm f16"
-                                                                             : "gemm",
+    const bool tensor_cores = T > cuda::kMatvecMaxTokens && f16_prefill_ && cuda::gemm_f16_supported(w.type, k);
+    const auto t = timed(T <= cuda::kMatvecMaxTokens ? "matvec" : tensor_cores ? "gemm f16" : "gemm",
                          ggml_type_name(w.type), bytes);
     if (T <= cuda::kMatvecMaxTokens) {
         if (int8_activations_ && cuda::matvec_q8_supported(w.type, base, w.row_bytes, k, x.data, x.cols, T)) {
@@ -392,14 +404,10 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
         cuda::matvec(w.type, base, w.row_bytes, k, n_rows, x.data, x.cols, T, y.data, y.cols, stream_);
         return;
     }
-    if (f16_prefill_ && cuda::gemm_f16_supported(w.type, k)) {
-        const int64_t ld_h = cuda::half_row_stride(k);
-        auto xh = device_scratch(sizeof(uint16_t) * size_t(T * ld_h));
-        auto sc = device_scratch(sizeof(float) * size_t(T));
-        auto* h = static_cast<uint16_t*>(xh.get());
-        auto* s = static_cast<float*>(sc.get());
-        cuda::rows_to_half(x.data, x.cols, nullptr, T, k, h, ld_h, s, stream_);
-        cuda::gemm_f16(w.type, base, 0, w.row_bytes, k, n_rows, nullptr, 0, T, h, ld_h, s, y.data, y.cols, stream_);
+    if (tensor_cores) {
+        const HalfRows xh = half_rows(x.data, x.cols, nullptr, T, k);
+        cuda::gemm_f16(w.type, base, 0, w.row_bytes, k, n_rows, nullptr, 0, T, xh.h, xh.ld, xh.scale, y.data, y.cols,
+                       stream_);
         return;
     }
     // Small F32 matrices (a Qwen3 router: 128 x 2048) by the matvec kernels,

@@ -184,6 +184,16 @@ private:
         std::vector<int64_t> start, count;
     };
     void grouped_expert_gemm(const WeightRef& w, const ExpertRows& rows, const Tensor& x, Tensor& y);
+    // Rows of x (rows[r] of it, or row r, for r < n; k values each) as the
+    // tensor-core products read them (cuda::rows_to_half): f16 rows of
+    // stride ld and each row's power-of-two scale, in scratch memory.
+    struct HalfRows {
+        std::shared_ptr<void> keep_h, keep_scale;
+        const uint16_t* h = nullptr;
+        const float* scale = nullptr;
+        int64_t ld = 0;
+    };
+    HalfRows half_rows(const float* x, int64_t ld_x, const int32_t* rows, int64_t n, int64_t k);
     void moe_ffn_grouped(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                          const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                          const WeightRef* down_scale, float limit, Tensor& out);

@@ -327,31 +327,18 @@ void CudaBackend::moe_ffn_grouped(const Tensor& x, const Routing& routing, const
                                            int32_t(std::min(cuda::kGemmTileTokens, rows.count[s] - t))});
         const int64_t n_tiles = int64_t(tiles.size() / 3);
         auto d_tiles = upload_array(tiles.data(), tiles.size());
-        // Rows of `in` (rows[r] of it, or row r) as scaled f16 rows, then every tile's product with w.
-        struct HalfRows {
-            std::shared_ptr<void> h, scale;
-            int64_t ld;
-        };
-        auto to_half = [&](const Tensor& in, const int32_t* in_rows) {
-            HalfRows r{nullptr, nullptr, cuda::half_row_stride(in.cols)};
-            r.h = device_scratch(sizeof(uint16_t) * size_t(pairs * r.ld));
-            r.scale = device_scratch(sizeof(float) * size_t(pairs));
-            cuda::rows_to_half(in.data, in.cols, in_rows, pairs, in.cols, static_cast<uint16_t*>(r.h.get()), r.ld,
-                               static_cast<float*>(r.scale.get()), stream_);
-            return r;
-        };
+        // Every tile's product of w with the scaled f16 rows.
         auto product = [&](const WeightRef& w, const HalfRows& in, Tensor& y) {
             const uint8_t* base = device_ptr(w.data, w.matrix_bytes * size_t(w.ne[2]), w.name);
             cuda::gemm_f16(w.type, base, w.matrix_bytes, w.row_bytes, w.ne[0], w.ne[1], ip(d_tiles), n_tiles, pairs,
-                           static_cast<const uint16_t*>(in.h.get()), in.ld, static_cast<const float*>(in.scale.get()),
-                           y.data, y.cols, stream_);
+                           in.h, in.ld, in.scale, y.data, y.cols, stream_);
         };
-        const HalfRows xh = to_half(x, ip(d_tok));  // gate and up read the same rows
+        const HalfRows xh = half_rows(x.data, x.cols, ip(d_tok), pairs, n_embd);  // gate and up read the same rows
         product(gate, xh, g);
         product(up, xh, u);
         cuda::expert_swiglu(g.data, u.data, ip(d_exp), pairs, n_ff, sc.gate, sc.n_gate, sc.up, sc.n_up, limit,
                             g.data, stream_);
-        product(down, to_half(g, nullptr), d);
+        product(down, half_rows(g.data, g.cols, nullptr, pairs, n_ff), d);
     } else {
         Tensor xs = alloc(pairs, n_embd);
         cuda::gather_rows(x.data, n_embd, ip(d_tok), pairs, xs.data, stream_);

@@ -17,8 +17,9 @@ namespace ds4::cuda {
 void init_quant_tables();
 bool quant_type_supported(GgmlType type);
 // The most tokens matvec takes (a decode batch); more go through gemm_f16
-// (mma_gemm.cu), or with --exact through dequantize + cuBLAS. Its kernels take kMatvecTile tokens at a time: the row-per-block
-// kernel loops over the tiles with the row in L1, the others launch per tile.
+// (mma_gemm.cu), or with --exact through dequantize + cuBLAS. Its kernels
+// take kMatvecTile tokens at a time: the row-per-block kernel loops over the
+// tiles with the row in L1, the others launch per tile.
 // A batch of 16 once went through cuBLAS, decoding every matrix to float per
 // step (2026-12-02, H200: 21 ms of a 46 ms step at 16 sequences).
 constexpr int64_t kMatvecMaxTokens = 64;
