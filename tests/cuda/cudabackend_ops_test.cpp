@@ -70,7 +70,8 @@ class CudaTypedOps : public CudaOps, public ::testing::WithParamInterface<GgmlTy
 
 TEST_P(CudaTypedOps, MatmulMatchesCpuForDecodeAndPrefillBatches) {
     const GgmlType t = GetParam();
-    const int64_t k = 512, rows = 67;
+    // k: 5 steps of 256, which the 4 warps of a row's block share unevenly.
+    const int64_t k = 1280, rows = 67;
     const WeightRef w = weight(t, k, rows, 3);
     // 1..64 tokens: the matvec kernels (tiles of 8 beyond 8); 65: dequantize + cuBLAS.
     for (int64_t T : {1, 2, 5, 8, 9, 33, 64, 65}) {
@@ -515,10 +516,11 @@ TEST_F(CudaOps, SqrtSoftplusRoutingWithBiasAndForcedExperts) {
 TEST_F(CudaOps, MoeSwigluReadsSelectedExperts) {
     const int64_t E = 256, F = 256, n_exp = 8;
     // (gate/up type, down type): the fused decode kernels' types, DeepSeek V4 q2's
-    // IQ2_XXS + Q2_K and Qwen3 Q4_K_M's Q4_K + Q6_K pairs among them.
+    // IQ2_XXS + Q2_K, Qwen3 Q4_K_M's Q4_K + Q6_K and GLM-5 q2's Q2_K + Q3_K pairs among them.
     const std::pair<GgmlType, GgmlType> kinds[] = {
         {GgmlType::Q8_0, GgmlType::Q8_0},    {GgmlType::Q4_K, GgmlType::Q4_K}, {GgmlType::F16, GgmlType::F16},
-        {GgmlType::IQ2_XXS, GgmlType::Q2_K}, {GgmlType::Q4_K, GgmlType::Q6_K}, {GgmlType::F32, GgmlType::F32}};
+        {GgmlType::IQ2_XXS, GgmlType::Q2_K}, {GgmlType::Q4_K, GgmlType::Q6_K}, {GgmlType::F32, GgmlType::F32},
+        {GgmlType::Q2_K, GgmlType::Q3_K}};  // GLM-5 q2 (llama-quantize's Q2_K mix)
     for (const auto& [t, td] : kinds) {
         const WeightRef gate = weight(t, E, F, n_exp), up = weight(t, E, F, n_exp), down = weight(td, F, E, n_exp);
         const WeightRef gs = f32_vector(random_floats(rng_, n_exp, 0.5f, 2.0f));
@@ -580,6 +582,7 @@ TEST_F(CudaOps, MoeBatchGroupedByExpertEqualsEachTokenAlone) {
     const std::pair<GgmlType, GgmlType> kinds[] = {{GgmlType::Q4_K, GgmlType::Q6_K},
                                                    {GgmlType::Q4_K, GgmlType::Q4_K},
                                                    {GgmlType::IQ2_XXS, GgmlType::Q2_K},
+                                                   {GgmlType::Q2_K, GgmlType::Q3_K},
                                                    {GgmlType::Q8_0, GgmlType::Q8_0},
                                                    {GgmlType::F16, GgmlType::F16}};
     std::uniform_int_distribution<int64_t> mid(3, 40);

@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_decode.cuh"
+#include "backend/cuda/warp_dot.cuh"
 
 namespace ds4::cuda {
 namespace {
@@ -145,6 +146,66 @@ int matvec_min_blocks() {
     return mb;
 }
 
+// Decode matvec for the types whose coalesced dot is warp_dot.cuh's
+// 256-element step and nothing else (Q2_K, Q3_K, IQ2_XXS): kStepRows rows
+// per block of kRowWarps warps, each warp every kRowWarps-th step of all of
+// them, summed through shared memory; up to NT tokens share each decoded
+// weight, more in tiles of NT. The element decoder these types fell back to
+// read GLM-5's Q2_K / Q3_K projections at 65-86 GB/s (H200, 2026-12-04): one
+// dependent load per element. A 2-bit step is 84 bytes of a row, so a warp
+// takes two rows and two steps at a time to keep enough bytes in flight.
+constexpr int kStepRows = 2;
+template <GgmlType T>
+constexpr bool kStepMatvec = kHasDotStep<T> && !kHasWarpDot<T>;
+
+template <GgmlType T, int NT>
+__global__ void __launch_bounds__(32 * kRowWarps)
+    matvec_step_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
+                       const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y, int64_t ld_y) {
+    __shared__ float partial[kRowWarps][kStepRows][NT];
+    const int64_t r0 = int64_t(blockIdx.x) * kStepRows;
+    const int n_here = n_rows - r0 < kStepRows ? int(n_rows - r0) : kStepRows;
+    prefetch_l2(w + size_t(r0) * row_bytes, row_bytes * size_t(n_here), int(threadIdx.x));
+    wait_for_inputs();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const uint8_t* rows[kStepRows];
+#pragma unroll
+    for (int i = 0; i < kStepRows; ++i)  // past the end: the last row again, not stored
+        rows[i] = w + size_t(r0 + (i < n_here ? i : n_here - 1)) * row_bytes;
+    const int64_t n_steps = k / 256;
+    for (int t0 = 0; t0 < n_tok; t0 += NT) {
+        const int nt = n_tok - t0 < NT ? n_tok - t0 : NT;
+        const float* xs[NT];
+#pragma unroll
+        for (int t = 0; t < NT; ++t) xs[t] = x + int64_t(t0 + (t < nt ? t : 0)) * ld_x;  // spare slots: token t0 again
+        float acc[kStepRows][NT];
+#pragma unroll
+        for (int i = 0; i < kStepRows; ++i)
+#pragma unroll
+            for (int t = 0; t < NT; ++t) acc[i][t] = 0.0f;
+#pragma unroll 2
+        for (int64_t s = warp; s < n_steps; s += kRowWarps) dot_step_n<T, kStepRows, NT>(rows, s, xs, lane, acc);
+#pragma unroll
+        for (int i = 0; i < kStepRows; ++i)
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                const float v = warp_sum(acc[i][t]);
+                if (lane == 0) partial[warp][i][t] = v;
+            }
+        __syncthreads();
+        if (threadIdx.x < kStepRows * NT) {
+            const int i = threadIdx.x / NT, t = threadIdx.x % NT;
+            if (i < n_here && t < nt) {
+                float v = 0.0f;
+#pragma unroll
+                for (int wi = 0; wi < kRowWarps; ++wi) v += partial[wi][i][t];
+                y[int64_t(t0 + t) * ld_y + r0 + i] = v;
+            }
+        }
+        __syncthreads();  // the partial sums are rewritten by the next tile
+    }
+}
+
 // dst row (i * n_rows + r) = row r of matrix matrices[i] (grid y: rows, z: matrices).
 template <GgmlType T>
 __global__ void dequantize_matrices_kernel(const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k,
@@ -245,6 +306,20 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
 #undef DS4_WARP_MB
 #undef DS4_WARP
                 check_launch("matvec_warp_kernel");
+                return;
+            }
+        }
+        if constexpr (kStepMatvec<T>) {
+            if (dot_step_usable(T, k, w, 0, row_bytes) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0) {
+                const unsigned blocks = unsigned((n_rows + kStepRows - 1) / kStepRows);
+#define DS4_STEP(NT) \
+    launch(matvec_step_kernel<T, NT>, blocks, 32 * kRowWarps, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y)
+                if (nt == 1) DS4_STEP(1);
+                else if (nt == 2) DS4_STEP(2);
+                else if (nt <= 4) DS4_STEP(4);
+                else DS4_STEP(8);
+#undef DS4_STEP
+                check_launch("matvec_step_kernel");
                 return;
             }
         }

@@ -21,7 +21,7 @@ namespace ds4::cuda {
 namespace {
 
 template <GgmlType T>
-constexpr bool kHasDotStep = T == GgmlType::IQ2_XXS || T == GgmlType::Q2_K || T == GgmlType::Q4_K ||
+constexpr bool kHasDotStep = T == GgmlType::IQ2_XXS || T == GgmlType::Q2_K || T == GgmlType::Q3_K || T == GgmlType::Q4_K ||
                              T == GgmlType::Q6_K || T == GgmlType::Q8_0 || T == GgmlType::F16 ||
                              T == GgmlType::F32;
 
@@ -130,6 +130,51 @@ __device__ __forceinline__ void dot_step_n(const uint8_t* const (&rows)[NR], int
                 float sum = 0.0f;
 #pragma unroll
                 for (int p = 0; p < 4; ++p) sum += dl[p] * (q0[p] * xv[a][p].x + q1[p] * xv[a][p].y) - ml[p] * sx[a][p];
+                acc[i][a] += sum;
+            }
+        }
+    } else if constexpr (T == GgmlType::Q3_K) {
+        // Super-block (110 bytes, so 2-byte loads only): hmask[32] (bit 4 h + p
+        // of byte l is the high bit of element 128 h + 32 p + l), qs[64] (low 2
+        // bits, Q2_K's arrangement), scales[12] (16 6-bit scales biased by 32:
+        // low nibbles in bytes 0-7, high pairs in bytes 8-11), d (f16). Lanes as
+        // in Q2_K: lane 16 h + j takes elements 128 h + 32 p + 2 j (+1) for the
+        // 4 planes p, sub-scale i = 8 h + 2 p + (j >> 3).
+        const int h = lane >> 4, j = lane & 15, part = j >> 3;
+        float2 xv[NA][4];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) {
+            const float* xb = xs[a] + s * 256 + 128 * h + 2 * j;
+#pragma unroll
+            for (int p = 0; p < 4; ++p) xv[a][p] = ldx2(xb + 32 * p);
+        }
+#pragma unroll
+        for (int i = 0; i < NR; ++i) {
+            const uint8_t* blk = rows[i] + s * 110;
+            auto u16 = [blk](int off) { return uint32_t(*reinterpret_cast<const uint16_t*>(blk + off)); };
+            const uint32_t qq = u16(32 + 32 * h + 2 * j), hm = u16(2 * j);
+            const uint32_t lo0 = u16(96) | (u16(98) << 16), lo1 = u16(100) | (u16(102) << 16),
+                           hi = u16(104) | (u16(106) << 16);
+            const float d = __half2float(__ushort_as_half(uint16_t(u16(108))));
+            float dl[4], q0[4], q1[4];
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                // Scale i's low nibble: byte i (i < 8) or i - 8 (high nibble); its
+                // high pair: byte 8 + (i & 3), bits 2 (i >> 2). Here i & 3 is
+                // 2 (p & 1) + part and i >> 2 is 2 h + (p >> 1).
+                const int b = 8 * (2 * (p & 1) + part);
+                const uint32_t low = ((p < 2 ? lo0 : lo1) >> (b + 4 * h)) & 0xFu;
+                const uint32_t high = (hi >> (b + 2 * (2 * h + (p >> 1)))) & 3u;
+                dl[p] = __fmul_rn(d, small_u2f_minus<32>(low | (high << 4)));
+                const uint32_t hb = hm >> (4 * h + p);  // bit 0: element 2 j, bit 8: 2 j + 1
+                q0[p] = small_u2f_minus<4>(((qq >> (2 * p)) & 3u) | ((hb & 1u) << 2));
+                q1[p] = small_u2f_minus<4>(((qq >> (8 + 2 * p)) & 3u) | (((hb >> 8) & 1u) << 2));
+            }
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+                float sum = 0.0f;
+#pragma unroll
+                for (int p = 0; p < 4; ++p) sum += dl[p] * (q0[p] * xv[a][p].x + q1[p] * xv[a][p].y);
                 acc[i][a] += sum;
             }
         }
@@ -282,7 +327,7 @@ inline bool dot_step_usable(GgmlType type, int64_t k, const void* base, size_t m
     if (k % 256 != 0) return false;
     size_t align = 1;
     switch (type) {
-        case GgmlType::IQ2_XXS: case GgmlType::Q6_K: case GgmlType::Q8_0: align = 2; break;
+        case GgmlType::IQ2_XXS: case GgmlType::Q3_K: case GgmlType::Q6_K: case GgmlType::Q8_0: align = 2; break;
         case GgmlType::Q2_K: case GgmlType::Q4_K: align = 4; break;
         case GgmlType::F16: case GgmlType::F32: align = 16; break;
         default: return false;
