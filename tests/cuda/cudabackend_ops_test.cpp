@@ -70,18 +70,23 @@ class CudaTypedOps : public CudaOps, public ::testing::WithParamInterface<GgmlTy
 
 TEST_P(CudaTypedOps, MatmulMatchesCpuForDecodeAndPrefillBatches) {
     const GgmlType t = GetParam();
-    // k: 5 steps of 256, which the 4 warps of a row's block share unevenly.
-    const int64_t k = 1280, rows = 67;
-    const WeightRef w = weight(t, k, rows, 3);
-    // 1..64 tokens: the matvec kernels (tiles of 8 beyond 8); 65: dequantize + cuBLAS.
-    for (int64_t T : {1, 2, 5, 8, 9, 33, 64, 65}) {
-        for (int64_t m : {0, 2}) {
-            auto [xc, xg] = pair(T, k);
-            auto [yc, yg] = zeros(T, rows);
-            cpu_->matmul(w, xc, yc, m);
-            gpu_->matmul(w, xg, yg, m);
-            EXPECT_TRUE(close(yc, yg, 1e-5, std::string(ggml_type_name(t)) + " matmul T=" + std::to_string(T) +
-                                                 " matrix " + std::to_string(m)));
+    // k: 5, 17 and 33 steps of 256, which the warps on a row share unevenly
+    // (the 2- and 3-bit matvec puts 1, 2 or 4 warps on a row by its length).
+    for (const int64_t k : {1280, 4352, 8448}) {
+        const int64_t rows = 67;
+        const WeightRef w = weight(t, k, rows, 3);
+        // 1..64 tokens: the matvec kernels (tiles of 8 beyond 8); 65: the prefill products.
+        const std::vector<int64_t> batches = k == 1280 ? std::vector<int64_t>{1, 2, 5, 8, 9, 33, 64, 65}
+                                                       : std::vector<int64_t>{1, 3, 9};
+        for (int64_t T : batches) {
+            for (int64_t m : {0, 2}) {
+                auto [xc, xg] = pair(T, k);
+                auto [yc, yg] = zeros(T, rows);
+                cpu_->matmul(w, xc, yc, m);
+                gpu_->matmul(w, xg, yg, m);
+                EXPECT_TRUE(close(yc, yg, 1e-5, std::string(ggml_type_name(t)) + " matmul k=" + std::to_string(k) +
+                                                     " T=" + std::to_string(T) + " matrix " + std::to_string(m)));
+            }
         }
     }
 }

@@ -470,11 +470,21 @@ void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k
 #undef DS4_ATTN
         check_launch("attention_kernel");
     }
-    if (n_split > 1) {
-        launch(attention_merge_kernel, unsigned(n_tok * p.n_head), 128, 2 * sizeof(float) * size_t(n_split), stream,
-               part_o, part_ml, a, out);
-        check_launch("attention_merge_kernel");
-    }
+    attention_merge(part_o, part_ml, n_tok, p.n_head, n_split, p.head_dim_v, a.ld_o, out, stream);
+}
+
+void attention_merge(const float* part_o, const float* part_ml, int64_t n_tok, int n_head, int n_split, int dv,
+                     int64_t ld_o, float* out, cudaStream_t stream) {
+    if (n_tok <= 0 || n_split <= 1) return;
+    if (n_tok * n_head > INT32_MAX || n_split > 4096) throw Error("CUDA attention merge: too many rows or splits.");
+    AttnArgs a{};
+    a.n_head = n_head;
+    a.dv = dv;
+    a.ld_o = ld_o;
+    a.n_split = n_split;
+    launch(attention_merge_kernel, unsigned(n_tok * n_head), 128, 2 * sizeof(float) * size_t(n_split), stream, part_o,
+           part_ml, a, out);
+    check_launch("attention_merge_kernel");
 }
 
 void kv_store(const float* k, int64_t k_cols, const float* v, int64_t v_cols, const int32_t* positions,

@@ -107,6 +107,7 @@ CudaBackend::CudaBackend(const CudaOptions& options)
 
 CudaBackend::~CudaBackend() {
     profile_.report(stderr);
+    step_timing_.report(stderr);
     cudaDeviceSynchronize();
     if (cublas_) cublasDestroy(cublas_);
     for (auto& r : regions_) {
@@ -335,7 +336,9 @@ std::shared_ptr<void> CudaBackend::end_capture() {
 void CudaBackend::replay(const std::shared_ptr<void>& recording) {
     auto* rec = static_cast<Recording*>(recording.get());
     if (!rec || !rec->exec) throw Error("CUDA: replay of a step that was not recorded.");
+    step_timing_.begin(stream_);
     check(cudaGraphLaunch(rec->exec, stream_), "replaying a recorded step");
+    step_timing_.end(stream_);
 }
 
 const float* CudaBackend::weight_vector(const WeightRef& w, int64_t n, std::shared_ptr<void>& keep) {
@@ -532,7 +535,10 @@ void CudaBackend::qk_norm_rope(Tensor& q, Tensor& k, const WeightRef& q_norm, co
                        positions.data, p, stream_);
 }
 
-void CudaBackend::scale(Tensor& x, float s) { cuda::scale(x.data, s, x.size(), stream_); }
+void CudaBackend::scale(Tensor& x, float s) {
+    const auto prof = timed("scale");
+    cuda::scale(x.data, s, x.size(), stream_);
+}
 
 void CudaBackend::mul_row(Tensor& x, const WeightRef& w) {
     const int64_t n = w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3];
@@ -542,12 +548,14 @@ void CudaBackend::mul_row(Tensor& x, const WeightRef& w) {
 }
 
 void CudaBackend::add_row(Tensor& x, const WeightRef& b) {
+    const auto prof = timed("add row");
     std::shared_ptr<void> keep;
     const float* bf = weight_vector(b, x.cols, keep);
     cuda::add_row(x.data, x.rows, x.cols, bf, stream_);
 }
 
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
+    const auto prof = timed("swiglu");
     require_same_size(gate, up, "swiglu");
     cuda::swiglu(gate.data, up.data, out.data, gate.size(), stream_);
 }

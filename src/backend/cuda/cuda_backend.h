@@ -17,6 +17,7 @@
 #include "models/deepseek4/dsv4_ops.h"
 #include "models/glm_dsa/glm_dsa_ops.h"
 #include "backend/cuda/op_profile.h"
+#include "backend/cuda/step_timing.h"
 
 namespace ds4 {
 
@@ -209,6 +210,7 @@ private:
     }
 
     cuda::OpProfile profile_;
+    cuda::StepTiming step_timing_;
     int device_ = 0;
     bool host_weights_ = false;
     bool int8_activations_ = false;  // CudaOptions::int8_activations

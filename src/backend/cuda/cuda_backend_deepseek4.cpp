@@ -7,6 +7,7 @@
 // recorded as a CUDA graph. Ids made by the plan ops are valid by
 // construction; the kernels do not check them again.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,7 @@ cuda::RowSetsView view(const RowSets& r) { return {r.count.data, r.base.data, r.
 
 void CudaBackend::rope_partial(Tensor& x, int head_dim, int offset, const IntArray& positions, const RopeParams& p,
                                bool inverse) {
+    const auto prof = timed("rope partial");
     if (offset < 0 || offset + p.n_rot > head_dim || p.n_rot % 2 != 0)
         throw Error("rope over dims [" + std::to_string(offset) + ", " + std::to_string(offset + p.n_rot) +
                     ") does not fit a head of " + std::to_string(head_dim) + ".");
@@ -53,6 +55,7 @@ void CudaBackend::rope_partial(Tensor& x, int head_dim, int offset, const IntArr
 
 void CudaBackend::hc_mixes(const Tensor& mixes, const WeightRef& scale_w, const WeightRef& base_w, const HcParams& p,
                            Tensor& pre, Tensor* post, Tensor* comb) {
+    const auto prof = timed("hc mixes");
     const int64_t hc = p.n_hc;
     const int64_t need = comb ? (2 + hc) * hc : post ? 2 * hc : hc;
     if (mixes.cols < need || elements(base_w) < need || elements(scale_w) < (comb ? 3 : post ? 2 : 1))
@@ -70,6 +73,7 @@ void CudaBackend::hc_mixes(const Tensor& mixes, const WeightRef& scale_w, const 
 }
 
 void CudaBackend::hc_collapse(const Tensor& x, const Tensor& pre, Tensor& out) {
+    const auto prof = timed("hc collapse");
     const int64_t hc = pre.cols, E = out.cols;
     if (x.cols < hc * E || pre.rows < x.rows || out.rows < x.rows)
         shape_error("hc_collapse", std::to_string(hc) + " streams of " + std::to_string(E) +
@@ -79,6 +83,7 @@ void CudaBackend::hc_collapse(const Tensor& x, const Tensor& pre, Tensor& out) {
 
 void CudaBackend::hc_expand(const Tensor& y, const Tensor& residual, const Tensor& post, const Tensor& comb,
                             Tensor& out) {
+    const auto prof = timed("hc expand");
     const int64_t hc = post.cols, E = y.cols;
     if (residual.cols < hc * E || out.cols < hc * E || comb.cols < hc * hc || residual.rows < y.rows ||
         out.rows < y.rows || post.rows < y.rows || comb.rows < y.rows)
@@ -127,6 +132,7 @@ void CudaBackend::matmul_grouped(const WeightRef& w, const Tensor& x, Tensor& y)
 }
 
 void CudaBackend::swiglu_clamp(const Tensor& gate, const Tensor& up, float limit, Tensor& out) {
+    const auto prof = timed("swiglu clamp");
     if (gate.size() != up.size() || out.size() < gate.size())
         shape_error("swiglu_clamp", "tensors of " + std::to_string(gate.size()) + " and " +
                                         std::to_string(up.size()) + " values do not match");
@@ -134,6 +140,7 @@ void CudaBackend::swiglu_clamp(const Tensor& gate, const Tensor& up, float limit
 }
 
 void CudaBackend::broadcast_streams(const Tensor& x, Tensor& streams) {
+    const auto prof = timed("broadcast streams");
     const int64_t E = x.cols;
     if (E <= 0 || streams.cols % E != 0 || streams.rows < x.rows)
         shape_error("broadcast_streams", "streams of " + std::to_string(streams.cols) +
@@ -142,6 +149,7 @@ void CudaBackend::broadcast_streams(const Tensor& x, Tensor& streams) {
 }
 
 Dsv4Rows CudaBackend::plan_rows(const CacheRows& batch, int64_t n) {
+    const auto prof = timed("plan rows");
     if (batch.positions.n < n || batch.slots.n < n)
         shape_error("plan_rows", std::to_string(n) + " batch rows but " + std::to_string(batch.positions.n) +
                                      " positions");
@@ -151,12 +159,14 @@ Dsv4Rows CudaBackend::plan_rows(const CacheRows& batch, int64_t n) {
 }
 
 IntArray CudaBackend::plan_ring(const Dsv4Rows& rows, int64_t ring) {
+    const auto prof = timed("plan ring");
     IntArray dst = alloc_ints(rows.n);
     cuda::plan_ring(rows.positions.data, rows.slots.data, rows.run_last.data, rows.n, ring, dst.data, stream_);
     return dst;
 }
 
 Dsv4CompressorPlan CudaBackend::plan_compressor(const Dsv4Rows& rows, int ratio, bool overlap, int64_t cache_rows) {
+    const auto prof = timed("plan compressor");
     if (ratio <= 0) shape_error("plan_compressor", "a ratio of " + std::to_string(ratio));
     const int64_t n = rows.n;
     Dsv4CompressorPlan c = new_compressor_plan(*this, n, ratio, overlap, cache_rows);
@@ -171,6 +181,7 @@ Dsv4CompressorPlan CudaBackend::plan_compressor(const Dsv4Rows& rows, int ratio,
 void CudaBackend::compress_pool(const Tensor& state_kv, const Tensor& state_score, const Tensor& kv,
                                 const Tensor& score, const IntArray& sources, int per_block, bool overlap,
                                 Tensor& out) {
+    const auto prof = timed("compress pool");
     const int64_t D = out.cols, nb = out.rows;
     if (nb <= 0 || D <= 0) return;
     const int64_t width = overlap ? 2 * D : D;
@@ -187,6 +198,7 @@ void CudaBackend::compress_pool(const Tensor& state_kv, const Tensor& state_scor
 }
 
 void CudaBackend::scatter_rows(const Tensor& src, const IntArray& dst_rows, Tensor& dst) {
+    const auto prof = timed("scatter rows");
     if (dst_rows.n < src.rows || src.cols < dst.cols)
         shape_error("scatter_rows", std::to_string(dst_rows.n) + " destinations for " + std::to_string(src.rows) +
                                         " rows of " + std::to_string(src.cols) + " values into rows of " +
@@ -218,8 +230,11 @@ RowSets CudaBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor
         v.count += r0;
         if (v.base) v.base += r0;
         if (v.rows) v.rows += r0 * v.cap;
+        std::optional<cuda::OpProfile::Scope> prof(timed("indexer scores"));
         cuda::indexer_scores(q.data + r0 * q.cols, q.cols, w.data + r0 * w.cols, w.cols, int(H), int(Di), keys.data,
                              v, nr, scores, cap, stream_);
+        prof.reset();
+        prof.emplace(timed("indexer top-k"));
         cuda::indexer_select_topk(scores, cap, v, nr, top_k, out.rows.data + r0 * top_k, out.count.data + r0,
                                   stream_);
     }
@@ -229,6 +244,7 @@ RowSets CudaBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor
 void CudaBackend::attention_window_sink(const Tensor& q, const Tensor& k, const Tensor& window, const Dsv4Rows& rows,
                                         int64_t n_swa, const Tensor* comp, const RowSets* comp_rows,
                                         const WeightRef& sinks_w, const AttentionParams& p, Tensor& out) {
+    const auto prof = timed("attention window sink");
     const int64_t T = q.rows, D = p.head_dim_k, H = p.n_head;
     if (T <= 0) return;
     if (D <= 0 || H <= 0 || q.cols != H * D || out.cols != H * D || out.rows < T || k.rows < T || k.cols < D ||

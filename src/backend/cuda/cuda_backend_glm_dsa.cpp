@@ -35,6 +35,7 @@ void CudaBackend::cache_store(Tensor& cache, const Tensor& rows, const CacheRows
 }
 
 RowSets CudaBackend::plan_causal(const CacheRows& where, int64_t n) {
+    const auto prof = timed("plan causal");
     if (where.positions.n < n || where.slots.n < n)
         shape_error("plan_causal", std::to_string(n) + " batch rows but " + std::to_string(where.positions.n) +
                                        " positions");
@@ -125,6 +126,16 @@ void CudaBackend::attention_latent(const Tensor& q_lat, const Tensor& q_pe, cons
     a.d_lat = int(d_lat);
     a.d_pe = int(d_pe);
     a.scale = scale;
+    // The sets' largest possible size: the listed form's capacity, else every cache row.
+    a.n_split = cuda::latent_attention_splits(a.n_tok, n_head, rows.rows.data ? rows.cap : latent.rows);
+    std::shared_ptr<void> part_o, part_ml;
+    if (a.n_split > 1) {
+        const size_t slots = size_t(a.n_tok) * size_t(n_head) * size_t(a.n_split);
+        part_o = device_scratch(sizeof(float) * slots * size_t(d_lat));
+        part_ml = device_scratch(sizeof(float) * 2 * slots);
+        a.part_o = static_cast<float*>(part_o.get());
+        a.part_ml = static_cast<float*>(part_ml.get());
+    }
     cuda::glm_attention_latent(a, stream_);
 }
 

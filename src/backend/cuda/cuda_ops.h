@@ -94,6 +94,12 @@ int attention_splits(int64_t n_tok, const AttentionParams& p, int64_t slot_rows)
 void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k, const float* v_cache,
                int64_t ld_v, const int32_t* positions, const int32_t* slots, int64_t slot_rows,
                const AttentionParams& p, int n_split, float* part_o, float* part_ml, float* out, cudaStream_t stream);
+// Merges split-K partial results: row t, head h's output (dv values at
+// out + t * ld_o + h * dv) from its n_split unnormalised partials (part_o at
+// ((t * n_head + h) * n_split + s) * dv, (max, sum) pairs in part_ml); a
+// split whose sum is 0 saw no rows. Used by the latent attention too.
+void attention_merge(const float* part_o, const float* part_ml, int64_t n_tok, int n_head, int n_split, int dv,
+                     int64_t ld_o, float* out, cudaStream_t stream);
 // k_cache row slots[t] * slot_rows + positions[t] = k row t (likewise v),
 // t < n_tok; rows outside the cache of cache_rows rows are dropped.
 void kv_store(const float* k, int64_t k_cols, const float* v, int64_t v_cols, const int32_t* positions,

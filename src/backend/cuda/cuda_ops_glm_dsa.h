@@ -58,7 +58,16 @@ struct LatentAttentionArgs {
     int64_t n_tok;
     int n_head, d_lat, d_pe;
     float scale;
+    // Split-K (latent_attention_splits): each (row, head)'s set cut into
+    // n_split ranges; with n_split > 1, part_o holds T * n_head * n_split *
+    // d_lat floats and part_ml twice T * n_head * n_split.
+    int n_split = 1;
+    float* part_o = nullptr;
+    float* part_ml = nullptr;
 };
+// Splits for n_tok query rows of n_head heads over sets of up to max_rows
+// cache rows (shapes only, so a recorded step keeps them).
+int latent_attention_splits(int64_t n_tok, int n_head, int64_t max_rows);
 // The widest latent and RoPE parts the kernel takes (GLM-5: 512 and 64).
 constexpr int kLatentMaxDim = 512;
 constexpr int kLatentMaxPe = 128;

@@ -147,32 +147,49 @@ int matvec_min_blocks() {
 }
 
 // Decode matvec for the types whose coalesced dot is warp_dot.cuh's
-// 256-element step and nothing else (Q2_K, Q3_K, IQ2_XXS): kStepRows rows
-// per block of kRowWarps warps, each warp every kRowWarps-th step of all of
-// them, summed through shared memory; up to NT tokens share each decoded
-// weight, more in tiles of NT. The element decoder these types fell back to
-// read GLM-5's Q2_K / Q3_K projections at 65-86 GB/s (H200, 2026-12-04): one
-// dependent load per element. A 2-bit step is 84 bytes of a row, so a warp
-// takes two rows and two steps at a time to keep enough bytes in flight.
-constexpr int kStepRows = 2;
+// 256-element step and nothing else (Q2_K, Q3_K, IQ2_XXS): a block of
+// kRowWarps warps in groups of n_parts warps, each group kStepRows rows and
+// each warp of a group every n_parts-th step of them, summed through shared
+// memory; up to NT tokens share each decoded weight, more in tiles of NT.
+// n_parts (1, 2 or 4) follows the row length (step_parts): a short row
+// split four ways left blocks of 2 steps a warp whose start and reduction
+// cost more than their loads. The element decoder these types fell back to
+// read GLM-5's Q2_K / Q3_K projections at 65-86 GB/s (H200, 2026-12-04).
+// DS4_CUDA_STEP_ROWS (2 or 4 rows a group, default 2) and DS4_CUDA_STEP_UNROLL
+// (steps a warp unrolls, 2 or 4, default 4): how many bytes a warp keeps in
+// flight. H200, GLM-5 q2 8 blocks, tg128 @ 512 (device time per replayed
+// step): rows 2 / unroll 2 6.32 ms, 4 / 2 6.63, 2 / 4 5.75, 4 / 4 6.13
+// (bench/logs/2026-12-04c-h200). Read once.
+std::pair<int, int> step_shape() {
+    static const std::pair<int, int> v = [] {
+        const char* r = std::getenv("DS4_CUDA_STEP_ROWS");
+        const char* u = std::getenv("DS4_CUDA_STEP_UNROLL");
+        return std::pair<int, int>{r && std::atoi(r) == 4 ? 4 : 2, u && std::atoi(u) == 2 ? 2 : 4};
+    }();
+    return v;
+}
 template <GgmlType T>
 constexpr bool kStepMatvec = kHasDotStep<T> && !kHasWarpDot<T>;
 
-template <GgmlType T, int NT>
+int step_parts(int64_t n_steps) { return n_steps >= 32 ? 4 : n_steps >= 16 ? 2 : 1; }
+
+template <GgmlType T, int NT, int kStepRows, int kUnroll>
 __global__ void __launch_bounds__(32 * kRowWarps)
     matvec_step_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
-                       const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y, int64_t ld_y) {
+                       const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y, int64_t ld_y,
+                       int n_parts) {
     __shared__ float partial[kRowWarps][kStepRows][NT];
-    const int64_t r0 = int64_t(blockIdx.x) * kStepRows;
-    const int n_here = n_rows - r0 < kStepRows ? int(n_rows - r0) : kStepRows;
-    prefetch_l2(w + size_t(r0) * row_bytes, row_bytes * size_t(n_here), int(threadIdx.x));
-    wait_for_inputs();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int group = warp / n_parts, part = warp % n_parts;
+    const int64_t r0 = (int64_t(blockIdx.x) * (kRowWarps / n_parts) + group) * kStepRows;
+    const int n_here = r0 >= n_rows ? 0 : n_rows - r0 < kStepRows ? int(n_rows - r0) : kStepRows;
+    if (part == 0 && n_here > 0) prefetch_l2(w + size_t(r0) * row_bytes, row_bytes * size_t(n_here), lane);
+    wait_for_inputs();
     const uint8_t* rows[kStepRows];
 #pragma unroll
-    for (int i = 0; i < kStepRows; ++i)  // past the end: the last row again, not stored
-        rows[i] = w + size_t(r0 + (i < n_here ? i : n_here - 1)) * row_bytes;
-    const int64_t n_steps = k / 256;
+    for (int i = 0; i < kStepRows; ++i)  // past the end: the last row again (or row 0), not stored
+        rows[i] = w + size_t(n_here == 0 ? 0 : r0 + (i < n_here ? i : n_here - 1)) * row_bytes;
+    const int64_t n_steps = n_here > 0 ? k / 256 : 0;
     for (int t0 = 0; t0 < n_tok; t0 += NT) {
         const int nt = n_tok - t0 < NT ? n_tok - t0 : NT;
         const float* xs[NT];
@@ -183,8 +200,8 @@ __global__ void __launch_bounds__(32 * kRowWarps)
         for (int i = 0; i < kStepRows; ++i)
 #pragma unroll
             for (int t = 0; t < NT; ++t) acc[i][t] = 0.0f;
-#pragma unroll 2
-        for (int64_t s = warp; s < n_steps; s += kRowWarps) dot_step_n<T, kStepRows, NT>(rows, s, xs, lane, acc);
+#pragma unroll kUnroll
+        for (int64_t s = part; s < n_steps; s += n_parts) dot_step_n<T, kStepRows, NT>(rows, s, xs, lane, acc);
 #pragma unroll
         for (int i = 0; i < kStepRows; ++i)
 #pragma unroll
@@ -193,12 +210,11 @@ __global__ void __launch_bounds__(32 * kRowWarps)
                 if (lane == 0) partial[warp][i][t] = v;
             }
         __syncthreads();
-        if (threadIdx.x < kStepRows * NT) {
-            const int i = threadIdx.x / NT, t = threadIdx.x % NT;
+        if (part == 0 && lane < kStepRows * NT) {
+            const int i = lane / NT, t = lane % NT;
             if (i < n_here && t < nt) {
                 float v = 0.0f;
-#pragma unroll
-                for (int wi = 0; wi < kRowWarps; ++wi) v += partial[wi][i][t];
+                for (int wi = warp; wi < warp + n_parts; ++wi) v += partial[wi][i][t];
                 y[int64_t(t0 + t) * ld_y + r0 + i] = v;
             }
         }
@@ -311,14 +327,26 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
         }
         if constexpr (kStepMatvec<T>) {
             if (dot_step_usable(T, k, w, 0, row_bytes) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0) {
-                const unsigned blocks = unsigned((n_rows + kStepRows - 1) / kStepRows);
-#define DS4_STEP(NT) \
-    launch(matvec_step_kernel<T, NT>, blocks, 32 * kRowWarps, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y)
+                const int parts = step_parts(k / 256);
+                const auto [step_rows, unroll] = step_shape();
+                const int64_t rows_per_block = int64_t(kRowWarps / parts) * step_rows;
+                const unsigned blocks = unsigned((n_rows + rows_per_block - 1) / rows_per_block);
+#define DS4_STEP_RU(NT, R, U) \
+    launch(matvec_step_kernel<T, NT, R, U>, blocks, 32 * kRowWarps, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, \
+           y, ld_y, parts)
+#define DS4_STEP(NT)                                               \
+    do {                                                           \
+        if (step_rows == 4 && unroll == 4) DS4_STEP_RU(NT, 4, 4);  \
+        else if (step_rows == 4) DS4_STEP_RU(NT, 4, 2);            \
+        else if (unroll == 4) DS4_STEP_RU(NT, 2, 4);               \
+        else DS4_STEP_RU(NT, 2, 2);                                \
+    } while (0)
                 if (nt == 1) DS4_STEP(1);
                 else if (nt == 2) DS4_STEP(2);
                 else if (nt <= 4) DS4_STEP(4);
                 else DS4_STEP(8);
 #undef DS4_STEP
+#undef DS4_STEP_RU
                 check_launch("matvec_step_kernel");
                 return;
             }

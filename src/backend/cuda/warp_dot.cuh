@@ -88,94 +88,77 @@ __device__ __forceinline__ void dot_step_n(const uint8_t* const (&rows)[NR], int
                 acc[i][a] += db * sum;
             }
         }
-    } else if constexpr (T == GgmlType::Q2_K) {
-        // Super-block: scales[16] (low nibble scale, high nibble min, per 16
-        // elements), qs[64] (2 bits), d, dmin. Byte m of half h holds elements
-        // 128 h + 32 p + m for planes p = 0..3. Lane 16 h + j: bytes 2j, 2j + 1
-        // of half h, i.e. elements 128 h + 32 p + 2 j (+1), sub-scale 8 h + 2 p + (j >> 3).
-        const int h = lane >> 4, j = lane & 15;
-        float2 xv[NA][4];
-        float sx[NA][4];
+    } else if constexpr (T == GgmlType::Q2_K || T == GgmlType::Q3_K) {
+        // Lane 16 h + 4 p + 2 part + g takes the 8 elements 128 h + 32 p + 16 part
+        // + 8 g .. + 7: one 16-element sub-block (sub-scale 8 h + 2 p + part), so
+        // a lane decodes one scale a step and its 8 values come from 8
+        // consecutive quant bytes (bits 2 p of each). The earlier layout (two
+        // elements of each of 4 planes a lane) decoded 4 scales per 8 values and
+        // left the kernels issue-bound (GLM-5 q2 decode, H200, 2026-12-04).
+        // Q2_K: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin.
+        // Q3_K (110 bytes, so 2-byte loads only): hmask[32] (bit 4 h + p of
+        // byte l: the high bit of element 128 h + 32 p + l), qs[64], scales[12]
+        // (16 6-bit scales biased by 32: low nibbles in bytes 0-7, high pairs
+        // in bytes 8-11), d.
+        const int h = lane >> 4, p = (lane >> 2) & 3, part = (lane >> 1) & 1, g = lane & 1;
+        const int sub = 2 * p + part;  // sub-scale 8 h + sub
+        const int l0 = 16 * part + 8 * g;  // the lane's first byte within its 32
+        float4 x0[NA], x1[NA];
+        float sx[NA];
 #pragma unroll
         for (int a = 0; a < NA; ++a) {
-            const float* xb = xs[a] + s * 256 + 128 * h + 2 * j;
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                xv[a][p] = ldx2(xb + 32 * p);
-                sx[a][p] = xv[a][p].x + xv[a][p].y;
-            }
+            const float* xb = xs[a] + s * 256 + 128 * h + 32 * p + l0;
+            x0[a] = ldx4(xb);
+            x1[a] = ldx4(xb + 4);
+            sx[a] = (x0[a].x + x0[a].y + x0[a].z + x0[a].w) + (x1[a].x + x1[a].y + x1[a].z + x1[a].w);
         }
 #pragma unroll
         for (int i = 0; i < NR; ++i) {
-            const uint8_t* blk = rows[i] + s * 84;
-            const uint32_t qq = *reinterpret_cast<const uint16_t*>(blk + 16 + 32 * h + 2 * j);
-            const uint32_t s0 = *reinterpret_cast<const uint32_t*>(blk + 8 * h),
-                           s1 = *reinterpret_cast<const uint32_t*>(blk + 8 * h + 4);
-            const uint32_t dd = *reinterpret_cast<const uint32_t*>(blk + 80);
-            const float d = __half2float(__ushort_as_half(uint16_t(dd & 0xFFFF))),
-                        dmin = __half2float(__ushort_as_half(uint16_t(dd >> 16)));
-            const int part = j >> 3;
-            float dl[4], ml[4], q0[4], q1[4];
+            float q[8], dl, ml = 0.0f;
+            if constexpr (T == GgmlType::Q2_K) {
+                const uint8_t* blk = rows[i] + s * 84;
+                const uint32_t w0 = *reinterpret_cast<const uint32_t*>(blk + 16 + 32 * h + l0),
+                               w1 = *reinterpret_cast<const uint32_t*>(blk + 20 + 32 * h + l0);
+                const uint32_t sc = blk[8 * h + sub];
+                const uint32_t dd = *reinterpret_cast<const uint32_t*>(blk + 80);
+                dl = __fmul_rn(__half2float(__ushort_as_half(uint16_t(dd & 0xFFFF))), small_u2f(sc & 0xF));
+                ml = __fmul_rn(__half2float(__ushort_as_half(uint16_t(dd >> 16))), small_u2f(sc >> 4));
+                const uint32_t v0 = (w0 >> (2 * p)) & 0x03030303u, v1 = (w1 >> (2 * p)) & 0x03030303u;
 #pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                // scales byte 8 h + 2 p + part: in s0 for p < 2, s1 for p >= 2.
-                const uint32_t sc = ((p < 2 ? s0 : s1) >> (8 * (2 * (p & 1) + part))) & 0xFFu;
-                dl[p] = __fmul_rn(d, small_u2f(sc & 0xF));
-                ml[p] = __fmul_rn(dmin, small_u2f(sc >> 4));
-                q0[p] = small_u2f((qq >> (2 * p)) & 3u);
-                q1[p] = small_u2f((qq >> (8 + 2 * p)) & 3u);
+                for (int e = 0; e < 4; ++e) {
+                    q[e] = small_u2f((v0 >> (8 * e)) & 0xFFu);
+                    q[4 + e] = small_u2f((v1 >> (8 * e)) & 0xFFu);
+                }
+            } else {
+                const uint8_t* blk = rows[i] + s * 110;
+                auto u32at = [blk](int off) {  // two 2-byte loads
+                    return uint32_t(*reinterpret_cast<const uint16_t*>(blk + off)) |
+                           (uint32_t(*reinterpret_cast<const uint16_t*>(blk + off + 2)) << 16);
+                };
+                const uint32_t w0 = u32at(32 + 32 * h + l0), w1 = u32at(36 + 32 * h + l0);
+                const uint32_t m0 = u32at(l0), m1 = u32at(l0 + 4);
+                // Scale 8 h + sub: low nibble in byte sub (h = 0) or its high
+                // nibble (h = 1); high pair in byte 8 + (sub & 3), bits 2 (2 h + (sub >> 2)).
+                const uint32_t low = (uint32_t(blk[96 + sub]) >> (4 * h)) & 0xFu;
+                const uint32_t high = (uint32_t(blk[104 + (sub & 3)]) >> (2 * (2 * h + (sub >> 2)))) & 3u;
+                dl = __fmul_rn(__half2float(__ushort_as_half(*reinterpret_cast<const uint16_t*>(blk + 108))),
+                               small_u2f_minus<32>(low | (high << 4)));
+                // 3-bit values 0..7 (value + 4) in bytes: 2 low bits and the high bit.
+                const int hs = 4 * h + p;
+                const uint32_t v0 = ((w0 >> (2 * p)) & 0x03030303u) | (((m0 >> hs) & 0x01010101u) << 2),
+                               v1 = ((w1 >> (2 * p)) & 0x03030303u) | (((m1 >> hs) & 0x01010101u) << 2);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    q[e] = small_u2f_minus<4>((v0 >> (8 * e)) & 0xFFu);
+                    q[4 + e] = small_u2f_minus<4>((v1 >> (8 * e)) & 0xFFu);
+                }
             }
 #pragma unroll
             for (int a = 0; a < NA; ++a) {
-                float sum = 0.0f;
-#pragma unroll
-                for (int p = 0; p < 4; ++p) sum += dl[p] * (q0[p] * xv[a][p].x + q1[p] * xv[a][p].y) - ml[p] * sx[a][p];
-                acc[i][a] += sum;
-            }
-        }
-    } else if constexpr (T == GgmlType::Q3_K) {
-        // Super-block (110 bytes, so 2-byte loads only): hmask[32] (bit 4 h + p
-        // of byte l is the high bit of element 128 h + 32 p + l), qs[64] (low 2
-        // bits, Q2_K's arrangement), scales[12] (16 6-bit scales biased by 32:
-        // low nibbles in bytes 0-7, high pairs in bytes 8-11), d (f16). Lanes as
-        // in Q2_K: lane 16 h + j takes elements 128 h + 32 p + 2 j (+1) for the
-        // 4 planes p, sub-scale i = 8 h + 2 p + (j >> 3).
-        const int h = lane >> 4, j = lane & 15, part = j >> 3;
-        float2 xv[NA][4];
-#pragma unroll
-        for (int a = 0; a < NA; ++a) {
-            const float* xb = xs[a] + s * 256 + 128 * h + 2 * j;
-#pragma unroll
-            for (int p = 0; p < 4; ++p) xv[a][p] = ldx2(xb + 32 * p);
-        }
-#pragma unroll
-        for (int i = 0; i < NR; ++i) {
-            const uint8_t* blk = rows[i] + s * 110;
-            auto u16 = [blk](int off) { return uint32_t(*reinterpret_cast<const uint16_t*>(blk + off)); };
-            const uint32_t qq = u16(32 + 32 * h + 2 * j), hm = u16(2 * j);
-            const uint32_t lo0 = u16(96) | (u16(98) << 16), lo1 = u16(100) | (u16(102) << 16),
-                           hi = u16(104) | (u16(106) << 16);
-            const float d = __half2float(__ushort_as_half(uint16_t(u16(108))));
-            float dl[4], q0[4], q1[4];
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                // Scale i's low nibble: byte i (i < 8) or i - 8 (high nibble); its
-                // high pair: byte 8 + (i & 3), bits 2 (i >> 2). Here i & 3 is
-                // 2 (p & 1) + part and i >> 2 is 2 h + (p >> 1).
-                const int b = 8 * (2 * (p & 1) + part);
-                const uint32_t low = ((p < 2 ? lo0 : lo1) >> (b + 4 * h)) & 0xFu;
-                const uint32_t high = (hi >> (b + 2 * (2 * h + (p >> 1)))) & 3u;
-                dl[p] = __fmul_rn(d, small_u2f_minus<32>(low | (high << 4)));
-                const uint32_t hb = hm >> (4 * h + p);  // bit 0: element 2 j, bit 8: 2 j + 1
-                q0[p] = small_u2f_minus<4>(((qq >> (2 * p)) & 3u) | ((hb & 1u) << 2));
-                q1[p] = small_u2f_minus<4>(((qq >> (8 + 2 * p)) & 3u) | (((hb >> 8) & 1u) << 2));
-            }
-#pragma unroll
-            for (int a = 0; a < NA; ++a) {
-                float sum = 0.0f;
-#pragma unroll
-                for (int p = 0; p < 4; ++p) sum += dl[p] * (q0[p] * xv[a][p].x + q1[p] * xv[a][p].y);
-                acc[i][a] += sum;
+                const float dot = (q[0] * x0[a].x + q[1] * x0[a].y + q[2] * x0[a].z + q[3] * x0[a].w) +
+                                  (q[4] * x1[a].x + q[5] * x1[a].y + q[6] * x1[a].z + q[7] * x1[a].w);
+                if constexpr (T == GgmlType::Q2_K) acc[i][a] += dl * dot - ml * sx[a];
+                else acc[i][a] += dl * dot;
             }
         }
     } else if constexpr (T == GgmlType::Q4_K) {
