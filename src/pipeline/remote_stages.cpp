@@ -61,6 +61,18 @@ wire::Stage::Stub& RemoteStages::stub(const std::string& address) {
     return *it->second;
 }
 
+HopStream& RemoteStages::stream(const std::string& address) {
+    wire::Stage::Stub& s = stub(address);
+    std::lock_guard<std::mutex> lock(stubs_mu_);
+    auto it = streams_.find(address);
+    if (it == streams_.end())
+        it = streams_
+                 .emplace(address, std::make_unique<HopStream>(
+                                       s, key_, std::chrono::duration_cast<std::chrono::seconds>(kStepDeadline)))
+                 .first;
+    return *it->second;
+}
+
 RemoteStages::Prepared RemoteStages::prepare(const std::vector<wire::Hop>& route, std::span<const RouteSeq> seqs,
                                              std::span<const float> hidden, int64_t cols, int n_slots, int64_t n_ctx,
                                              uint64_t request_id, uint64_t follows) {
@@ -98,11 +110,21 @@ RemoteStages::Prepared RemoteStages::prepare(const std::vector<wire::Hop>& route
 
 wire::Result RemoteStages::exchange(const Prepared& p, double* wait_ms) {
     const auto t_wait = std::chrono::steady_clock::now();
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + kStepDeadline);
-    authenticate_call(ctx, key_, "Forward");
     wire::Result result;
-    const grpc::Status st = stub(p.first.address()).Forward(&ctx, p.work, &result);
+    grpc::Status st;
+    // The hop's stream when it is free, else (or when it broke) a unary call.
+    const HopStream::Outcome on_stream = stream(p.first.address()).exchange(p.work, &result, &st);
+    if (on_stream == HopStream::Outcome::kAnswered) {
+        *wait_ms = ms_since(t_wait);
+        return result;
+    }
+    if (on_stream == HopStream::Outcome::kNotTaken) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + kStepDeadline);
+        authenticate_call(ctx, key_, "Forward");
+        result.Clear();
+        st = stub(p.first.address()).Forward(&ctx, p.work, &result);
+    }
     *wait_ms = ms_since(t_wait);
     if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) throw RouteStateLost(st.error_message());
     if (!st.ok()) {

@@ -20,6 +20,7 @@
 #include "engine/downstream.h"
 #include "pipeline.grpc.pb.h"
 #include "pipeline/cluster_key.h"
+#include "pipeline/hop_stream.h"
 #include "pipeline/transport.h"
 
 namespace ds4 {
@@ -100,6 +101,7 @@ private:
     std::vector<std::vector<float>> finish(const Prepared& p, const wire::Result& result, double wait_ms,
                                            std::vector<Candidates>* best);
     wire::Stage::Stub& stub(const std::string& address);
+    HopStream& stream(const std::string& address);
     class Pending;
 
     HopSource hops_;
@@ -110,6 +112,7 @@ private:
     TelemetrySink sink_;
     std::mutex stubs_mu_;
     std::map<std::string, std::unique_ptr<wire::Stage::Stub>> stubs_;
+    std::map<std::string, std::unique_ptr<HopStream>> streams_;  // destroyed before the stubs they use
     std::atomic<uint64_t> next_request_;
     std::atomic<double> local_eval_ms_{0};
     std::atomic<bool> snapshot_warned_{false};  // a route that cannot snapshot says so once

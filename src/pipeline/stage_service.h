@@ -43,12 +43,18 @@ public:
     // Where this worker serves, once bound (messages and telemetry name it).
     void set_address(std::string address);
     grpc::Status Forward(grpc::ServerContext* ctx, const wire::Work* work, wire::Result* result) override;
+    // Forward's steps one after another on a stream (hop_stream.h), each
+    // answered as Forward answers it; an error ends the stream with its status.
+    grpc::Status ForwardStream(grpc::ServerContext* ctx,
+                               grpc::ServerReaderWriter<wire::Result, wire::Work>* stream) override;
     // A sequence's state here, for the coordinator's snapshot of the whole
     // route, and back (stage_snapshots.cpp).
     grpc::Status Snapshot(grpc::ServerContext* ctx, const wire::SnapshotRequest* req, wire::SnapshotReply* reply) override;
     grpc::Status Restore(grpc::ServerContext* ctx, const wire::RestoreRequest* req, wire::RestoreReply* reply) override;
 
 private:
+    // One step, its failures turned into the status the caller maps back.
+    grpc::Status forward_one(const wire::Work& work, wire::Result& result);
     grpc::Status run(const wire::Work& work, wire::Result& result);
     // The pool for the coordinator's slot count, context and route shape
     // (made again when one of them changes: a new coordinator).

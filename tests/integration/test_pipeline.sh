@@ -103,6 +103,13 @@ for arch in ${DS4_PIPELINE_ARCHS:-qwen3moe deepseek4 glm-dsa}; do  # DS4_PIPELIN
     || grep -q "^pipeline: route -> 127.0.0.1:[0-9]* (block $((a + 1)) + head)" "$tmp/err" \
     || fail "$arch: no route line: $(cat "$tmp/err")"
   cmp -s "$tmp/ref.bin" "$tmp/two.bin" || fail "$arch: 2 stages (0:$a | $((a + 1)):output, chunk $chunk, window $win) differ from one process"
+  # Steps take the hop's stream when it is free, unary calls otherwise; with
+  # the stream off (DS4_PIPELINE_STREAM=0) every step is a unary call, and
+  # the logits are the same.
+  DS4_PIPELINE_STREAM=0 "$bin/ds4" -m "$tmp/s0.gguf" --role coordinator --layers "0:$a" --listen 127.0.0.1 "$port" \
+    --token-ids "$tmp/ids.txt" --dump-logits "$tmp/two-unary.bin" -t 1 --prefill-chunk "$chunk" \
+    --dist-prefill-window "$win" 2>"$tmp/err" || fail "$arch 2 stages, unary calls only: $(cat "$tmp/err")"
+  cmp -s "$tmp/ref.bin" "$tmp/two-unary.bin" || fail "$arch: 2 stages on unary calls only differ from one process"
   grep -q "^model map: 1 region .*of 0.0[0-9] GiB file\|^model map: 1 region across" "$tmp/err" || fail "$arch: shard map: $(grep 'model map' "$tmp/err")"
   grep -q "^model map: 1 region across" "$tmp/w.log" || fail "$arch: worker shard map: $(grep 'model map' "$tmp/w.log")"
   stop "$w"
