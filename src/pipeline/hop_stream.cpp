@@ -60,13 +60,7 @@ HopStream::Outcome HopStream::exchange(const wire::Work& work, wire::Result* res
     std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
     if (!lock.owns_lock() || unsupported_) return Outcome::kNotTaken;  // another step is on the stream
     // A stream too close to its end for a whole step's deadline is replaced.
-    if (rw_ && std::chrono::system_clock::now() + step_deadline_ > expires_) {
-        rw_->WritesDone();
-        ctx_->TryCancel();
-        rw_->Finish();
-        rw_.reset();
-        ctx_.reset();
-    }
+    if (rw_ && std::chrono::system_clock::now() + step_deadline_ > expires_) drop();
     if (!rw_ && !open()) return Outcome::kNotTaken;
     if (rw_->Write(work) && rw_->Read(result)) return Outcome::kAnswered;
     // The stream ended: with the stage's own status, or because it broke.
