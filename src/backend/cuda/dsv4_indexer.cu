@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops_deepseek4.h"
 
 namespace ds4::cuda {
@@ -27,6 +28,7 @@ __device__ int64_t set_row(const RowSetsView& v, int64_t t, int64_t j) {
 __global__ void indexer_scores_kernel(const float* q, int64_t ld_q, const float* w, int64_t ld_w, int n_head, int dim,
                                       const float* keys, RowSetsView visible, float* scores, int64_t ld_scores,
                                       bool q_in_shared) {
+    wait_for_inputs();
     extern __shared__ float qs[];
     const int64_t t = blockIdx.y;
     const int64_t nv = visible.count[t];
@@ -74,6 +76,7 @@ constexpr int kWarpHeadsPerLane = 4;
 __global__ void indexer_scores_warp_kernel(const float* __restrict__ q, int64_t ld_q, const float* __restrict__ w,
                                            int64_t ld_w, int n_head, int dim, const float* __restrict__ keys,
                                            RowSetsView visible, float* __restrict__ scores, int64_t ld_scores) {
+    wait_for_inputs();
     extern __shared__ float qs[];
     const int64_t t = blockIdx.y;
     const int64_t nv = visible.count[t];
@@ -142,6 +145,7 @@ __device__ int block_exclusive_count(bool flag, int* warp_counts, int& total) {
 // comes out ascending like the CPU's sorted one.
 __global__ void indexer_topk_kernel(const float* scores, int64_t ld_scores, RowSetsView visible, int64_t top_k,
                                     int32_t* out, int32_t* out_count) {
+    wait_for_inputs();
     const int64_t t = blockIdx.x;
     const int64_t nv = top_k > 0 ? visible.count[t] : 0;
     if (nv <= top_k) {  // the whole set
@@ -219,14 +223,14 @@ void indexer_scores(const float* q, int64_t ld_q, const float* w, int64_t ld_w, 
         // Blocks past a row's count return at once: the grid covers the cap.
         if (warp_kernel) {
             const dim3 grid(unsigned((visible.cap + kWarpKeys - 1) / kWarpKeys), unsigned(nr));
-            indexer_scores_warp_kernel<<<grid, 32 * kWarpKeys, padded_bytes, stream>>>(
+            launch(indexer_scores_warp_kernel, grid, 32 * kWarpKeys, padded_bytes, stream, 
                 q + r0 * ld_q, ld_q, w + r0 * ld_w, ld_w, n_head, head_dim, keys, v, scores + r0 * ld_scores,
                 ld_scores);
             check_launch("indexer_scores_warp_kernel");
             continue;
         }
         const dim3 grid(blocks_for(visible.cap, kScoreThreads), unsigned(nr));
-        indexer_scores_kernel<<<grid, kScoreThreads, shared ? q_bytes : 0, stream>>>(
+        launch(indexer_scores_kernel, grid, kScoreThreads, shared ? q_bytes : 0, stream, 
             q + r0 * ld_q, ld_q, w + r0 * ld_w, ld_w, n_head, head_dim, keys, v, scores + r0 * ld_scores, ld_scores,
             shared);
         check_launch("indexer_scores_kernel");
@@ -237,7 +241,7 @@ void indexer_select_topk(const float* scores, int64_t ld_scores, const RowSetsVi
                          int64_t top_k, int32_t* out_rows, int32_t* out_count, cudaStream_t stream) {
     if (n_rows <= 0) return;
     // n_rows is grid x (up to 2^31 - 1).
-    indexer_topk_kernel<<<unsigned(n_rows), kSelectThreads, 0, stream>>>(scores, ld_scores, visible, top_k, out_rows,
+    launch(indexer_topk_kernel, unsigned(n_rows), kSelectThreads, 0, stream, scores, ld_scores, visible, top_k, out_rows,
                                                                          out_count);
     check_launch("indexer_topk_kernel");
 }

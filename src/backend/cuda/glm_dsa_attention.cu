@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_glm_dsa.h"
 #include "common/error.h"
@@ -31,6 +32,7 @@ constexpr int kMinRowsPerSplit = 4 * kWarps;
 // DPL: latent elements per lane (d_lat <= 32 * DPL).
 template <int DPL>
 __global__ void latent_attention_kernel(LatentAttentionArgs a) {
+    wait_for_inputs();
     const int64_t t = blockIdx.x / a.n_head;
     const int h = int(blockIdx.x % a.n_head);
     const int split = int(blockIdx.y);
@@ -144,11 +146,11 @@ void glm_attention_latent(const LatentAttentionArgs& a, cudaStream_t stream) {
     const int threads = 32 * kWarps;
     const dim3 grid(unsigned(blocks), unsigned(a.n_split));
     // sacc is kWarps * 32 * DPL floats: 16 KiB at a latent of 512.
-    if (a.d_lat <= 32) latent_attention_kernel<1><<<grid, threads, 0, stream>>>(a);
-    else if (a.d_lat <= 64) latent_attention_kernel<2><<<grid, threads, 0, stream>>>(a);
-    else if (a.d_lat <= 128) latent_attention_kernel<4><<<grid, threads, 0, stream>>>(a);
-    else if (a.d_lat <= 256) latent_attention_kernel<8><<<grid, threads, 0, stream>>>(a);
-    else latent_attention_kernel<16><<<grid, threads, 0, stream>>>(a);
+    if (a.d_lat <= 32) launch(latent_attention_kernel<1>, grid, threads, 0, stream, a);
+    else if (a.d_lat <= 64) launch(latent_attention_kernel<2>, grid, threads, 0, stream, a);
+    else if (a.d_lat <= 128) launch(latent_attention_kernel<4>, grid, threads, 0, stream, a);
+    else if (a.d_lat <= 256) launch(latent_attention_kernel<8>, grid, threads, 0, stream, a);
+    else launch(latent_attention_kernel<16>, grid, threads, 0, stream, a);
     check_launch("latent_attention_kernel");
     attention_merge(a.part_o, a.part_ml, a.n_tok, a.n_head, a.n_split, a.d_lat, int64_t(a.n_head) * a.d_lat, a.out,
                     stream);

@@ -2,6 +2,7 @@
 // variance accumulated in double, the rest in float, as the CPU backend)
 // and the optional affine part. One block per row.
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops_glm_dsa.h"
 
 namespace ds4::cuda {
@@ -22,6 +23,7 @@ __device__ double block_sum(double v, double* part) {
 
 __global__ void layer_norm_kernel(const float* x, int64_t n, const float* weight, const float* bias, float eps,
                                   float* y) {
+    wait_for_inputs();
     __shared__ double part[kThreads / 32];
     const float* src = x + int64_t(blockIdx.x) * n;
     float* dst = y + int64_t(blockIdx.x) * n;
@@ -50,7 +52,7 @@ void glm_layer_norm(const float* x, int64_t rows, int64_t n, const float* weight
                     float* y, cudaStream_t stream) {
     if (rows <= 0 || n <= 0) return;
     // rows is grid x (up to 2^31 - 1).
-    layer_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, n, weight, bias, eps, y);
+    launch(layer_norm_kernel, unsigned(rows), kThreads, 0, stream, x, n, weight, bias, eps, y);
     check_launch("layer_norm_kernel");
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops_glm_dsa.h"
 #include "common/error.h"
 
@@ -41,6 +42,7 @@ __device__ int warp_best(const float* s, int n) {
 }
 
 __global__ void route_sigmoid_kernel(SigmoidRouteArgs a) {
+    wait_for_inputs();
     extern __shared__ float sh[];
     float* prob = sh;               // n_exp
     float* sel = sh + a.n_exp;      // n_exp
@@ -123,7 +125,7 @@ void glm_route_sigmoid(const SigmoidRouteArgs& a, cudaStream_t stream) {
         throw Error("CUDA routing supports 1 to " + std::to_string(kGlmMaxUsed) + " of the experts per token, not " +
                     std::to_string(a.n_used) + " of " + std::to_string(a.n_exp) + ".");
     const size_t shmem = sizeof(float) * (2 * size_t(a.n_exp) + size_t(a.n_groups > 1 ? a.n_groups : 0));
-    route_sigmoid_kernel<<<unsigned(a.n_tok), 32, shmem, stream>>>(a);
+    launch(route_sigmoid_kernel, unsigned(a.n_tok), 32, shmem, stream, a);
     check_launch("route_sigmoid_kernel");
 }
 
