@@ -9,6 +9,7 @@
 #include <cfloat>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops_deepseek4.h"
 
 namespace ds4::cuda {
@@ -19,6 +20,7 @@ constexpr int kWarps = 4;
 // DPL: head-dimension elements per lane (head_dim <= 32 * DPL).
 template <int DPL>
 __global__ void window_sink_kernel(WindowSinkArgs a) {
+    wait_for_inputs();
     const int64_t t = blockIdx.x / a.n_head;
     const int h = int(blockIdx.x % a.n_head);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -99,11 +101,11 @@ void attention_window_sink(const WindowSinkArgs& a, cudaStream_t stream) {
     const int64_t blocks = a.n_tok * a.n_head;  // grid x: up to 2^31 - 1
     const int threads = 32 * kWarps;
     // sacc is kWarps * 32 * DPL floats: 8 KiB at head_dim 512.
-    if (a.head_dim <= 32) window_sink_kernel<1><<<unsigned(blocks), threads, 0, stream>>>(a);
-    else if (a.head_dim <= 64) window_sink_kernel<2><<<unsigned(blocks), threads, 0, stream>>>(a);
-    else if (a.head_dim <= 128) window_sink_kernel<4><<<unsigned(blocks), threads, 0, stream>>>(a);
-    else if (a.head_dim <= 256) window_sink_kernel<8><<<unsigned(blocks), threads, 0, stream>>>(a);
-    else if (a.head_dim <= kWindowSinkMaxHeadDim) window_sink_kernel<16><<<unsigned(blocks), threads, 0, stream>>>(a);
+    if (a.head_dim <= 32) launch(window_sink_kernel<1>, unsigned(blocks), threads, 0, stream, a);
+    else if (a.head_dim <= 64) launch(window_sink_kernel<2>, unsigned(blocks), threads, 0, stream, a);
+    else if (a.head_dim <= 128) launch(window_sink_kernel<4>, unsigned(blocks), threads, 0, stream, a);
+    else if (a.head_dim <= 256) launch(window_sink_kernel<8>, unsigned(blocks), threads, 0, stream, a);
+    else if (a.head_dim <= kWindowSinkMaxHeadDim) launch(window_sink_kernel<16>, unsigned(blocks), threads, 0, stream, a);
     else
         throw Error("CUDA window attention supports head dimensions up to " + std::to_string(kWindowSinkMaxHeadDim) +
                     ", not " + std::to_string(a.head_dim) + ".");

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops_deepseek4.h"
 
 namespace ds4::cuda {
@@ -18,6 +19,7 @@ constexpr int kPoolThreads = 128;
 // the double sums follow the CPU backend.
 __global__ void compress_pool_kernel(PoolSources s, const int32_t* sources, int per_block, bool overlap, int64_t D,
                                      float* out) {
+    wait_for_inputs();
     const int64_t blk = blockIdx.y;
     const int64_t d = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (d >= D) return;
@@ -55,6 +57,7 @@ __global__ void compress_pool_kernel(PoolSources s, const int32_t* sources, int 
 
 __global__ void scatter_rows_kernel(const float* src, int64_t ld_src, const int32_t* dst_rows, int64_t n, float* dst,
                                     int64_t ld_dst, int64_t cols) {
+    wait_for_inputs();
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n * cols; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t r = i / cols, c = i % cols;
         const int32_t d = dst_rows[r];
@@ -73,7 +76,7 @@ void compress_pool(const PoolSources& s, const int32_t* sources, int per_block, 
     for (int64_t b0 = 0; b0 < n_blocks; b0 += kMaxY) {
         const int64_t nb = std::min(kMaxY, n_blocks - b0);
         const dim3 grid(blocks_for(D, kPoolThreads), unsigned(nb));
-        compress_pool_kernel<<<grid, kPoolThreads, 0, stream>>>(s, sources + b0 * per_block, per_block, overlap, D,
+        launch(compress_pool_kernel, grid, kPoolThreads, 0, stream, s, sources + b0 * per_block, per_block, overlap, D,
                                                                 out + b0 * D);
         check_launch("compress_pool_kernel");
     }
@@ -83,7 +86,7 @@ void scatter_rows(const float* src, int64_t ld_src, const int32_t* dst_rows, int
                   int64_t cols, cudaStream_t stream) {
     if (n <= 0 || cols <= 0) return;
     const unsigned grid = std::min<unsigned>(blocks_for(n * cols, 256), 65535u);
-    scatter_rows_kernel<<<grid, 256, 0, stream>>>(src, ld_src, dst_rows, n, dst, ld_dst, cols);
+    launch(scatter_rows_kernel, grid, 256, 0, stream, src, ld_src, dst_rows, n, dst, ld_dst, cols);
     check_launch("scatter_rows_kernel");
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops_deepseek4.h"
 
 namespace ds4::cuda {
@@ -26,6 +27,7 @@ __device__ float mul_add(float a, float b, float c) { return __fadd_rn(__fmul_rn
 // sweeps are sequential, so a token is a few hundred flops; rows are many.
 __global__ void hc_mixes_kernel(const float* mixes, int64_t rows, int64_t ld, const float* scale, const float* base,
                                 int hc, float eps, int iters, float* pre, float* post, float* comb) {
+    wait_for_inputs();
     const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (t >= rows) return;
     const float* m = mixes + t * ld;
@@ -74,6 +76,7 @@ __global__ void hc_mixes_kernel(const float* mixes, int64_t rows, int64_t ld, co
 
 __global__ void hc_collapse_kernel(const float* x, int64_t ld_x, const float* pre, int hc, int64_t rows, int64_t E,
                                    float* out, int64_t ld_out) {
+    wait_for_inputs();
     DS4_FOR_EACH(idx, rows * E) {
         const int64_t t = idx / E, i = idx % E;
         const float* xs = x + t * ld_x + i;
@@ -86,6 +89,7 @@ __global__ void hc_collapse_kernel(const float* x, int64_t ld_x, const float* pr
 
 __global__ void hc_expand_kernel(const float* y, int64_t ld_y, const float* res, int64_t ld_res, const float* post,
                                  const float* comb, int hc, int64_t rows, int64_t E, float* out, int64_t ld_out) {
+    wait_for_inputs();
     DS4_FOR_EACH(idx, rows * hc * E) {
         const int64_t i = idx % E, dst = (idx / E) % hc, t = idx / (E * hc);
         const float* r = res + t * ld_res + i;
@@ -97,6 +101,7 @@ __global__ void hc_expand_kernel(const float* y, int64_t ld_y, const float* res,
 }
 
 __global__ void swiglu_clamp_kernel(const float* gate, const float* up, float limit, int64_t n, float* out) {
+    wait_for_inputs();
     const bool clamp = limit > 1e-6f;
     DS4_FOR_EACH(i, n) {
         float g = gate[i], u = up[i];
@@ -110,6 +115,7 @@ __global__ void swiglu_clamp_kernel(const float* gate, const float* up, float li
 
 __global__ void broadcast_streams_kernel(const float* x, int64_t rows, int64_t E, int n_streams, float* streams,
                                          int64_t ld_streams) {
+    wait_for_inputs();
     DS4_FOR_EACH(i, rows * n_streams * E) {
         const int64_t t = i / (n_streams * E), c = i % (n_streams * E);
         streams[t * ld_streams + c] = x[t * E + c % E];
@@ -121,7 +127,7 @@ __global__ void broadcast_streams_kernel(const float* x, int64_t rows, int64_t E
 void broadcast_streams(const float* x, int64_t rows, int64_t E, int n_streams, float* streams, int64_t ld_streams,
                        cudaStream_t stream) {
     if (rows <= 0 || E <= 0 || n_streams <= 0) return;
-    broadcast_streams_kernel<<<grid_for(rows * n_streams * E), kThreads, 0, stream>>>(x, rows, E, n_streams, streams,
+    launch(broadcast_streams_kernel, grid_for(rows * n_streams * E), kThreads, 0, stream, x, rows, E, n_streams, streams,
                                                                                       ld_streams);
     check_launch("broadcast_streams_kernel");
 }
@@ -132,7 +138,7 @@ void hc_mixes(const float* mixes, int64_t rows, int64_t ld_mixes, const float* s
     if (p.n_hc <= 0 || p.n_hc > kMaxHc)
         throw Error("CUDA hyper-connections take 1 to " + std::to_string(kMaxHc) + " streams, not " +
                     std::to_string(p.n_hc) + ".");
-    hc_mixes_kernel<<<blocks_for(rows, 128), 128, 0, stream>>>(mixes, rows, ld_mixes, scale, base, p.n_hc, p.eps,
+    launch(hc_mixes_kernel, blocks_for(rows, 128), 128, 0, stream, mixes, rows, ld_mixes, scale, base, p.n_hc, p.eps,
                                                               p.sinkhorn_iters, pre, post, comb);
     check_launch("hc_mixes_kernel");
 }
@@ -140,21 +146,21 @@ void hc_mixes(const float* mixes, int64_t rows, int64_t ld_mixes, const float* s
 void hc_collapse(const float* x, int64_t ld_x, const float* pre, int hc, int64_t rows, int64_t E, float* out,
                  int64_t ld_out, cudaStream_t stream) {
     if (rows <= 0 || E <= 0) return;
-    hc_collapse_kernel<<<grid_for(rows * E), kThreads, 0, stream>>>(x, ld_x, pre, hc, rows, E, out, ld_out);
+    launch(hc_collapse_kernel, grid_for(rows * E), kThreads, 0, stream, x, ld_x, pre, hc, rows, E, out, ld_out);
     check_launch("hc_collapse_kernel");
 }
 
 void hc_expand(const float* y, int64_t ld_y, const float* res, int64_t ld_res, const float* post, const float* comb,
                int hc, int64_t rows, int64_t E, float* out, int64_t ld_out, cudaStream_t stream) {
     if (rows <= 0 || E <= 0 || hc <= 0) return;
-    hc_expand_kernel<<<grid_for(rows * hc * E), kThreads, 0, stream>>>(y, ld_y, res, ld_res, post, comb, hc, rows, E,
+    launch(hc_expand_kernel, grid_for(rows * hc * E), kThreads, 0, stream, y, ld_y, res, ld_res, post, comb, hc, rows, E,
                                                                         out, ld_out);
     check_launch("hc_expand_kernel");
 }
 
 void swiglu_clamp(const float* gate, const float* up, float limit, int64_t n, float* out, cudaStream_t stream) {
     if (n <= 0) return;
-    swiglu_clamp_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, limit, n, out);
+    launch(swiglu_clamp_kernel, grid_for(n), kThreads, 0, stream, gate, up, limit, n, out);
     check_launch("swiglu_clamp_kernel");
 }
 

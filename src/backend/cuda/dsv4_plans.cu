@@ -4,6 +4,7 @@
 // decode step is then recorded once and replayed). One thread per batch
 // row; the lists are CpuBackend's (cpu_dsv4_plans.cpp), row for row.
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops_deepseek4.h"
 
 namespace ds4::cuda {
@@ -20,6 +21,7 @@ __device__ bool continues(const int32_t* pos, const int32_t* slot, int64_t t) {
 // its run's ends (batches are a few thousand rows at most).
 __global__ void plan_rows_kernel(const int32_t* pos, const int32_t* slot, int64_t n, int32_t* run_first,
                                  int32_t* run_last) {
+    wait_for_inputs();
     const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (t >= n) return;
     int64_t a = t, b = t;
@@ -31,6 +33,7 @@ __global__ void plan_rows_kernel(const int32_t* pos, const int32_t* slot, int64_
 
 __global__ void plan_ring_kernel(const int32_t* pos, const int32_t* slot, const int32_t* run_last, int64_t n,
                                  int64_t ring, int32_t* dst) {
+    wait_for_inputs();
     const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (t >= n) return;
     const int64_t p = pos[t];
@@ -38,6 +41,7 @@ __global__ void plan_ring_kernel(const int32_t* pos, const int32_t* slot, const 
 }
 
 __global__ void plan_compressor_kernel(CompressorPlanArgs a) {
+    wait_for_inputs();
     const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (t >= a.n) return;
     const int64_t p = a.positions[t], s = a.slots[t], first = a.run_first[t], r = a.ratio;
@@ -64,20 +68,20 @@ __global__ void plan_compressor_kernel(CompressorPlanArgs a) {
 void plan_rows(const int32_t* positions, const int32_t* slots, int64_t n, int32_t* run_first, int32_t* run_last,
                cudaStream_t stream) {
     if (n <= 0) return;
-    plan_rows_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(positions, slots, n, run_first, run_last);
+    launch(plan_rows_kernel, blocks_for(n, kThreads), kThreads, 0, stream, positions, slots, n, run_first, run_last);
     check_launch("plan_rows_kernel");
 }
 
 void plan_ring(const int32_t* positions, const int32_t* slots, const int32_t* run_last, int64_t n, int64_t ring,
                int32_t* dst, cudaStream_t stream) {
     if (n <= 0) return;
-    plan_ring_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(positions, slots, run_last, n, ring, dst);
+    launch(plan_ring_kernel, blocks_for(n, kThreads), kThreads, 0, stream, positions, slots, run_last, n, ring, dst);
     check_launch("plan_ring_kernel");
 }
 
 void plan_compressor(const CompressorPlanArgs& a, cudaStream_t stream) {
     if (a.n <= 0) return;
-    plan_compressor_kernel<<<blocks_for(a.n, kThreads), kThreads, 0, stream>>>(a);
+    launch(plan_compressor_kernel, blocks_for(a.n, kThreads), kThreads, 0, stream, a);
     check_launch("plan_compressor_kernel");
 }
 
