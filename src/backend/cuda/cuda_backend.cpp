@@ -363,6 +363,17 @@ CudaBackend::HalfRows CudaBackend::half_rows(const float* x, int64_t ld_x, const
     return r;
 }
 
+CudaBackend::SplitParts CudaBackend::split_parts(int64_t n, int n_head, int n_split, int64_t width) {
+    SplitParts r;
+    if (n_split <= 1) return r;
+    const size_t slots = size_t(n) * size_t(n_head) * size_t(n_split);
+    r.keep_o = device_scratch(sizeof(float) * slots * size_t(width));
+    r.keep_ml = device_scratch(sizeof(float) * 2 * slots);
+    r.o = static_cast<float*>(r.keep_o.get());
+    r.ml = static_cast<float*>(r.keep_ml.get());
+    return r;
+}
+
 float* CudaBackend::dequant_buffer(size_t floats) {
     if (floats > dequant_floats_) {
         if (capturing_) throw Error("CUDA: prefill-sized products cannot be part of a recorded step.");
@@ -493,15 +504,9 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
         throw Error("CUDA attention: the query rows do not match the positions or the slots.");
     const auto t = timed("attention");
     const int n_split = cuda::attention_splits(q.rows, p, rows.slot_rows);
-    std::shared_ptr<void> part_o, part_ml;
-    if (n_split > 1) {
-        const size_t slots = size_t(q.rows) * size_t(p.n_head) * size_t(n_split);
-        part_o = device_scratch(sizeof(float) * slots * size_t(p.head_dim_v));
-        part_ml = device_scratch(sizeof(float) * 2 * slots);
-    }
+    const SplitParts parts = split_parts(q.rows, p.n_head, n_split, p.head_dim_v);
     cuda::attention(q.data, q.rows, k_cache.data, k_cache.cols, v_cache.data, v_cache.cols, rows.positions.data,
-                    rows.slots.data, rows.slot_rows, p, n_split, static_cast<float*>(part_o.get()),
-                    static_cast<float*>(part_ml.get()), out.data, stream_);
+                    rows.slots.data, rows.slot_rows, p, n_split, parts.o, parts.ml, out.data, stream_);
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {

@@ -195,6 +195,16 @@ private:
         int64_t ld = 0;
     };
     HalfRows half_rows(const float* x, int64_t ld_x, const int32_t* rows, int64_t n, int64_t k);
+    // Split-K attention's partial results (cuda::attention_merge's input) for
+    // n rows of n_head heads cut into n_split key ranges, width values each:
+    // the outputs and the (max, sum) pairs, in scratch memory; none (null
+    // pointers) for one split.
+    struct SplitParts {
+        std::shared_ptr<void> keep_o, keep_ml;
+        float* o = nullptr;
+        float* ml = nullptr;
+    };
+    SplitParts split_parts(int64_t n, int n_head, int n_split, int64_t width);
     void moe_ffn_grouped(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                          const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                          const WeightRef* down_scale, float limit, Tensor& out);

@@ -128,14 +128,9 @@ void CudaBackend::attention_latent(const Tensor& q_lat, const Tensor& q_pe, cons
     a.scale = scale;
     // The sets' largest possible size: the listed form's capacity, else every cache row.
     a.n_split = cuda::latent_attention_splits(a.n_tok, n_head, rows.rows.data ? rows.cap : latent.rows);
-    std::shared_ptr<void> part_o, part_ml;
-    if (a.n_split > 1) {
-        const size_t slots = size_t(a.n_tok) * size_t(n_head) * size_t(a.n_split);
-        part_o = device_scratch(sizeof(float) * slots * size_t(d_lat));
-        part_ml = device_scratch(sizeof(float) * 2 * slots);
-        a.part_o = static_cast<float*>(part_o.get());
-        a.part_ml = static_cast<float*>(part_ml.get());
-    }
+    const SplitParts parts = split_parts(a.n_tok, n_head, a.n_split, d_lat);
+    a.part_o = parts.o;
+    a.part_ml = parts.ml;
     cuda::glm_attention_latent(a, stream_);
 }
 

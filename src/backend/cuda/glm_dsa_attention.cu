@@ -107,26 +107,20 @@ __global__ void latent_attention_kernel(LatentAttentionArgs a) {
     for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w]);
     float total = 0.0f;
     for (int w = 0; w < kWarps; ++w) total += sl[w] * expf(sm[w] - mx);
-    if (a.n_split == 1) {
-        float* o = a.out + t * (int64_t(a.n_head) * D) + int64_t(h) * D;
-        for (int d = threadIdx.x; d < D; d += blockDim.x) {
-            float v = 0.0f;
-            for (int w = 0; w < kWarps; ++w) v += sacc[w][d] * expf(sm[w] - mx);
-            o[d] = n > 0 ? v / total : 0.0f;  // an empty set gives 0, as on the CPU
-        }
-        return;
-    }
-    // The unnormalised partial; an empty set's first split stands in for the
-    // whole as (max 0, sum 1, output 0), so the merge gives 0 as on the CPU.
+    // One split: the normalised output (an empty set gives 0, as on the CPU).
+    // Several: the unnormalised partial; an empty set's first split stands in
+    // for the whole as (max 0, sum 1, output 0), so the merge gives 0 too.
+    const bool whole = a.n_split == 1;
     const int64_t slot = int64_t(blockIdx.x) * a.n_split + split;
-    const bool stand_in = n == 0 && split == 0;
-    float* o = a.part_o + slot * D;
+    const bool empty = n == 0;
+    float* o = whole ? a.out + t * (int64_t(a.n_head) * D) + int64_t(h) * D : a.part_o + slot * D;
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float v = 0.0f;
         for (int w = 0; w < kWarps; ++w) v += sacc[w][d] * expf(sm[w] - mx);
-        o[d] = stand_in ? 0.0f : v;
+        o[d] = empty ? 0.0f : whole ? v / total : v;
     }
-    if (threadIdx.x == 0) {
+    if (!whole && threadIdx.x == 0) {
+        const bool stand_in = empty && split == 0;
         a.part_ml[2 * slot] = stand_in ? 0.0f : mx;
         a.part_ml[2 * slot + 1] = stand_in ? 1.0f : total;
     }

@@ -37,15 +37,20 @@ void StepTiming::begin(cudaStream_t stream) {
     Step s;
     if (cudaEventCreate(&s.start) != cudaSuccess || cudaEventCreate(&s.stop) != cudaSuccess) {
         cudaGetLastError();
+        if (s.start) cudaEventDestroy(s.start);
         return;
     }
     cudaEventRecord(s.start, stream);
     steps_.push_back(s);
+    open_ = true;
 }
 
 void StepTiming::end(cudaStream_t stream) {
-    if (!enabled_ || steps_.empty() || !steps_.back().stop) return;
+    // Only the step begin() started: one it skipped (full, or no events)
+    // must not move the previous step's stop.
+    if (!open_) return;
     cudaEventRecord(steps_.back().stop, stream);
+    open_ = false;
 }
 
 void StepTiming::report(std::FILE* out) {

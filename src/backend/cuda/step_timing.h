@@ -37,6 +37,7 @@ private:
     bool enabled_ = false;
     std::vector<Step> steps_;
     std::chrono::steady_clock::time_point last_launch_{};
+    bool open_ = false;  // begin() started a step that end() has not closed
 };
 
 }  // namespace ds4::cuda
