@@ -170,17 +170,6 @@ std::pair<int, int> step_shape() {
 }
 template <GgmlType T>
 constexpr bool kStepMatvec = kHasDotStep<T> && !kHasWarpDot<T>;
-// DS4_CUDA_STEP_ALL=1: one-token products of the other dot-step types (Q4_K,
-// Q6_K, Q8_0, F16, F32) on matvec_step_kernel too, instead of their
-// warp_row_dot kernels (an A/B). Read once.
-bool step_all() {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_STEP_ALL");
-        return v && std::atoi(v) == 1;
-    }();
-    return on;
-}
-
 int step_parts(int64_t n_steps) { return n_steps >= 32 ? 4 : n_steps >= 16 ? 2 : 1; }
 
 template <GgmlType T, int NT, int kStepRows, int kUnroll>
@@ -311,17 +300,6 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
     dispatch_type(type, [&](auto t) {
         constexpr GgmlType T = decltype(t)::value;
         const int nt = int(n_tok);
-        if constexpr (kHasDotStep<T> && !kStepMatvec<T>) {
-            if (nt == 1 && step_all() && dot_step_usable(T, k, w, 0, row_bytes) &&
-                reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0) {
-                const int parts = step_parts(k / 256);
-                const int64_t rows_per_block = int64_t(kRowWarps / parts) * 2;
-                launch(matvec_step_kernel<T, 1, 2, 4>, unsigned((n_rows + rows_per_block - 1) / rows_per_block),
-                       32 * kRowWarps, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y, parts);
-                check_launch("matvec_step_kernel");
-                return;
-            }
-        }
         if constexpr (kHasWarpDot<T>) {
             if (warp_dot_usable(T, k, w, row_bytes, x, ld_x)) {
 #define DS4_WARP(NT)                                                                                            \
