@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Per-kernel table of one replayed decode step from ncu's raw CSV (--metrics gpu__time_duration.sum,
 launch__grid_size --csv --page raw) of a ds4-bench run on a 4-block Qwen3-MoE file: the kernels after the
-prefill's last GEMM, divided by the number of steps (one routing kernel per block). Used by
-bench/cuda-ncu-step.sh and bench/cuda-pdl-ab.sh. Usage: ncu_step_table.py FILE.csv"""
+prefill's last GEMM, divided by the number of steps (one routing kernel per block, or STEPS when given: any
+family). Used by bench/cuda-ncu-step.sh and bench/cuda-pdl-ab.sh. Usage: ncu_step_table.py FILE.csv [STEPS]"""
 import csv, sys, re, collections
 rows = []
 with open(sys.argv[1]) as f:
@@ -20,7 +20,7 @@ for row in r:
 # per block (4 blocks), so the table is per step.
 last = max([i for i, k in enumerate(rows) if "gemm" in k[0] or "sgemm" in k[0]] + [-1])
 step = rows[last + 1:]
-n_steps = max(1, sum(1 for k in step if k[0].startswith("route_kernel")) // 4)
+n_steps = int(sys.argv[2]) if len(sys.argv) > 2 else max(1, sum(1 for k in step if k[0].startswith("route_kernel")) // 4)
 tot = collections.defaultdict(lambda: [0.0, 0, ""])
 for name, ns_, grid in step:
     t = tot[name]; t[0] += ns_ / n_steps; t[1] += 1; t[2] = grid

@@ -2,7 +2,13 @@
 # The pipeline on the GPU machine: DeepSeek V4 Flash q2 (8 blocks, synthetic,
 # real tokenizer) decoded greedily by one process and by two stage processes
 # sharing the GPU (coordinator blocks 0..3, worker 4..output, loopback gRPC),
-# plus the per-hop overhead at Flash's hidden size (4 x 4096 f32 per row).
+# plus the per-hop overhead at Flash's hidden size (4 x 4096 f32 per row),
+# with the hop's steps on its stream (default) and on unary calls
+# (DS4_PIPELINE_STREAM=0); then the prefill of a ~4096-token prompt by one
+# process and by the two stages with --dist-prefill-window 4 (pipelined).
+# PIPE_GPUS=2 (a machine with two GPUs): the worker on the second GPU, the
+# coordinator and the one process on the first (stages on separate compute).
+# The worker and the --debug runs print DS4_CUDA_STEP_TIMING's summary.
 # Here:  bash bench/pipeline-h200.sh --pack BUILD_DIR   (writes .gpurun-pipe/, git-ignored)
 # There: bash bench/pipeline-h200.sh .gpurun-pipe       (results under $OUT)
 set -u
@@ -32,15 +38,35 @@ rate() { sed -n 's/.*generation: \([0-9.]*\) t\/s.*/\1/p' "$1"; }
 one() { timeout 120 "$B/ds4" -m "$F" --backend cuda -p "$P" --nothink --temp 0 -n 128 >"$O/one-$1.txt" 2>"$O/one-$1.err"; }
 two() { timeout 120 "$B/ds4" -m "$F" --backend cuda -p "$P" --nothink --temp 0 -n 128 --role coordinator --layers 0:3 \
         --listen 127.0.0.1 9700 "${@:2}" >"$O/two-$1.txt" 2>"$O/two-$1.err"; }
-"$B/ds4" -m "$F" --backend cuda --role worker --layers 4:output --coordinator 127.0.0.1 9700 >"$O/worker.log" 2>&1 &
+G0=; G1=; [ "${PIPE_GPUS:-1}" = 2 ] && { G0=0; G1=1; }
+export CUDA_VISIBLE_DEVICES=${G0:-${CUDA_VISIBLE_DEVICES:-0}}
+CUDA_VISIBLE_DEVICES=${G1:-$CUDA_VISIBLE_DEVICES} DS4_CUDA_STEP_TIMING=1 "$B/ds4" -m "$F" --backend cuda --role worker --layers 4:output --coordinator 127.0.0.1 9700 --ctx 5120 >"$O/worker.log" 2>&1 &
 W=$!
-for i in 1 2; do one $i; two $i; done
-two dbg --debug
-kill $W
+for i in 1 2; do one $i; two $i; DS4_PIPELINE_STREAM=0 two u$i; done
+DS4_CUDA_STEP_TIMING=1 two dbg --debug
+DS4_CUDA_STEP_TIMING=1 DS4_PIPELINE_STREAM=0 two udbg --debug
+DS4_CUDA_STEP_TIMING=1 one dbg
+# Prefill: words from a fixed list, ~4096 tokens with the chat template.
+python3 -c "
+import random; r = random.Random(7)
+w = 'the sea light keeper stone night wind ship rope bell storm harbor island tide cliff lamp glass wave salt gull'.split()
+print(' '.join(r.choice(w) for _ in range(3880)))" > /tmp/prompt4k.txt
+pf=(--prompt-file /tmp/prompt4k.txt --nothink --temp 0 -n 1 --ctx 5120 --prefill-chunk 512)
+prate() { sed -n 's/.*prefill: \([0-9.]*\) t\/s.*/\1/p' "$1"; }
+for i in 1 2; do
+  timeout 120 "$B/ds4" -m "$F" --backend cuda "${pf[@]}" >/dev/null 2>"$O/pone-$i.err"
+  timeout 120 "$B/ds4" -m "$F" --backend cuda "${pf[@]}" --role coordinator --layers 0:3 --listen 127.0.0.1 9700 \
+    --dist-prefill-window 4 >/dev/null 2>"$O/ptwo-$i.err"
+  timeout 120 "$B/ds4" -m "$F" --backend cuda "${pf[@]}" --role coordinator --layers 0:3 --listen 127.0.0.1 9700 \
+    --dist-prefill-window 1 >/dev/null 2>"$O/ptw1-$i.err"
+done
+kill $W; wait $W
 {
-  for i in 1 2; do echo "run $i: one process $(rate "$O/one-$i.err") t/s, 2 stages $(rate "$O/two-$i.err") t/s"; done
+  for i in 1 2; do echo "run $i: one process $(rate "$O/one-$i.err") t/s, 2 stages $(rate "$O/two-$i.err") t/s (stream), $(rate "$O/two-u$i.err") t/s (unary)"; done
   cmp -s "$O/one-1.txt" "$O/two-1.txt" && echo "greedy text: identical" || echo "greedy text: DIFFERS"
-  python3 - "$O/two-dbg.err" <<'PY'
+  cmp -s "$O/one-1.txt" "$O/two-u1.txt" && echo "greedy text (unary): identical" || echo "greedy text (unary): DIFFERS"
+  for i in 1 2; do echo "prefill run $i: one process $(prate "$O/pone-$i.err") t/s, 2 stages window 4 $(prate "$O/ptwo-$i.err") t/s, window 1 $(prate "$O/ptw1-$i.err") t/s"; done
+  for d in dbg udbg; do echo -n "$d: "; python3 - "$O/two-$d.err" <<'PY'
 import re, sys, statistics as st
 steps = {}
 for l in open(sys.argv[1]):
@@ -53,4 +79,8 @@ ev = sorted(v[1][0] for v in dec)
 print(f"decode steps {len(dec)}: per-hop overhead median {st.median(over):.3f} ms p90 {over[int(0.9*(len(over)-1))]:.3f} ms; "
       f"worker eval median {st.median(ev):.3f} ms; hidden out {dec[0][0][4]} B, logits back {dec[0][0][3]} B")
 PY
+  done
+  grep -h "step timing" "$O/one-dbg.err" | sed 's/^/one process: /'
+  grep -h "step timing" "$O/two-dbg.err" | sed 's/^/coordinator: /'
+  grep -h "step timing" "$O/worker.log" | sed 's/^/worker (all runs): /'
 } | tee "$O/summary.txt"
