@@ -33,6 +33,7 @@ protected:
     // `matrices` random matrices [rows x k] of type t (quantized random
     // floats of std ~1/sqrt(k)), resident on the GPU.
     WeightRef weight(GgmlType t, int64_t k, int64_t rows, int64_t matrices = 1) {
+        if (!quantize_supported(t)) return cudatest::CudaOpsFixture::weight(t, k, rows, matrices);  // random blocks
         std::vector<uint8_t>* bytes = nullptr;
         WeightRef w = new_weight(t, k, rows, matrices, bytes);
         const float sigma = 1.0f / std::sqrt(float(k));
@@ -151,11 +152,16 @@ TEST_F(CudaDsv4Ops, GroupedProjectionForFewAndManyTokens) {
         GgmlType type;
         int64_t k, r, G;
     };
-    // tiny wo_a: 4 groups of 128 -> 32 in each type; Flash wo_a: 8 groups of 4096 -> 1024, Q8_0 as published.
+    // tiny wo_a: 4 groups of 128 -> 32 in each type; Flash wo_a: 8 groups of 4096 -> 1024, Q8_0 as published;
+    // GLM-5 q2's per-head wk_b (64 heads of 192 -> 512, Q4_0: the chunk kernel) and wv_b (512 -> 256, Q2_K: the
+    // step kernel), and Q4_K groups (the warp kernel). All groups go in one launch; 65 and 100 tokens take the
+    // batched cuBLAS product.
     for (const Shape s : {Shape{GgmlType::F32, 128, 32, 4}, Shape{GgmlType::F16, 128, 32, 4},
-                          Shape{GgmlType::Q8_0, 128, 32, 4}, Shape{GgmlType::Q8_0, 4096, 1024, 8}}) {
+                          Shape{GgmlType::Q8_0, 128, 32, 4}, Shape{GgmlType::Q8_0, 4096, 1024, 8},
+                          Shape{GgmlType::Q4_0, 192, 512, 64}, Shape{GgmlType::Q2_K, 512, 256, 64},
+                          Shape{GgmlType::Q4_K, 256, 64, 8}}) {
         const WeightRef w = weight(s.type, s.k, s.r, s.G);
-        for (int64_t T : {1, 3, 8, 9, 40}) {
+        for (int64_t T : {1, 3, 8, 9, 40, 65, 100}) {
             auto [xc, xg] = pair(T, s.G * s.k);
             auto [yc, yg] = zeros(T, s.G * s.r);
             dsv4_ops(*cpu_).matmul_grouped(w, xc, yc);

@@ -93,8 +93,10 @@ void CudaBackend::hc_expand(const Tensor& y, const Tensor& residual, const Tenso
                     out.cols, stream_);
 }
 
-// Per group: the decode matvec for a few tokens, dequantize + cuBLAS for
-// many (as CudaBackend::matmul), on column slices of x and y.
+// Decode: every group in one grouped matvec launch. Prefill: one batched
+// cuBLAS product over the groups, on rows decoded to float in one launch
+// where the groups' matrices follow each other and fit the buffer (a launch
+// pair per group otherwise).
 void CudaBackend::matmul_grouped(const WeightRef& w, const Tensor& x, Tensor& y) {
     const int64_t k = w.ne[0], r = w.ne[1], G = w.ne[2], T = x.rows;
     if (x.cols != G * k || y.cols != G * r)
@@ -103,30 +105,42 @@ void CudaBackend::matmul_grouped(const WeightRef& w, const Tensor& x, Tensor& y)
     if (y.rows < T) shape_error("matmul_grouped", "output of " + std::to_string(y.rows) + " rows for " +
                                                       std::to_string(T) + " inputs");
     const uint8_t* base = device_ptr(w.data, uint64_t(w.matrix_bytes) * uint64_t(G), w.name);
-    if (T <= 0 || r <= 0 || k <= 0) return;
+    if (T <= 0 || r <= 0 || k <= 0 || G <= 0) return;
+    if (T <= cuda::kMatvecMaxTokens) {
+        cuda::matvec(w.type, base, w.row_bytes, k, r, x.data, x.cols, T, y.data, y.cols, stream_,
+                     cuda::MatvecGroups{G, w.matrix_bytes, k, r});
+        return;
+    }
     const float one = 1.0f, zero = 0.0f;
+    const bool contiguous = w.matrix_bytes == size_t(r) * w.row_bytes;
+    if (w.type == GgmlType::F32 && w.row_bytes % sizeof(float) == 0 && w.matrix_bytes % sizeof(float) == 0) {
+        check(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(r), int(T), int(k), &one,
+                                        reinterpret_cast<const float*>(base), int(w.row_bytes / sizeof(float)),
+                                        int64_t(w.matrix_bytes / sizeof(float)), x.data, int(x.cols), k, &zero, y.data,
+                                        int(y.cols), r, int(G)),
+              "cublasSgemmStridedBatched (grouped)");
+        return;
+    }
+    if (contiguous && G * r * k <= int64_t(kDequantFloats)) {
+        float* wf = dequant_buffer(size_t(G * r * k));
+        cuda::dequantize_rows(w.type, base, w.row_bytes, k, G * r, nullptr, wf, k, stream_);
+        check(cublasSgemmStridedBatched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(r), int(T), int(k), &one, wf, int(k),
+                                        r * k, x.data, int(x.cols), k, &zero, y.data, int(y.cols), r, int(G)),
+              "cublasSgemmStridedBatched (grouped)");
+        return;
+    }
     for (int64_t g = 0; g < G; ++g) {
         const uint8_t* wg = base + size_t(g) * w.matrix_bytes;
         const float* xg = x.data + g * k;
         float* yg = y.data + g * r;
-        if (T <= cuda::kMatvecMaxTokens) {
-            cuda::matvec(w.type, wg, w.row_bytes, k, r, xg, x.cols, T, yg, y.cols, stream_);
-        } else if (w.type == GgmlType::F32) {
-            check(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(r), int(T), int(k), &one,
-                              reinterpret_cast<const float*>(wg), int(w.row_bytes / sizeof(float)), xg, int(x.cols),
-                              &zero, yg, int(y.cols)),
+        const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(r, int64_t(kDequantFloats) / k));
+        float* wf = dequant_buffer(size_t(chunk * k));
+        for (int64_t r0 = 0; r0 < r; r0 += chunk) {
+            const int64_t m = std::min(chunk, r - r0);
+            cuda::dequantize_rows(w.type, wg + size_t(r0) * w.row_bytes, w.row_bytes, k, m, nullptr, wf, k, stream_);
+            check(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(T), int(k), &one, wf, int(k), xg,
+                              int(x.cols), &zero, yg + r0, int(y.cols)),
                   "cublasSgemm (grouped)");
-        } else {
-            const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(r, int64_t(kDequantFloats) / k));
-            float* wf = dequant_buffer(size_t(chunk * k));
-            for (int64_t r0 = 0; r0 < r; r0 += chunk) {
-                const int64_t m = std::min(chunk, r - r0);
-                cuda::dequantize_rows(w.type, wg + size_t(r0) * w.row_bytes, w.row_bytes, k, m, nullptr, wf, k,
-                                      stream_);
-                check(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(T), int(k), &one, wf, int(k), xg,
-                                  int(x.cols), &zero, yg + r0, int(y.cols)),
-                      "cublasSgemm (grouped)");
-            }
         }
     }
 }

@@ -32,9 +32,19 @@ void dequantize_rows(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t 
 // w + m * matrix_bytes), for i < n_matrices, r < n_rows.
 void dequantize_matrices(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k,
                          int64_t n_rows, const int32_t* matrices, int64_t n_matrices, float* dst, cudaStream_t stream);
+// The same product over `count` matrices in one launch (grid y): matrix g
+// at w + g * w_stride, its input columns at x + g * x_stride, its outputs at
+// y + g * y_stride. DeepSeek V4's and GLM-5's per-head projections launched
+// a matvec per head: 128 launches a GLM-5 layer, 3.7 ms of a 5.3 ms decode
+// step (ncu, H200, 2026-12-04).
+struct MatvecGroups {
+    int64_t count = 1;
+    size_t w_stride = 0;
+    int64_t x_stride = 0, y_stride = 0;
+};
 // y[t][r] = sum_i W[r][i] x[t][i] for t < n_tok (<= kMatvecMaxTokens), decoding W on the fly.
 void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
-            int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream);
+            int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream, const MatvecGroups& groups = {});
 
 // ---- mma_gemm.cu: prefill products on the tensor cores (f16 in, f32 out) ----
 // Tokens a gemm_f16 block computes: a tile list entry holds at most this many.

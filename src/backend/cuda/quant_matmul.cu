@@ -13,11 +13,20 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
+// A block works on matrix blockIdx.y of a grouped product (MatvecGroups).
+template <class W, class X, class Y>
+__device__ __forceinline__ void to_group(const MatvecGroups& g, W& w, X& x, Y& y) {
+    w += g.w_stride * blockIdx.y;
+    x += g.x_stride * blockIdx.y;
+    y += g.y_stride * blockIdx.y;
+}
+
 // One warp per weight row; every lane decodes a strided slice of the row once
 // and uses it for all tokens (NT >= n_tok, a compile-time bound for registers).
 template <GgmlType T, int NT>
 __global__ void matvec_kernel(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
-                              int64_t ld_x, int n_tok, float* y, int64_t ld_y) {
+                              int64_t ld_x, int n_tok, float* y, int64_t ld_y, MatvecGroups g) {
+    to_group(g, w, x, y);
     wait_for_inputs();
     const int lane = threadIdx.x & 31;
     const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
@@ -49,7 +58,8 @@ __global__ void matvec_kernel(const uint8_t* w, size_t row_bytes, int64_t k, int
 template <GgmlType T, int NT>
 __global__ void matvec_chunk_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
                                     const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
-                                    int64_t ld_y) {
+                                    int64_t ld_y, MatvecGroups g) {
+    to_group(g, w, x, y);
     wait_for_inputs();
     const int lane = threadIdx.x & 31;
     const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
@@ -116,7 +126,8 @@ __device__ __forceinline__ void matvec_warp_body(const uint8_t* __restrict__ w, 
 template <GgmlType T, int NT>
 __global__ void matvec_warp_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
                                    const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
-                                   int64_t ld_y) {
+                                   int64_t ld_y, MatvecGroups g) {
+    to_group(g, w, x, y);
     matvec_warp_body<T, NT>(w, row_bytes, k, n_rows, x, ld_x, n_tok, y, ld_y);
 }
 // The 8-token tile under __launch_bounds__(block, MB): registers left for MB
@@ -130,7 +141,8 @@ template <GgmlType T, int MB>
 __global__ void __launch_bounds__(32 * kRowWarps, MB)
     matvec_warp_bounded_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
                                const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
-                               int64_t ld_y) {
+                               int64_t ld_y, MatvecGroups g) {
+    to_group(g, w, x, y);
     matvec_warp_body<T, 8>(w, row_bytes, k, n_rows, x, ld_x, n_tok, y, ld_y);
 }
 
@@ -176,8 +188,9 @@ template <GgmlType T, int NT, int kStepRows, int kUnroll>
 __global__ void __launch_bounds__(32 * kRowWarps)
     matvec_step_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
                        const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y, int64_t ld_y,
-                       int n_parts) {
+                       int n_parts, MatvecGroups g) {
     __shared__ float partial[kRowWarps][kStepRows][NT];
+    to_group(g, w, x, y);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = warp / n_parts, part = warp % n_parts;
     const int64_t r0 = (int64_t(blockIdx.x) * (kRowWarps / n_parts) + group) * kStepRows;
@@ -291,23 +304,29 @@ void dequantize_matrices(GgmlType type, const uint8_t* w, size_t matrix_bytes, s
 }
 
 void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
-            int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream) {
-    if (n_tok <= 0 || n_rows <= 0) return;
+            int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream, const MatvecGroups& groups) {
+    if (n_tok <= 0 || n_rows <= 0 || groups.count <= 0) return;
     if (n_tok > kMatvecMaxTokens)
         throw Error("CUDA matvec called with " + std::to_string(n_tok) + " tokens, more than " +
                     std::to_string(kMatvecMaxTokens) + ".");
-    const unsigned grid = blocks_for(n_rows, kWarpsPerBlock);
+    if (groups.count > 65535) throw Error("CUDA matvec: at most 65535 matrices per call.");
+    const unsigned G = unsigned(groups.count);
+    // The coalesced kernels' alignment, which the first matrix's checks
+    // below establish, holds for every matrix when the strides keep it.
+    const bool groups_aligned = G == 1 || (groups.w_stride % 16 == 0 && groups.x_stride % 4 == 0);
+    const MatvecGroups& g = groups;
+    const dim3 grid(blocks_for(n_rows, kWarpsPerBlock), G);
     dispatch_type(type, [&](auto t) {
         constexpr GgmlType T = decltype(t)::value;
         const int nt = int(n_tok);
         if constexpr (kHasWarpDot<T>) {
-            if (warp_dot_usable(T, k, w, row_bytes, x, ld_x)) {
-#define DS4_WARP(NT)                                                                                            \
-    launch(matvec_warp_kernel<T, NT>, unsigned((n_rows + kMatvecRows<T, NT> - 1) / kMatvecRows<T, NT>), 32 * kRowWarps, 0, \
-           stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y)
-#define DS4_WARP_MB(MB)                                                                                          \
-    launch(matvec_warp_bounded_kernel<T, MB>, unsigned((n_rows + kMatvecRows<T, 8> - 1) / kMatvecRows<T, 8>),          \
-           32 * kRowWarps, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y)
+            if (groups_aligned && warp_dot_usable(T, k, w, row_bytes, x, ld_x)) {
+#define DS4_WARP(NT)                                                                                                  \
+    launch(matvec_warp_kernel<T, NT>, dim3(unsigned((n_rows + kMatvecRows<T, NT> - 1) / kMatvecRows<T, NT>), G),      \
+           32 * kRowWarps, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y, g)
+#define DS4_WARP_MB(MB)                                                                                               \
+    launch(matvec_warp_bounded_kernel<T, MB>, dim3(unsigned((n_rows + kMatvecRows<T, 8> - 1) / kMatvecRows<T, 8>), G), \
+           32 * kRowWarps, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y, g)
                 if (nt == 1) DS4_WARP(1);
                 else if (nt == 2) DS4_WARP(2);
                 else if (nt <= 4) DS4_WARP(4);
@@ -325,14 +344,15 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
             }
         }
         if constexpr (kStepMatvec<T>) {
-            if (dot_step_usable(T, k, w, 0, row_bytes) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0) {
+            if (groups_aligned && dot_step_usable(T, k, w, 0, row_bytes) && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                ld_x % 4 == 0) {
                 const int parts = step_parts(k / 256);
                 const auto [step_rows, unroll] = step_shape();
                 const int64_t rows_per_block = int64_t(kRowWarps / parts) * step_rows;
-                const unsigned blocks = unsigned((n_rows + rows_per_block - 1) / rows_per_block);
+                const dim3 blocks(unsigned((n_rows + rows_per_block - 1) / rows_per_block), G);
 #define DS4_STEP_RU(NT, R, U) \
     launch(matvec_step_kernel<T, NT, R, U>, blocks, 32 * kRowWarps, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, \
-           y, ld_y, parts)
+           y, ld_y, parts, g)
 #define DS4_STEP(NT)                                               \
     do {                                                           \
         if (step_rows == 4 && unroll == 4) DS4_STEP_RU(NT, 4, 4);  \
@@ -353,34 +373,20 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
         if (nt > kMatvecTile) {  // the kernels below take one tile of tokens per launch
             for (int t0 = 0; t0 < nt; t0 += int(kMatvecTile))
                 matvec(type, w, row_bytes, k, n_rows, x + int64_t(t0) * ld_x, ld_x,
-                       std::min<int64_t>(kMatvecTile, nt - t0), y + int64_t(t0) * ld_y, ld_y, stream);
+                       std::min<int64_t>(kMatvecTile, nt - t0), y + int64_t(t0) * ld_y, ld_y, stream, g);
             return;
         }
-        if (k % kChunk == 0 && k / kChunk <= INT32_MAX) {
-            if (nt == 1)
-                launch(matvec_chunk_kernel<T, 1>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x,
-                                                                                   nt, y, ld_y);
-            else if (nt == 2)
-                launch(matvec_chunk_kernel<T, 2>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x,
-                                                                                   nt, y, ld_y);
-            else if (nt <= 4)
-                launch(matvec_chunk_kernel<T, 4>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x,
-                                                                                   nt, y, ld_y);
-            else
-                launch(matvec_chunk_kernel<T, 8>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x,
-                                                                                   nt, y, ld_y);
-            check_launch("matvec_chunk_kernel");
-            return;
-        }
-        if (nt == 1)
-            launch(matvec_kernel<T, 1>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
-        else if (nt == 2)
-            launch(matvec_kernel<T, 2>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
-        else if (nt <= 4)
-            launch(matvec_kernel<T, 4>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
-        else
-            launch(matvec_kernel<T, 8>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y);
-        check_launch("matvec_kernel");
+#define DS4_TILE(KERNEL)                                                                                        \
+    do {                                                                                                        \
+        if (nt == 1) launch(KERNEL<T, 1>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y, g); \
+        else if (nt == 2) launch(KERNEL<T, 2>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y, g); \
+        else if (nt <= 4) launch(KERNEL<T, 4>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y, g); \
+        else launch(KERNEL<T, 8>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y, g); \
+        check_launch(#KERNEL);                                                                                  \
+    } while (0)
+        if (k % kChunk == 0 && k / kChunk <= INT32_MAX) DS4_TILE(matvec_chunk_kernel);
+        else DS4_TILE(matvec_kernel);
+#undef DS4_TILE
     });
 }
 
