@@ -246,7 +246,9 @@ constexpr int kChunksInFlight = 2;  // chunks per lane whose loads are issued to
 // NT activation rows x[t] (t < n_tok, row stride ld_x): the lane owns whole
 // 32-element chunks (a q8_0/q4_0 block, or 1/8 of a K-quant super-block),
 // kChunksInFlight of them issued together. Sum the lanes with warp_sum.
-template <GgmlType T, int NT>
+// kLanes < 32: the row is shared by kLanes lanes (lane < kLanes), for rows
+// of fewer chunks than a warp has lanes.
+template <GgmlType T, int NT, int kLanes = 32>
 __device__ __forceinline__ void lane_dot(const uint8_t* __restrict__ row, int64_t k, const float* __restrict__ x,
                                          int64_t ld_x, int n_tok, int lane, float (&acc)[NT]) {
     using L = Layout<T>;
@@ -254,10 +256,10 @@ __device__ __forceinline__ void lane_dot(const uint8_t* __restrict__ row, int64_
     const int n_chunks = int(k / kChunk);
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    for (int c0 = lane; c0 < n_chunks; c0 += 32 * kChunksInFlight) {
+    for (int c0 = lane; c0 < n_chunks; c0 += kLanes * kChunksInFlight) {
 #pragma unroll
         for (int u = 0; u < kChunksInFlight; ++u) {
-            const int c = c0 + 32 * u;
+            const int c = c0 + kLanes * u;
             if (c < n_chunks) {
                 const uint8_t* blk;
                 int off;  // first element of the chunk inside its block (a multiple of 32)

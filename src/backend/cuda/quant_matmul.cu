@@ -51,26 +51,37 @@ __global__ void matvec_kernel(const uint8_t* w, size_t row_bytes, int64_t k, int
 
 // Elements per block and bytes per block of each type (quant/block_layouts.h).
 
-// v2 decode matvec (rows of k % 32 == 0): one warp per row as in v1, each
-// lane decoding whole 32-element chunks (lane_dot). v1 issued one dependent
-// load per element per lane and was memory-latency bound (~1.7% of HBM
-// bandwidth end to end).
-template <GgmlType T, int NT>
+// v2 decode matvec (rows of k % 32 == 0): each lane decodes whole 32-element
+// chunks (lane_dot); a row is shared by LPR lanes (32: a warp a row), so a
+// warp takes 32 / LPR rows. v1 issued one dependent load per element per
+// lane and was memory-latency bound (~1.7% of HBM bandwidth end to end). A
+// warp a row left most lanes idle on short rows: GLM-5's per-head wk_b
+// (Q4_0, 6 chunks a row) ran at 113 GB/s (ncu, H200, 2026-12-04).
+template <GgmlType T, int NT, int LPR>
 __global__ void matvec_chunk_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
                                     const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
                                     int64_t ld_y, MatvecGroups g) {
     to_group(g, w, x, y);
     wait_for_inputs();
     const int lane = threadIdx.x & 31;
-    const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-    if (r >= n_rows) return;
+    const int64_t r =
+        (int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * (32 / LPR) + lane / LPR;
+    // Every lane takes part in the shuffles; a row past the end computes row 0 and is not stored.
     float acc[NT];
-    lane_dot<T, NT>(w + size_t(r) * row_bytes, k, x, ld_x, n_tok, lane, acc);
+    lane_dot<T, NT, LPR>(w + size_t(r < n_rows ? r : 0) * row_bytes, k, x, ld_x, n_tok, lane % LPR, acc);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-        const float s = warp_sum(acc[t]);
-        if (lane == 0 && t < n_tok) y[t * ld_y + r] = s;
+        float s = acc[t];
+#pragma unroll
+        for (int off = LPR / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane % LPR == 0 && r < n_rows && t < n_tok) y[t * ld_y + r] = s;
     }
+}
+// Lanes a row of n_chunks chunks takes: the power of two that holds them, 4 to 32.
+int chunk_lanes(int64_t n_chunks) {
+    int l = 4;
+    while (l < 32 && l < n_chunks) l *= 2;
+    return l;
 }
 
 // Decode matvec for the types with a coalesced warp dot: one row per block
@@ -82,11 +93,10 @@ __global__ void matvec_chunk_kernel(const uint8_t* __restrict__ w, size_t row_by
 template <GgmlType T, int NT>
 constexpr int kMatvecRows = kHasRowsDot<T> && NT > 1 ? 2 : 1;
 
-template <GgmlType T, int NT>
+template <GgmlType T, int NT, int NR = kMatvecRows<T, NT>>
 __device__ __forceinline__ void matvec_warp_body(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k,
                                                  int64_t n_rows, const float* __restrict__ x, int64_t ld_x, int n_tok,
                                                  float* __restrict__ y, int64_t ld_y) {
-    constexpr int NR = kMatvecRows<T, NT>;
     const int64_t r0 = int64_t(blockIdx.x) * NR;
     const int n_here = n_rows - r0 < NR ? int(n_rows - r0) : NR;
     // The rows on their way to L2 while the kernel before finishes (weights
@@ -123,12 +133,30 @@ __device__ __forceinline__ void matvec_warp_body(const uint8_t* __restrict__ w, 
     }
 }
 
-template <GgmlType T, int NT>
+template <GgmlType T, int NT, int NR = kMatvecRows<T, NT>>
 __global__ void matvec_warp_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
                                    const float* __restrict__ x, int64_t ld_x, int n_tok, float* __restrict__ y,
                                    int64_t ld_y, MatvecGroups g) {
     to_group(g, w, x, y);
-    matvec_warp_body<T, NT>(w, row_bytes, k, n_rows, x, ld_x, n_tok, y, ld_y);
+    matvec_warp_body<T, NT, NR>(w, row_bytes, k, n_rows, x, ld_x, n_tok, y, ld_y);
+}
+
+// Rows a block of the one-token Q4_K / Q6_K matvec takes. One row a block
+// gave each warp a step or two of a short row and a grid of a block a row:
+// Qwen3's 2,048-wide Q4_K projections took 6.5 us a call, a block's start
+// and reduction for ~1 KB of weights (ncu, H200, 2026-12-04). With four,
+// each warp has four rows' steps in flight; a row's sum is the same
+// expression (block_rows_dot), so results do not change. Few rows keep one
+// a block, so that the grid still covers the SMs. DS4_CUDA_MATVEC_NR=1/2/4
+// forces one (A/B). Read once.
+int one_token_rows(int64_t n_rows) {
+    static const int forced = [] {
+        const char* v = std::getenv("DS4_CUDA_MATVEC_NR");
+        const int n = v ? std::atoi(v) : 0;
+        return n == 1 || n == 2 || n == 4 ? n : 0;
+    }();
+    if (forced) return forced;
+    return n_rows >= 2048 ? 4 : 1;
 }
 // The 8-token tile under __launch_bounds__(block, MB): registers left for MB
 // blocks per SM (MB = 1: the block size alone, which lets ptxas take 255).
@@ -327,8 +355,23 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
 #define DS4_WARP_MB(MB)                                                                                               \
     launch(matvec_warp_bounded_kernel<T, MB>, dim3(unsigned((n_rows + kMatvecRows<T, 8> - 1) / kMatvecRows<T, 8>), G), \
            32 * kRowWarps, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y, g)
-                if (nt == 1) DS4_WARP(1);
-                else if (nt == 2) DS4_WARP(2);
+                if (nt == 1) {
+                    if constexpr (kHasRowsDot<T>) {
+                        const int nr = one_token_rows(n_rows);
+                        if (nr > 1) {
+                            const dim3 blocks(unsigned((n_rows + nr - 1) / nr), G);
+                            if (nr == 4)
+                                launch(matvec_warp_kernel<T, 1, 4>, blocks, 32 * kRowWarps, 0, stream, w, row_bytes, k,
+                                       n_rows, x, ld_x, nt, y, ld_y, g);
+                            else
+                                launch(matvec_warp_kernel<T, 1, 2>, blocks, 32 * kRowWarps, 0, stream, w, row_bytes, k,
+                                       n_rows, x, ld_x, nt, y, ld_y, g);
+                            check_launch("matvec_warp_kernel");
+                            return;
+                        }
+                    }
+                    DS4_WARP(1);
+                } else if (nt == 2) DS4_WARP(2);
                 else if (nt <= 4) DS4_WARP(4);
                 else if constexpr (kHasRowsDot<T>) {
                     const int mb = matvec_min_blocks();
@@ -384,8 +427,30 @@ void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_
         else launch(KERNEL<T, 8>, grid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y, g); \
         check_launch(#KERNEL);                                                                                  \
     } while (0)
-        if (k % kChunk == 0 && k / kChunk <= INT32_MAX) DS4_TILE(matvec_chunk_kernel);
-        else DS4_TILE(matvec_kernel);
+        if (k % kChunk == 0 && k / kChunk <= INT32_MAX) {
+            // Rows per warp 32 / LPR; the grid shrinks with it.
+            const int lpr = chunk_lanes(k / kChunk);
+            const int64_t rows_per_block = int64_t(kWarpsPerBlock) * (32 / lpr);
+            const dim3 cgrid(unsigned((n_rows + rows_per_block - 1) / rows_per_block), G);
+#define DS4_CHUNK(NT, LPR) \
+    launch(matvec_chunk_kernel<T, NT, LPR>, cgrid, 32 * kWarpsPerBlock, 0, stream, w, row_bytes, k, n_rows, x, ld_x, nt, y, ld_y, g)
+#define DS4_CHUNK_NT(LPR)                   \
+    do {                                    \
+        if (nt == 1) DS4_CHUNK(1, LPR);     \
+        else if (nt == 2) DS4_CHUNK(2, LPR); \
+        else if (nt <= 4) DS4_CHUNK(4, LPR); \
+        else DS4_CHUNK(8, LPR);             \
+    } while (0)
+            if (lpr == 32) DS4_CHUNK_NT(32);
+            else if (lpr == 16) DS4_CHUNK_NT(16);
+            else if (lpr == 8) DS4_CHUNK_NT(8);
+            else DS4_CHUNK_NT(4);
+#undef DS4_CHUNK_NT
+#undef DS4_CHUNK
+            check_launch("matvec_chunk_kernel");
+        } else {
+            DS4_TILE(matvec_kernel);
+        }
 #undef DS4_TILE
     });
 }
