@@ -128,7 +128,7 @@ TEST_F(CudaModel, BatchedSequencesMatchCpuAlone) {
     auto cpu = make_cpu_backend(2);
     const int64_t V = l.model->info().n_vocab, n_ctx = 96;
     auto seqs = ds4::test::draw_sequences(rng_, 8, int32_t(V), 3, 60, 12);
-    ds4::test::run_alone(*l.model, *cpu, seqs, n_ctx);
+    ds4::test::run_alone(*l.model, *cpu, seqs, n_ctx, &rng_);
     const auto batched = ds4::test::run_batched(*l.model, gpu, seqs, 5, n_ctx, 17, rng_);
     EXPECT_GT(batched.mixed_steps, 0);
     EXPECT_GT(batched.replayed, 0) << "no all-decode step was replayed";

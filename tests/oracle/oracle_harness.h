@@ -475,17 +475,9 @@ inline Logits engine_logits(Engine e, const fs::path& model, const std::vector<i
 
 // ---- prompts the reference decides clearly ----------------------------------
 
-// A top-k choice (MoE router, DeepSeek V4 indexer) whose k-th and (k+1)-th
-// scores lie closer than this, relative to the row's largest score, is left
-// to rounding: two correct float32 engines summing in different orders may
-// pick different sets there and then differ by ~1e-2 at that position and,
-// through later layers' attention, after it. The scores themselves agree to
-// about 1e-6 between ds4 and llama.cpp: on a 3,801-token DeepSeek V4 prompt
-// (realistic magnitudes, 92 choices within 3e-4 of a tie, the closest 6.7e-6)
-// ds4 matched llama.cpp at 7.4e-7 at every position. 1e-5 keeps a 10x margin
-// over that; 1e-4 (the earlier value) met a close call every ~130 positions,
-// so a 4,000-token prompt needed ~30 redraws of a 40 s reference run.
-inline constexpr double kMinSelectionMargin = 1e-5;
+// kMinSelectionMargin (support/near_tie.h): how near a tie a top-k choice of
+// the reference may come before the input is drawn again.
+using ds4::test::kMinSelectionMargin;
 
 struct SelectionMargin {
     double margin;

@@ -13,10 +13,12 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "engine/session.h"
+#include "support/clear_choices.h"
 #include "engine/slot_pool.h"
 
 namespace ds4::test {
@@ -43,15 +45,38 @@ inline std::vector<ScenarioSequence> draw_sequences(std::mt19937_64& rng, int co
 }
 
 // Each sequence alone: one Session, the prompt then the continuation one
-// token at a time; fills `logits` with every row.
-inline void run_alone(const Model& model, Backend& backend, std::vector<ScenarioSequence>& seqs, int64_t n_ctx) {
-    for (auto& s : seqs) {
-        Session session(model, backend, SessionOptions{n_ctx, 4096});
+// token at a time; fills `logits` with every row. With `clear_choices` (a CPU
+// `backend`, the reference of a test on another engine), a sequence whose
+// run makes a top-k choice near a tie gets its tokens from there on drawn
+// again (support/clear_choices.h).
+inline void run_alone(const Model& model, Backend& backend, std::vector<ScenarioSequence>& seqs, int64_t n_ctx,
+                      std::mt19937_64* clear_choices = nullptr) {
+    constexpr int64_t kChunk = 4096;  // a prompt is one pass: margins are logged pass by pass
+    auto run_one = [&](ScenarioSequence& s, MarginLog* log) {
+        if (int64_t(s.prompt.size()) > kChunk) throw std::runtime_error("run_alone: a prompt longer than one pass");
+        Session session(model, backend, SessionOptions{n_ctx, kChunk});
         s.logits = session.eval(s.prompt, true);
+        if (log) log->end_pass(s.prompt.size());
         for (int32_t t : s.continuation) {
             const auto row = session.eval(std::vector<int32_t>{t}, false);
+            if (log) log->end_pass(1);
             s.logits.insert(s.logits.end(), row.begin(), row.end());
         }
+    };
+    for (auto& s : seqs) {
+        if (!clear_choices) {
+            run_one(s, nullptr);
+            continue;
+        }
+        std::vector<int32_t> tokens = s.prompt;
+        tokens.insert(tokens.end(), s.continuation.begin(), s.continuation.end());
+        const size_t n_prompt = s.prompt.size();
+        redraw_until_clear(backend, tokens, int32_t(model.info().n_vocab), *clear_choices,
+                           [&](const std::vector<int32_t>& t, MarginLog& log) {
+                               s.prompt.assign(t.begin(), t.begin() + std::ptrdiff_t(n_prompt));
+                               s.continuation.assign(t.begin() + std::ptrdiff_t(n_prompt), t.end());
+                               run_one(s, &log);
+                           });
     }
 }
 

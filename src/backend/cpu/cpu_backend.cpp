@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -166,6 +167,24 @@ void CpuBackend::top_k_rows(const Tensor& x, int k, Tensor& values, IntArray& id
     });
 }
 
+void CpuBackend::prepare_margins(int64_t rows) {
+    if (margins_ && int64_t(margins_->size()) < rows)
+        margins_->resize(size_t(rows), std::numeric_limits<double>::infinity());
+}
+
+void CpuBackend::note_selection(int64_t row, const float* score, const int32_t* order, int64_t n, int64_t k) {
+    if (!margins_ || k <= 0 || k >= n) return;  // no choice to make
+    float next = -INFINITY, scale = 0.0f;
+    for (int64_t i = k; i < n; ++i) next = std::max(next, score[order[i]]);
+    for (int64_t i = 0; i < n; ++i)
+        if (std::isfinite(score[order[i]])) scale = std::max(scale, std::fabs(score[order[i]]));
+    const float kth = score[order[k - 1]];
+    double m = std::numeric_limits<double>::infinity();  // nothing left to choose instead (all masked)
+    if (std::isfinite(next)) m = scale > 0.0f ? (double(kth) - next) / scale : 0.0;
+    double& slot = (*margins_)[size_t(row)];
+    slot = std::min(slot, m);
+}
+
 void CpuBackend::copy(const Tensor& src, Tensor& dst) {
     if (src.size() != dst.size()) throw Error("copy: tensors of " + std::to_string(src.size()) + " and " +
                                               std::to_string(dst.size()) + " values.");
@@ -250,6 +269,7 @@ Routing CpuBackend::route_softmax_topk(const Tensor& logits, int n_used, bool no
     Routing r = new_routing(logits.rows, n_used);
     std::vector<float> probs(static_cast<size_t>(n_exp));
     std::vector<int32_t> idx(static_cast<size_t>(n_exp));
+    prepare_margins(logits.rows);
     for (int64_t t = 0; t < logits.rows; ++t) {
         const float* l = logits.data + t * n_exp;
         const float mx = *std::max_element(l, l + n_exp);
@@ -263,6 +283,7 @@ Routing CpuBackend::route_softmax_topk(const Tensor& logits, int n_used, bool no
         std::partial_sort(idx.begin(), idx.begin() + n_used, idx.end(), [&](int32_t a, int32_t b) {
             return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
         });
+        note_selection(t, probs.data(), idx.data(), n_exp, n_used);
         double wsum = 0.0;
         for (int j = 0; j < n_used; ++j) wsum += probs[idx[j]];
         // Same guard as the reference: never divide by less than f16's

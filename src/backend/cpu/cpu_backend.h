@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "models/deepseek4/dsv4_ops.h"
@@ -85,7 +86,24 @@ public:
 
     ThreadPool& pool() { return pool_; }
 
+    // How near each top-k choice of a forward pass came to another set, for
+    // tests that hold another engine to this one: while `margins` is set,
+    // every routing and indexer choice for batch row t lowers (*margins)[t]
+    // (grown to the pass's rows with +inf) to (k-th - (k+1)-th score) /
+    // max |score| of that choice. Two correct float engines summing in
+    // different orders disagree in the last bits of every score; where a
+    // margin is ~1e-6 either set is right, and the logits of that row then
+    // differ by ~1e-2. Such a test redraws that input instead of loosening
+    // its bound (tests/support/clear_choices.h).
+    void watch_selection_margins(std::vector<double>* margins) { margins_ = margins; }
+
 private:
+    // Grows the watched margins to `rows` (before a parallel loop writes them).
+    void prepare_margins(int64_t rows);
+    // Records the choice of the k best of score[order[0..n)], whose first k
+    // entries are the choice with the k-th at order[k - 1].
+    void note_selection(int64_t row, const float* score, const int32_t* order, int64_t n, int64_t k);
+
     // The routed-expert FFN of both families: SwiGLU (clamped when
     // limit > 1e-6) with optional per-expert scales; each token's expert
     // outputs are summed in slot order, as llama.cpp's build_moe_ffn does.
@@ -94,6 +112,7 @@ private:
                  const WeightRef* down_scale, float limit, Tensor& out);
 
     ThreadPool pool_;
+    std::vector<double>* margins_ = nullptr;
 };
 
 }  // namespace ds4

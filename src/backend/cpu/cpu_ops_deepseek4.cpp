@@ -159,6 +159,7 @@ Routing CpuBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* b
     if (bias_w) bias = to_floats(*bias_w);
     std::vector<float> probs(static_cast<size_t>(n_exp)), sel(static_cast<size_t>(n_exp));
     std::vector<int32_t> idx(static_cast<size_t>(n_exp));
+    prepare_margins(logits.rows);
     for (int64_t t = 0; t < logits.rows; ++t) {
         const float* l = logits.data + t * n_exp;
         for (int64_t e = 0; e < n_exp; ++e) {
@@ -179,6 +180,7 @@ Routing CpuBackend::route_sqrt_softplus(const Tensor& logits, const WeightRef* b
                 return sel[a] > sel[b] || (sel[a] == sel[b] && a < b);
             });
             for (int j = 0; j < n_used; ++j) chosen[j] = idx[j];
+            note_selection(t, sel.data(), idx.data(), n_exp, n_used);
         }
         double wsum = 0.0;
         for (int j = 0; j < n_used; ++j) wsum += probs[chosen[j]];
@@ -284,6 +286,7 @@ RowSets CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor&
             throw Error("the indexer sees " + std::to_string(nv) + " compressed rows from row " +
                         std::to_string(first) + " of " + std::to_string(keys.rows) + ".");
     }
+    prepare_margins(T);
     pool_.parallel_for(T, 1, [&](int64_t b, int64_t e) {
         std::vector<float> s;
         std::vector<int32_t> idx;
@@ -312,6 +315,7 @@ RowSets CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Tensor&
             std::iota(idx.begin(), idx.end(), 0);
             std::partial_sort(idx.begin(), idx.begin() + top_k, idx.end(),
                               [&](int32_t a, int32_t c) { return s[a] > s[c] || (s[a] == s[c] && a < c); });
+            note_selection(t, s.data(), idx.data(), nv, top_k);
             std::sort(idx.begin(), idx.begin() + top_k);
             for (int64_t j = 0; j < top_k; ++j) o[j] = key_row(idx[j]);
             out.count.data[t] = static_cast<int32_t>(top_k);

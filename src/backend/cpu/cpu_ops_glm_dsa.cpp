@@ -120,6 +120,7 @@ Routing CpuBackend::route_sigmoid(const Tensor& logits, const WeightRef* bias_w,
     auto better = [](const std::vector<float>& s) {
         return [&s](int32_t a, int32_t b) { return s[size_t(a)] > s[size_t(b)] || (s[size_t(a)] == s[size_t(b)] && a < b); };
     };
+    prepare_margins(logits.rows);
     for (int64_t t = 0; t < logits.rows; ++t) {
         const float* l = logits.data + t * n_exp;
         for (int64_t e = 0; e < n_exp; ++e) {
@@ -145,6 +146,7 @@ Routing CpuBackend::route_sigmoid(const Tensor& logits, const WeightRef* bias_w,
             }
             std::iota(gidx.begin(), gidx.end(), 0);
             std::partial_sort(gidx.begin(), gidx.begin() + n_group_used, gidx.end(), better(group_score));
+            note_selection(t, group_score.data(), gidx.data(), n_groups, n_group_used);
             std::vector<bool> keep(size_t(n_groups), false);
             for (int g = 0; g < n_group_used; ++g) keep[size_t(gidx[size_t(g)])] = true;
             for (int64_t e = 0; e < n_exp; ++e)
@@ -152,6 +154,7 @@ Routing CpuBackend::route_sigmoid(const Tensor& logits, const WeightRef* bias_w,
         }
         std::iota(idx.begin(), idx.end(), 0);
         std::partial_sort(idx.begin(), idx.begin() + n_used, idx.end(), better(sel));
+        note_selection(t, sel.data(), idx.data(), n_exp, n_used);
         int32_t* chosen = r.experts.data + t * n_used;
         float* w = r.weights.data + t * n_used;
         double wsum = 0.0;  // ggml_sum_rows sums in double
