@@ -150,7 +150,7 @@ TEST_F(SelectionMargins, IndexerChoosesKeysByScore) {
     cpu_.watch_selection_margins(nullptr);
     ASSERT_EQ(m.size(), size_t(T));
     for (int64_t t = 0; t < T; ++t) {
-        std::vector<float> s(size_t(counts[t]));
+        std::vector<float> s(static_cast<size_t>(counts[t]));
         for (int64_t j = 0; j < counts[t]; ++j) {
             float acc = 0;
             for (int64_t h = 0; h < H; ++h) {
