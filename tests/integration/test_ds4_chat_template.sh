@@ -52,8 +52,9 @@ run 0 "own template" -m "$M" -p "Hi" "${GEN[@]}" && {
 mapfile -t all < <(ls "$TEMPLATES"/*.jinja)
 unknown=()
 for t in "${all[@]}"; do
-    # the Qwen3 and DeepSeek V4 families are ds4's own; the rest it cannot render
-    case "$(basename "$t")" in Qwen-Qwen3-0.6B.jinja | deepseek-ai-DeepSeek-V4*.jinja) continue ;; esac
+    # the Qwen3, DeepSeek V4 and GLM-4.6/4.7 templates are ds4's
+    # own (checked below); the rest it cannot render
+    case "$(basename "$t")" in Qwen-Qwen3-0.6B.jinja | deepseek-ai-DeepSeek-V4*.jinja | GLM-4.6.jinja | GLM-4.7-Flash.jinja) continue ;; esac
     unknown+=("$t")
 done
 [ "${#unknown[@]}" -gt 20 ] || fail "only ${#unknown[@]} foreign templates in $TEMPLATES"
@@ -65,7 +66,7 @@ for _ in 1 2 3; do
     if run 1 "template $name" -m "$U" -p "Hi" "${GEN[@]}"; then
         [ "$(wc -l <"$WORK/err" | tr -d ' ')" = 1 ] || fail "$name: wanted one stderr line: $(cat "$WORK/err")"
         grep -q "^ds4: $U has a chat template ds4 cannot render" "$WORK/err" || fail "$name: no sentence naming the file: $(cat "$WORK/err")"
-        for needle in qwen3 qwen3-instruct-2507 qwen3-thinking-2507 deepseek4 deepseek4-flash-0731 "--chat-template raw"; do
+        for needle in qwen3 qwen3-instruct-2507 qwen3-thinking-2507 deepseek4 deepseek4-flash-0731 glm-4.6 glm-4.7 "--chat-template raw"; do
             grep -qF -- "$needle" "$WORK/err" || fail "$name: message does not name '$needle': $(cat "$WORK/err")"
         done
         # The template's first line (its first 30 bytes suffice) is quoted.
@@ -120,6 +121,17 @@ for t in "$FIXTURES"/Qwen3-*-2507.jinja; do
             [ "$(warnings)" -eq 0 ] || fail "$(basename "$t") $mode: unexpected warning: $(cat "$WORK/err")"
         fi
     done
+done
+
+# ---- llama.cpp's GLM-4.6 and GLM-4.7-Flash templates (ds4's glm-4.6 and glm-4.7) are
+# recognised: no error, no warning
+for t in "$TEMPLATES"/GLM-4.6.jinja "$TEMPLATES"/GLM-4.7-Flash.jinja; do
+    [ -f "$t" ] || { fail "$(basename "$t") is missing from llama.cpp's collection"; continue; }
+    G="$WORK/glm.gguf"
+    "$SET_TEMPLATE" "$M" "$G" --template "$t" || { fail "cannot write $(basename "$t")"; continue; }
+    if run 0 "$(basename "$t")" -m "$G" -p "Hi" "${GEN[@]}"; then
+        [ "$(warnings)" -eq 0 ] || fail "$(basename "$t"): unexpected warning: $(cat "$WORK/err")"
+    fi
 done
 
 # ---- a bad --chat-template value: exit 2, one line, before the model loads ---------
