@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/cuda/cublas_library.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
@@ -96,12 +97,12 @@ CudaBackend::CudaBackend(const CudaOptions& options)
     // A blocking stream: synchronous copies on the legacy stream still order
     // themselves with it. Not the legacy stream itself, which cannot be captured.
     check(cudaStreamCreate(&stream_), "cudaStreamCreate");
-    check(cublasCreate(&cublas_), "cublasCreate");
-    check(cublasSetStream(cublas_, stream_), "cublasSetStream");
+    check(cuda::cublas().create(&cublas_), "cublasCreate");
+    check(cuda::cublas().set_stream(cublas_, stream_), "cublasSetStream");
     // Plain FP32 GEMMs: the default math mode never uses TF32 for FP32
     // compute (results must match the CPU backend). The pedantic mode ran
     // the 512-token projections at ~3.6 TFLOP/s on the H200 (bench/NOTES.md).
-    check(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    check(cuda::cublas().set_math_mode(cublas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     cuda::init_quant_tables();
 }
 
@@ -109,7 +110,7 @@ CudaBackend::~CudaBackend() {
     profile_.report(stderr);
     step_timing_.report(stderr);
     cudaDeviceSynchronize();
-    if (cublas_) cublasDestroy(cublas_);
+    if (cublas_) cuda::cublas().destroy(cublas_);
     for (auto& r : regions_) {
         if (r.registered) cudaHostUnregister(const_cast<uint8_t*>(r.host));
         else cudaFree(r.device);
@@ -436,7 +437,7 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     // Prefill: y^T (n_rows x T, column-major, ld y.cols) = W (row-major) * x^T.
     const float one = 1.0f, zero = 0.0f;
     if (w.type == GgmlType::F32) {
-        check(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(n_rows), int(T), int(k), &one,
+        check(cuda::cublas().sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(n_rows), int(T), int(k), &one,
                           reinterpret_cast<const float*>(base), int(w.row_bytes / sizeof(float)), x.data, int(x.cols),
                           &zero, y.data, int(y.cols)),
               "cublasSgemm");
@@ -447,7 +448,7 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     for (int64_t r0 = 0; r0 < n_rows; r0 += chunk) {
         const int64_t m = std::min(chunk, n_rows - r0);
         cuda::dequantize_rows(w.type, base + size_t(r0) * w.row_bytes, w.row_bytes, k, m, nullptr, wf, k, stream_);
-        check(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(T), int(k), &one, wf, int(k), x.data,
+        check(cuda::cublas().sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(T), int(k), &one, wf, int(k), x.data,
                           int(x.cols), &zero, y.data + r0, int(y.cols)),
               "cublasSgemm");
     }
