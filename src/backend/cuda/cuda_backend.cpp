@@ -438,8 +438,8 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     const float one = 1.0f, zero = 0.0f;
     if (w.type == GgmlType::F32) {
         check(cuda::cublas().sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(n_rows), int(T), int(k), &one,
-                          reinterpret_cast<const float*>(base), int(w.row_bytes / sizeof(float)), x.data, int(x.cols),
-                          &zero, y.data, int(y.cols)),
+                                   reinterpret_cast<const float*>(base), int(w.row_bytes / sizeof(float)), x.data,
+                                   int(x.cols), &zero, y.data, int(y.cols)),
               "cublasSgemm");
         return;
     }
@@ -448,8 +448,8 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     for (int64_t r0 = 0; r0 < n_rows; r0 += chunk) {
         const int64_t m = std::min(chunk, n_rows - r0);
         cuda::dequantize_rows(w.type, base + size_t(r0) * w.row_bytes, w.row_bytes, k, m, nullptr, wf, k, stream_);
-        check(cuda::cublas().sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(T), int(k), &one, wf, int(k), x.data,
-                          int(x.cols), &zero, y.data + r0, int(y.cols)),
+        check(cuda::cublas().sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(T), int(k), &one, wf, int(k),
+                                   x.data, int(x.cols), &zero, y.data + r0, int(y.cols)),
               "cublasSgemm");
     }
 }

@@ -116,17 +116,19 @@ void CudaBackend::matmul_grouped(const WeightRef& w, const Tensor& x, Tensor& y)
     const bool contiguous = w.matrix_bytes == size_t(r) * w.row_bytes;
     if (w.type == GgmlType::F32 && w.row_bytes % sizeof(float) == 0 && w.matrix_bytes % sizeof(float) == 0) {
         check(cuda::cublas().sgemm_strided_batched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(r), int(T), int(k), &one,
-                                        reinterpret_cast<const float*>(base), int(w.row_bytes / sizeof(float)),
-                                        int64_t(w.matrix_bytes / sizeof(float)), x.data, int(x.cols), k, &zero, y.data,
-                                        int(y.cols), r, int(G)),
+                                                   reinterpret_cast<const float*>(base),
+                                                   int(w.row_bytes / sizeof(float)),
+                                                   int64_t(w.matrix_bytes / sizeof(float)), x.data, int(x.cols), k,
+                                                   &zero, y.data, int(y.cols), r, int(G)),
               "cublasSgemmStridedBatched (grouped)");
         return;
     }
     if (contiguous && G * r * k <= int64_t(kDequantFloats)) {
         float* wf = dequant_buffer(size_t(G * r * k));
         cuda::dequantize_rows(w.type, base, w.row_bytes, k, G * r, nullptr, wf, k, stream_);
-        check(cuda::cublas().sgemm_strided_batched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(r), int(T), int(k), &one, wf, int(k),
-                                        r * k, x.data, int(x.cols), k, &zero, y.data, int(y.cols), r, int(G)),
+        check(cuda::cublas().sgemm_strided_batched(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(r), int(T), int(k), &one,
+                                                   wf, int(k), r * k, x.data, int(x.cols), k, &zero, y.data,
+                                                   int(y.cols), r, int(G)),
               "cublasSgemmStridedBatched (grouped)");
         return;
     }
@@ -139,8 +141,8 @@ void CudaBackend::matmul_grouped(const WeightRef& w, const Tensor& x, Tensor& y)
         for (int64_t r0 = 0; r0 < r; r0 += chunk) {
             const int64_t m = std::min(chunk, r - r0);
             cuda::dequantize_rows(w.type, wg + size_t(r0) * w.row_bytes, w.row_bytes, k, m, nullptr, wf, k, stream_);
-            check(cuda::cublas().sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(T), int(k), &one, wf, int(k), xg,
-                              int(x.cols), &zero, yg + r0, int(y.cols)),
+            check(cuda::cublas().sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(T), int(k), &one, wf, int(k),
+                                       xg, int(x.cols), &zero, yg + r0, int(y.cols)),
                   "cublasSgemm (grouped)");
         }
     }

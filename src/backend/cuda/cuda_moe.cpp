@@ -391,11 +391,11 @@ void CudaBackend::grouped_expert_gemm(const WeightRef& w, const ExpertRows& rows
         auto d_a = upload_array(a.data(), a.size());
         auto d_b = upload_array(b.data(), b.size());
         auto d_c = upload_array(c.data(), c.size());
-        cuda::check(cuda::cublas().sgemm_grouped_batched(cublas_, ta.data(), tb.data(), m_arr.data(), n_arr.data(), k_arr.data(),
-                                              alpha.data(), static_cast<const float* const*>(d_a.get()), lda.data(),
-                                              static_cast<const float* const*>(d_b.get()), ldb.data(), beta.data(),
-                                              static_cast<float* const*>(d_c.get()), ldc.data(), int(nb),
-                                              group_size.data()),
+        cuda::check(cuda::cublas().sgemm_grouped_batched(
+                        cublas_, ta.data(), tb.data(), m_arr.data(), n_arr.data(), k_arr.data(), alpha.data(),
+                        static_cast<const float* const*>(d_a.get()), lda.data(),
+                        static_cast<const float* const*>(d_b.get()), ldb.data(), beta.data(),
+                        static_cast<float* const*>(d_c.get()), ldc.data(), int(nb), group_size.data()),
                     "cublasSgemmGroupedBatched");
     }
 }
