@@ -75,6 +75,11 @@ struct CacheRows {
     IntArray positions;
     IntArray slots;
     int64_t slot_rows = 0;
+    // The most rows one sequence has in this batch, known on the host when
+    // the batch is built (1: a decode step; 0: not known). A backend may
+    // pick its attention kernel by it: many query rows of one sequence share
+    // its keys, one row each do not.
+    int64_t max_seq_rows = 0;
 };
 
 struct RopeParams {

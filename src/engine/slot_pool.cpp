@@ -279,6 +279,8 @@ SlotPool::LocalRows SlotPool::run_local(std::span<const SeqStep> requests, std::
         b.n = static_cast<int64_t>(tokens.size());
         b.token_ids = backend_.ints(tokens.data(), b.n);
         b.cache = CacheRows{backend_.ints(positions.data(), b.n), backend_.ints(slots.data(), b.n), n_ctx_};
+        for (const SeqStep& r : requests)
+            b.cache.max_seq_rows = std::max<int64_t>(b.cache.max_seq_rows, static_cast<int64_t>(r.tokens.size()));
         b.n_logits = static_cast<int64_t>(logit_rows.size());
         b.logit_rows = backend_.ints(logit_rows.data(), b.n_logits);
         b.host_tokens = tokens.data();
@@ -324,7 +326,7 @@ Tensor SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<
         Batch b;  // no host copies: a replayable model reads only the backend arrays
         b.n = n;
         b.token_ids = rec.tokens;
-        b.cache = CacheRows{rec.positions, rec.slots, n_ctx_};
+        b.cache = CacheRows{rec.positions, rec.slots, n_ctx_, 1};
         b.n_logits = n;
         b.logit_rows = rec.logit_rows;
         backend_.begin_capture();

@@ -192,5 +192,109 @@ TEST_F(CudaF16Prefill, MoeRoundsTheInputAndTheHiddenRows) {
     }
 }
 
+
+// ---- prefill attention on the tensor cores (attention_tc.cu) ----------------
+
+// x rounded to TF32 as cvt.rna does: to nearest on the 13 dropped bits, ties
+// away from zero.
+float round_tf32(float x) {
+    uint32_t u = 0;
+    std::memcpy(&u, &x, sizeof u);
+    u = (u + 0x1000u) & 0xffffe000u;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+// Mixed batches (one slot reads a chunk while the others decode a token),
+// rows in order or shuffled (a warp's tokens then come from different
+// sequences), over every head grouping the kernel takes. The rule: the
+// CPU's float attention over q * scale, K and V rounded to TF32 gives the
+// result up to the rounding of the softmax weights (2^-11 relative each),
+// so 1e-3; a wrong mask, slot, fragment or rescale is off by far more on
+// the rows with few keys. And it is not the FP32 kernels' result.
+TEST_F(CudaF16Prefill, TensorCoreAttentionIsTheFloatAttentionOfTf32Operands) {
+    constexpr int kSlots = 3;
+    struct Heads {
+        int n_head, n_kv, d;
+    };
+    double worst_unrounded = 0.0;
+    for (const Heads hd : {Heads{8, 2, 64}, Heads{32, 4, 128}, Heads{16, 1, 128}, Heads{8, 8, 128}, Heads{32, 8, 64}})
+        for (int64_t ctx : {48, 1500}) {
+            const int d = hd.d, nh = hd.n_head;
+            const float scale = 1.0f / std::sqrt(float(d));
+            const AttentionParams p{nh, hd.n_kv, d, d, scale};
+            ASSERT_TRUE(cuda::attention_tc_shape(p, nullptr, int64_t(hd.n_kv) * d, nullptr, int64_t(hd.n_kv) * d));
+            const AttentionParams p_cpu{nh, hd.n_kv, d, d, 1.0f};  // q arrives scaled and rounded
+            SCOPED_TRACE("heads " + std::to_string(nh) + "/" + std::to_string(hd.n_kv) + ", dim " + std::to_string(d) +
+                         ", ctx " + std::to_string(ctx));
+            const int64_t kvd = int64_t(hd.n_kv) * d, qd = int64_t(nh) * d;
+            auto [kc_c, kc_g] = zeros(kSlots * ctx, kvd);
+            auto [vc_c, vc_g] = zeros(kSlots * ctx, kvd);
+            auto [kr_c, kr_g] = zeros(kSlots * ctx, kvd);  // kr_c: the rounded caches (kr_g unused)
+            auto [vr_c, vr_g] = zeros(kSlots * ctx, kvd);
+            int64_t past[kSlots] = {0, 0, 0};
+            const std::vector<int64_t> steps = ctx < 100 ? std::vector<int64_t>{13, 1, 20, 2, 5}
+                                                         : std::vector<int64_t>{1100, 1, 37, 1, 300, 17};
+            for (size_t si = 0; si < steps.size(); ++si) {
+                std::vector<int32_t> positions, slots;
+                int64_t longest = 0;
+                for (int s = 0; s < kSlots; ++s) {
+                    const int64_t n = s == int(si % kSlots) ? steps[si] : (past[s] + 1 < ctx ? 1 : 0);
+                    int64_t taken = 0;
+                    for (int64_t i = 0; i < n && past[s] < ctx; ++i, ++taken) {
+                        positions.push_back(int32_t(past[s]++));
+                        slots.push_back(s);
+                    }
+                    longest = std::max(longest, taken);
+                }
+                if (si % 2 == 1) {  // shuffled rows
+                    std::vector<size_t> order(positions.size());
+                    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+                    std::shuffle(order.begin(), order.end(), rng_);
+                    std::vector<int32_t> ps, ss;
+                    for (size_t i : order) {
+                        ps.push_back(positions[i]);
+                        ss.push_back(slots[i]);
+                    }
+                    positions.swap(ps);
+                    slots.swap(ss);
+                }
+                const int64_t T = int64_t(positions.size());
+                const auto k = random_floats(rng_, size_t(T * kvd), -2.0f, 2.0f);
+                const auto v = random_floats(rng_, size_t(T * kvd), -1.0f, 1.0f);
+                const auto q = random_floats(rng_, size_t(T * qd), -2.0f, 2.0f);
+                std::vector<float> k_r(k), v_r(v), q_r(q);
+                for (float& x : k_r) x = round_tf32(x);
+                for (float& x : v_r) x = round_tf32(x);
+                for (float& x : q_r) x = round_tf32(x * scale);
+                auto [kc, kg] = cpu_gpu(k, k, T, kvd);
+                auto [vc, vg] = cpu_gpu(v, v, T, kvd);
+                auto [qc, qg] = cpu_gpu(q, q, T, qd);
+                auto [kcr, unused_k] = cpu_gpu(k_r, k_r, T, kvd);
+                auto [vcr, unused_v] = cpu_gpu(v_r, v_r, T, kvd);
+                auto [qcr, unused_q] = cpu_gpu(q_r, q_r, T, qd);
+                const CacheRows rc{cpu_->ints(positions.data(), T), cpu_->ints(slots.data(), T), ctx};
+                // The hint that picks the kernel: the whole batch, so every step takes the tensor cores.
+                const CacheRows rg{gpu_->ints(positions.data(), T), gpu_->ints(slots.data(), T), ctx, std::max(T, cuda::kTcMinSeqRows)};
+                cpu_->kv_store(kc_c, vc_c, kc, vc, rc);
+                cpu_->kv_store(kr_c, vr_c, kcr, vcr, rc);
+                gpu_->kv_store(kc_g, vc_g, kg, vg, rg);
+                auto [oc, og] = zeros(T, qd);
+                auto [orc, unused_o] = zeros(T, qd);
+                cpu_->attention(qcr, kr_c, vr_c, rc, p_cpu, orc);
+                cpu_->attention(qc, kc_c, vc_c, rc, p, oc);
+                gpu_->attention(qg, kc_g, vc_g, rg, p, og);
+                const std::string what = "step " + std::to_string(si) + " T=" + std::to_string(T) + " longest " +
+                                         std::to_string(longest);
+                EXPECT_TRUE(close(orc, og, 1e-3, what + " against the attention of the rounded operands"));
+                const auto g = host(og);
+                for (int64_t r = 0; r < T; ++r)
+                    worst_unrounded = std::max(worst_unrounded, cudatest::rel_l2(g.data() + r * qd, oc.data + r * qd, size_t(qd)));
+            }
+        }
+    // The FP32 kernels stay within ~1e-6 of the CPU: farther means the tensor cores ran.
+    EXPECT_GT(worst_unrounded, 1e-5) << "the tensor-core attention did not run";
+}
+
 }  // namespace
 }  // namespace ds4

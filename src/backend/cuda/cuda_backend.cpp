@@ -503,6 +503,16 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
     if (q.rows <= 0) return;
     if (rows.positions.n < q.rows || rows.slots.n < q.rows || rows.slot_rows <= 0)
         throw Error("CUDA attention: the query rows do not match the positions or the slots.");
+    // Prefill rows on the tensor cores where the fast prefill is on (its
+    // products round activations to f16 already): a sequence's many query
+    // rows share each key tile there.
+    if (f16_prefill_ && rows.max_seq_rows >= cuda::kTcMinSeqRows &&
+        cuda::attention_tc_shape(p, k_cache.data, k_cache.cols, v_cache.data, v_cache.cols)) {
+        const auto t = timed("attention_tc");
+        cuda::attention_tc(q.data, q.rows, k_cache.data, k_cache.cols, v_cache.data, v_cache.cols, rows.positions.data,
+                           rows.slots.data, rows.slot_rows, p, out.data, stream_);
+        return;
+    }
     const auto t = timed("attention");
     const int n_split = cuda::attention_splits(q.rows, p, rows.slot_rows);
     const SplitParts parts = split_parts(q.rows, p.n_head, n_split, p.head_dim_v);

@@ -104,6 +104,20 @@ int attention_splits(int64_t n_tok, const AttentionParams& p, int64_t slot_rows)
 void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k, const float* v_cache,
                int64_t ld_v, const int32_t* positions, const int32_t* slots, int64_t slot_rows,
                const AttentionParams& p, int n_split, float* part_o, float* part_ml, float* out, cudaStream_t stream);
+// ---- attention_tc.cu ------------------------------------------------------------
+// The same causal GQA attention on the tensor cores (TF32 operands, f32
+// sums), for batches where sequences have many query rows (prefill): a warp
+// serves 16 query rows of one KV head from one copy of each key tile.
+// Batches whose sequences have fewer rows than this keep attention().
+constexpr int64_t kTcMinSeqRows = 16;
+// Whether attention_tc takes these heads and caches: n_head / n_head_kv in
+// {1, 2, 4, 8, 16}, dk = dv in {64, 128}, caches 16-byte aligned with ld_k,
+// ld_v multiples of 4, and DS4_CUDA_ATTN_TC not "0".
+bool attention_tc_shape(const AttentionParams& p, const float* k_cache, int64_t ld_k, const float* v_cache, int64_t ld_v);
+// out [T x n_head*dv].
+void attention_tc(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k, const float* v_cache, int64_t ld_v,
+                  const int32_t* positions, const int32_t* slots, int64_t slot_rows, const AttentionParams& p, float* out,
+                  cudaStream_t stream);
 // Merges split-K partial results: row t, head h's output (dv values at
 // out + t * ld_o + h * dv) from its n_split unnormalised partials (part_o at
 // ((t * n_head + h) * n_split + s) * dv, (max, sum) pairs in part_ml); a
