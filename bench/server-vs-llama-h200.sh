@@ -21,7 +21,7 @@ if [ "${1:-}" = "--pack" ]; then
   build=${2:?usage: bench/server-vs-llama-h200.sh --pack BUILD_DIR}
   out=$repo/.gpu; mkdir -p "$out"; st=$(mktemp -d)
   grep -qx '/.gpu/' "$repo/.git/info/exclude" 2>/dev/null || echo '/.gpu/' >> "$repo/.git/info/exclude"
-  cp "$build/ds4-server" "$build/ds4-gguf" "$st/" && strip "$st"/* || exit 1
+  cp "$build/ds4-server" "$build/ds4-gguf" "$build/ds4-bench" "$st/" && strip "$st"/* || exit 1
   for b in "$st"/*; do ldd "$b"; done | awk '$3 ~ /^\/(usr\/)?lib\/x86_64-linux-gnu\// {print $3}' | sort -u |
     grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux-x86-64)\.so' |
     while read -r lib; do cp -L "$lib" "$st/"; done
@@ -62,6 +62,11 @@ load() {  # label, port: warm-up, then the measured run
   python3 "$repo/bench/server_load.py" --url "http://127.0.0.1:$2" --clients "${LOAD_CLIENTS:-32}" \
     --requests "${LOAD_REQUESTS:-64}" --max-tokens "${LOAD_TOKENS:-256}" \
     --ignore-eos --seed 1 > "$W/$1.json" 2> "$W/$1.err"; local rc=$?; say "$1: $(cat "$W/$1.json") (rc=$rc)"
+  # Where the server's time went (ds4-server: the scheduler's parts and its longest step; llama-server serves
+  # /metrics only with --metrics, so nothing there)
+  curl -sf "127.0.0.1:$2/metrics" > "$W/$1-metrics.txt" 2> /dev/null &&
+    grep -E '^ds4_(scheduler_seconds_total|longest_step_seconds|prefix_cache_snapshots_total|prefix_cache_snapshots_aside_total|forward_passes_total|prefill_tokens_total|decode_tokens_total|prefix_cache_hits_total)' \
+      "$W/$1-metrics.txt" | tee -a "$O/summary.txt"
 }
 wait_health() {  # port, pid, seconds
   for _ in $(seq $(( $3 * 5 ))); do

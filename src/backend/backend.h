@@ -171,6 +171,15 @@ public:
     // Copies between host memory and a tensor (no-ops in spirit on the CPU).
     virtual void upload(Tensor& t, const float* host) = 0;
     virtual void download(const Tensor& t, float* host) = 0;
+    // Waits until every operation issued so far has finished (CUDA: the
+    // stream), so another thread may read their results with
+    // download_aside.
+    virtual void synchronize() {}
+    // A download that another thread runs while this backend's own thread
+    // goes on computing (CUDA: on a copy stream of its own). `t` must be
+    // complete (synchronize) and must not be written or freed until it
+    // returns. Only downloads are thread-safe this way.
+    virtual void download_aside(const Tensor& t, float* host) { download(t, host); }
     virtual IntArray alloc_ints(int64_t n) = 0;
     virtual void upload_ints(IntArray& a, const int32_t* host) = 0;
     virtual void download_ints(const IntArray& a, int32_t* host) = 0;

@@ -10,6 +10,12 @@ namespace ds4 {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+// Backend memory for prompt snapshots staged at once (SnapshotCopier): two
+// or three long prompts' KV rows; past it a snapshot is copied on this
+// thread as before. And what a staging must leave free of the backend's
+// memory (the next steps' activations).
+constexpr uint64_t kMaxStagedBytes = uint64_t{2} << 30;
+constexpr uint64_t kStagingSpareBytes = uint64_t{1} << 30;
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // The length of the common prefix of a and b, at most cap.
@@ -47,13 +53,23 @@ Scheduler::Scheduler(const Model& model, Backend& backend, const Tokenizer& toke
     : model_(model), tokenizer_(tokenizer), opts_(o), pool_(model, backend, o.n_slots, o.n_ctx, true, o.route) {
     if (o.prefill_chunk < 1) throw Error("the prefill chunk must be at least 1 token.");
     if (o.batch_tokens < 1) throw Error("the batch size must be at least 1 token.");
-    if (o.prefix_cache_bytes > 0 || o.disk_cache)
+    if (o.prefix_cache_bytes > 0 || o.disk_cache) {
         cache_.emplace(o.prefix_cache_bytes, o.disk_cache ? std::make_unique<SnapshotDisk>(*o.disk_cache) : nullptr);
+        copier_ = std::make_unique<SnapshotCopier>(backend, kMaxStagedBytes);
+    }
     held_.resize(static_cast<size_t>(o.n_slots));
     slot_.resize(static_cast<size_t>(o.n_slots));
 }
 
-Scheduler::~Scheduler() = default;
+Scheduler::~Scheduler() {
+    // Snapshots still downloading reach the cache (and its disk tier) first.
+    if (copier_) store_copied(true);
+}
+
+void Scheduler::store_copied(bool wait) {
+    if (!copier_) return;
+    for (SessionSnapshot& s : copier_->take(wait)) cache_->store(std::move(s));
+}
 
 uint64_t Scheduler::submit(Request r) {
     if (r.prompt.empty()) throw Error("the prompt is empty: nothing to continue from.");
@@ -160,6 +176,9 @@ void Scheduler::admit() {
         free.erase(std::find(free.begin(), free.end(), best));
         auto a = std::make_unique<Active>(id, std::move(req), best, tokenizer_);
         auto& held = held_[static_cast<size_t>(best)];
+        // A snapshot still downloading that this prompt would resume from:
+        // wait for it, so a request sees every snapshot taken before it came.
+        if (copier_ && copier_->pending_prefix_of(a->req.prompt, keep)) store_copied(true);
         const uint64_t disk_hits = cache_ ? cache_->stats().disk_hits : 0;
         const SessionSnapshot* snap = cache_ ? cache_->find(a->req.prompt, keep) : nullptr;
         const bool from_disk = cache_ && cache_->stats().disk_hits > disk_hits;
@@ -250,7 +269,10 @@ int Scheduler::fork_or_wait(Active& a, const std::vector<Active*>& order, int64_
 }
 
 bool Scheduler::step() {
+    const Clock::time_point begin = Clock::now();
+    store_copied(false);
     admit();
+    const Clock::time_point admitted = Clock::now();
     // Requests cancelled since the last step end before it.
     for (auto& a : slot_)
         if (a && a->cancelled) finish(*a, StopReason::cancelled);
@@ -312,6 +334,7 @@ bool Scheduler::step() {
 
     std::vector<std::vector<float>> logits;
     std::vector<Candidates> best;
+    const Clock::time_point forward = Clock::now();
     try {
         logits = pool_.step(steps, {}, &best);
     } catch (const Error& e) {
@@ -323,13 +346,19 @@ bool Scheduler::step() {
         }
         return true;
     }
+    const double forward_seconds = seconds_between(forward, Clock::now());
     {
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.steps;
         if (prefill && decode) ++stats_.mixed_steps;
         for (size_t i = 0; i < who.size(); ++i)
             (who[i]->prefilling() ? stats_.prefill_tokens : stats_.decode_tokens) += steps[i].tokens.size();
+        stats_.forward_seconds += forward_seconds;
+        if (prefill) stats_.prefill_forward_seconds += forward_seconds;
+        stats_.admit_seconds += seconds_between(begin, admitted);
     }
+    double snapshot_seconds = 0;
+    uint64_t snapshots = 0, snapshots_aside = 0;
     for (size_t i = 0; i < who.size(); ++i) {
         Active& a = *who[i];
         auto& held = held_[static_cast<size_t>(a.slot)];
@@ -339,13 +368,29 @@ bool Scheduler::step() {
             if (a.prefilling()) continue;  // more prompt to read
             a.prompt_done = Clock::now();
             a.result.prefill_seconds = seconds_between(a.started, a.prompt_done);
-            if (cache_) cache_->store(SessionSnapshot{pool_.snapshot(a.slot), held});
+            if (cache_) {
+                const Clock::time_point t = Clock::now();
+                std::optional<StagedSnapshot> staged;
+                if (copier_->has_room(pool_.snapshot_bytes(a.slot))) staged = pool_.stage(a.slot, kStagingSpareBytes);
+                if (staged) {
+                    copier_->push(std::move(*staged));
+                    ++snapshots_aside;
+                }
+                else cache_->store(SessionSnapshot{pool_.snapshot(a.slot), held});
+                snapshot_seconds += seconds_between(t, Clock::now());
+                ++snapshots;
+            }
         } else if (a.end_pending) {
             finish(a, StopReason::end_of_generation);
             continue;
         }
         after_logits(a, logits[i], best[i]);
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.snapshot_seconds += snapshot_seconds;
+    stats_.snapshots += snapshots;
+    stats_.snapshots_aside += snapshots_aside;
+    stats_.longest_step_seconds = std::max(stats_.longest_step_seconds, seconds_between(begin, Clock::now()));
     return true;
 }
 
@@ -404,10 +449,11 @@ void Scheduler::finish(Active& a, StopReason reason) {
 
 void Scheduler::serve(const std::function<bool()>& stop, std::chrono::milliseconds idle_wait) {
     while (!stop()) {
-        if (step()) continue;
+        if (step()) continue;  // (each step first stores the snapshots finished since the last)
         std::unique_lock<std::mutex> lock(mu_);
         work_.wait_for(lock, idle_wait, [&] { return !queue_.empty() || !cancelled_.empty() || cancel_all_; });
     }
+    store_copied(true);  // before the caller flushes the disk tier
 }
 
 }  // namespace ds4

@@ -33,6 +33,7 @@
 #include "engine/generate.h"
 #include "engine/prefix_cache.h"
 #include "engine/slot_pool.h"
+#include "engine/snapshot_copier.h"
 
 namespace ds4 {
 
@@ -95,6 +96,19 @@ struct SchedulerStats {
     uint64_t fork_hits = 0;       // requests that took a prefix another running request had evaluated
     std::optional<SnapshotDiskStats> disk;  // the disk tier's files and traffic (--kv-disk-dir)
     int slots = 0;                // sequence slots in all
+    // Where the scheduler's thread spends its time (seconds, wall clock):
+    // the forward passes (those with a prefill chunk also on their own),
+    // admitting requests (slot choice and snapshot restores), copying
+    // prompt snapshots out for the prefix cache, and the longest step. A
+    // stream's inter-token latency is the step time of every step it
+    // waits through, so what is not a forward pass shows up here.
+    double forward_seconds = 0;
+    double prefill_forward_seconds = 0;
+    double admit_seconds = 0;
+    double snapshot_seconds = 0;
+    uint64_t snapshots = 0;
+    uint64_t snapshots_aside = 0;  // of which were downloaded off the scheduler's thread (SnapshotCopier)
+    double longest_step_seconds = 0;
 };
 
 class Scheduler {
@@ -142,6 +156,8 @@ private:
     SchedulerOptions opts_;
     SlotPool pool_;
     std::optional<PrefixCache> cache_;
+    std::unique_ptr<SnapshotCopier> copier_;  // with cache_: prompt snapshots downloaded off this thread
+    void store_copied(bool wait);             // the copier's finished snapshots into cache_
     std::vector<std::vector<int32_t>> held_;     // per slot: the tokens its state holds
     std::vector<std::unique_ptr<Active>> slot_;  // per slot: the request in it, or null
 

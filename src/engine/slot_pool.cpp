@@ -380,6 +380,37 @@ SlotSnapshot SlotPool::snapshot(int slot) const {
     return snap;
 }
 
+uint64_t StagedSnapshot::bytes() const {
+    uint64_t b = 0;
+    for (const Tensor& t : tensors) b += sizeof(float) * static_cast<uint64_t>(t.size());
+    return b;
+}
+
+uint64_t SlotPool::snapshot_bytes(int slot) const {
+    check_slot(slot);
+    uint64_t bytes = 0;
+    for (const Tensor& t : state_->slot_tensors(slot, n_past_[static_cast<size_t>(slot)]))
+        bytes += sizeof(float) * static_cast<uint64_t>(t.size());
+    return bytes;
+}
+
+std::optional<StagedSnapshot> SlotPool::stage(int slot, uint64_t bytes_free) const {
+    check_slot(slot);
+    if (downstream_) return std::nullopt;
+    const int64_t n_past = n_past_[static_cast<size_t>(slot)];
+    std::vector<Tensor> views = state_->slot_tensors(slot, n_past);
+    if (backend_.available_memory() < snapshot_bytes(slot) + bytes_free) return std::nullopt;
+    StagedSnapshot s;
+    s.n_past = n_past;
+    s.tokens = history_[static_cast<size_t>(slot)].tokens();
+    for (const Tensor& t : views) {
+        s.tensors.push_back(backend_.alloc(t.rows, t.cols));
+        backend_.copy(t, s.tensors.back());
+    }
+    backend_.synchronize();
+    return s;
+}
+
 void SlotPool::restore(int slot, const SlotSnapshot& snap) {
     check_slot(slot);
     std::vector<Tensor> ts = state_->slot_tensors(slot, snap.n_past);

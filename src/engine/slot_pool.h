@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,6 +37,16 @@ struct SeqStep {
 };
 
 // A copy of one slot's state in host memory.
+// A slot's state copied into backend memory at one step (SlotPool::stage):
+// the slot may go on at once, and another thread downloads the copy into a
+// SlotSnapshot (SnapshotCopier) while the steps continue.
+struct StagedSnapshot {
+    int64_t n_past = 0;
+    std::vector<int32_t> tokens;   // the n_past tokens the slot held
+    std::vector<Tensor> tensors;   // copies of the slot's state tensors, in slot_tensors order
+    uint64_t bytes() const;
+};
+
 struct SlotSnapshot {
     int64_t n_past = 0;
     std::vector<std::vector<float>> tensors;
@@ -130,6 +141,14 @@ public:
     // that refuses (the route changed) makes the next step replay.
     SlotSnapshot snapshot(int slot) const;
     void restore(int slot, const SlotSnapshot& snap);
+    // The slot's state copied in backend memory (device to device on CUDA,
+    // finished when this returns), for a snapshot downloaded off this
+    // thread; nothing when a route follows this pool (its snapshot gathers
+    // the stages' parts) or the backend lacks `bytes_free` spare memory
+    // after the copy.
+    std::optional<StagedSnapshot> stage(int slot, uint64_t bytes_free) const;
+    // The bytes of the slot's state a snapshot holds now.
+    uint64_t snapshot_bytes(int slot) const;
     uint64_t state_bytes() const { return state_->bytes(); }
 
     // Steps that ran as a replayed recording, and why recording was last

@@ -31,6 +31,12 @@ void sample(std::string& out, const char* name, uint64_t v) {
     out += '\n';
 }
 
+std::string seconds_text(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.6f", v);
+    return b;
+}
+
 // A label value: backslash, double quote and newline escaped.
 std::string label(const std::string& v) {
     std::string s;
@@ -118,6 +124,20 @@ std::string Metrics::render(const std::optional<SchedulerStats>& s) const {
     sample(out, "ds4_decode_tokens_total", s->decode_tokens);
     header(out, "ds4_forward_passes_total", "counter", "Batched forward passes (scheduler steps).");
     sample(out, "ds4_forward_passes_total", s->steps);
+    header(out, "ds4_scheduler_seconds_total", "counter",
+           "The scheduler thread's wall time by part: forward passes (all, and those with a prefill chunk), "
+           "admitting requests (slot choice, snapshot restores), prompt snapshots copied out for the prefix cache.");
+    out += "ds4_scheduler_seconds_total{part=\"forward\"} " + seconds_text(s->forward_seconds) + "\n";
+    out += "ds4_scheduler_seconds_total{part=\"forward_with_prefill\"} " + seconds_text(s->prefill_forward_seconds) + "\n";
+    out += "ds4_scheduler_seconds_total{part=\"admit\"} " + seconds_text(s->admit_seconds) + "\n";
+    out += "ds4_scheduler_seconds_total{part=\"snapshot\"} " + seconds_text(s->snapshot_seconds) + "\n";
+    header(out, "ds4_prefix_cache_snapshots_total", "counter", "Prompt snapshots copied out for the prefix cache.");
+    sample(out, "ds4_prefix_cache_snapshots_total", s->snapshots);
+    header(out, "ds4_prefix_cache_snapshots_aside_total", "counter",
+           "Of those, snapshots staged in backend memory and downloaded off the scheduler's thread.");
+    sample(out, "ds4_prefix_cache_snapshots_aside_total", s->snapshots_aside);
+    header(out, "ds4_longest_step_seconds", "gauge", "The longest scheduler step so far (admission, forward pass, sampling).");
+    out += "ds4_longest_step_seconds " + seconds_text(s->longest_step_seconds) + "\n";
     header(out, "ds4_prefix_cache_hits_total", "counter",
            "Requests that resumed a cached prompt prefix: the slot's live sequence, a RAM snapshot, a disk one, or "
            "another running request's slot (fork).");

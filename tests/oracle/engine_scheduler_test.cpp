@@ -256,6 +256,54 @@ TEST_P(Scheduling, OneSystemPromptIsEvaluatedOnce) {
     EXPECT_LE(st.prefill_tokens, prompt_sum - 3 * system.size()) << "the system prompt was evaluated more than once";
 }
 
+// The prefix cache's prompt snapshots are downloaded off the scheduler's
+// thread (SnapshotCopier): one slot serves A (prompt P), then B (another
+// prompt, which resets the slot), then C (P and more), which can resume only
+// from A's snapshot in RAM. C must find it and get what it gets alone.
+TEST_P(Scheduling, APromptSnapshotCopiedAsideServesALaterRequest) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(test::seed_note(seed));
+    std::mt19937_64 rng(seed);
+    Fixture f(GetParam(), seed);
+    const int64_t n_ctx = 128;
+    const auto p = random_token_ids(rng, 30 + rng() % 30, f.V());
+    auto other = random_token_ids(rng, 10 + rng() % 20, f.V());
+    other[0] = p[0] == 1 ? 2 : 1;  // shares no prefix with p
+    auto longer = p;
+    const auto more = random_token_ids(rng, 3 + rng() % 10, f.V());
+    longer.insert(longer.end(), more.begin(), more.end());
+    GenerateOptions g;
+    g.max_tokens = 4;
+    g.sampling.temperature = 0;
+    SchedulerOptions o;
+    o.n_slots = 1;
+    o.n_ctx = n_ctx;
+    o.prefill_chunk = 1 + int64_t(rng() % 24);
+    o.prefix_cache_bytes = uint64_t{1} << 30;
+    Scheduler sched(*f.m.model, *f.cpu, *f.tok, o);
+    std::vector<GenerateResult> got(3);
+    const std::vector<std::vector<int32_t>> prompts = {p, other, longer};
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        Request q;
+        q.prompt = prompts[i];
+        q.options = g;
+        q.on_done = [&got, i](const GenerateResult& x) { got[i] = x; };
+        sched.submit(std::move(q));
+    }
+    while (sched.step()) {
+    }
+    SessionOptions so;
+    so.n_ctx = n_ctx;
+    Session s(*f.m.model, *f.cpu, so);
+    const GenerateResult alone = generate(s, *f.tok, longer, g);
+    EXPECT_EQ(got[2].tokens, alone.tokens);
+    EXPECT_EQ(got[2].text, alone.text);
+    EXPECT_EQ(got[2].cached_tokens, int64_t(p.size())) << "C should have resumed from A's prompt snapshot";
+    EXPECT_EQ(sched.stats().snapshot_hits, 1u);
+    EXPECT_EQ(sched.stats().snapshots, 3u) << "each prompt's snapshot is taken once";
+    EXPECT_EQ(sched.stats().snapshots_aside, 3u) << "the snapshots were not copied off the scheduler's thread";
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, Scheduling, ::testing::Values("qwen3moe", "deepseek4", "glm-dsa"));
 
 TEST(Scheduler, CancelQueueLimitsAndBadRequests) {

@@ -117,6 +117,10 @@ CudaBackend::~CudaBackend() {
     }
     if (dequant_) cudaFree(dequant_);
     if (stream_) cudaStreamDestroy(stream_);
+    if (aside_) cudaStreamDestroy(aside_);
+    if (aside_bounce_) cudaFreeHost(aside_bounce_);
+    for (cudaEvent_t e : aside_done_)
+        if (e) cudaEventDestroy(e);
 }
 
 // ---- weights -------------------------------------------------------------
@@ -258,6 +262,54 @@ void CudaBackend::download(const Tensor& t, float* host) {
     // Synchronous: also where a failed kernel of this step reports itself.
     check(cudaMemcpyAsync(host, t.data, sizeof(float) * size_t(t.size()), cudaMemcpyDeviceToHost, stream_), "download");
     check(cudaStreamSynchronize(stream_), "download");
+}
+
+void CudaBackend::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
+
+void CudaBackend::download_aside(const Tensor& t, float* host) {
+    // The calling thread may never have used the device: bind it first.
+    check(cudaSetDevice(device_), "download_aside: selecting the device");
+    std::call_once(aside_once_, [&] {
+        check(cudaStreamCreateWithFlags(&aside_, cudaStreamNonBlocking), "creating the copy stream");
+        check(cudaHostAlloc(&aside_bounce_, 2 * kAsideChunkBytes, cudaHostAllocDefault), "allocating the copy buffer");
+        for (cudaEvent_t& e : aside_done_)
+            check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "creating the copy events");
+    });
+    // Through page-locked halves, the next half's copy in flight while the
+    // last one is moved to `host`: a copy from device to pageable memory
+    // held the driver for its whole length, and the scheduler's own calls
+    // (allocations, the next step's launches) waited behind it (H100, 2026-12-06).
+    std::lock_guard<std::mutex> lock(aside_mu_);
+    const auto* src = reinterpret_cast<const uint8_t*>(t.data);
+    auto* dst = reinterpret_cast<uint8_t*>(host);
+    const size_t total = sizeof(float) * size_t(t.size());
+    auto* bounce = static_cast<uint8_t*>(aside_bounce_);
+    cudaEvent_t done[2] = {aside_done_[0], aside_done_[1]};
+    size_t off = 0;
+    int half = 0;
+    size_t pending_off = 0, pending_n = 0;
+    int pending_half = -1;
+    while (off < total || pending_half >= 0) {
+        if (off < total) {
+            const size_t n = std::min(kAsideChunkBytes, total - off);
+            check(cudaMemcpyAsync(bounce + half * kAsideChunkBytes, src + off, n, cudaMemcpyDeviceToHost, aside_),
+                  "download_aside");
+            check(cudaEventRecord(done[half], aside_), "download_aside");
+            if (pending_half >= 0) {
+                check(cudaEventSynchronize(done[pending_half]), "download_aside");
+                std::memcpy(dst + pending_off, bounce + pending_half * kAsideChunkBytes, pending_n);
+            }
+            pending_off = off;
+            pending_n = n;
+            pending_half = half;
+            off += n;
+            half ^= 1;
+        } else {
+            check(cudaEventSynchronize(done[pending_half]), "download_aside");
+            std::memcpy(dst + pending_off, bounce + pending_half * kAsideChunkBytes, pending_n);
+            pending_half = -1;
+        }
+    }
 }
 
 IntArray CudaBackend::alloc_ints(int64_t n) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,6 +76,8 @@ public:
     Tensor alloc(int64_t rows, int64_t cols) override;
     void upload(Tensor& t, const float* host) override;
     void download(const Tensor& t, float* host) override;
+    void synchronize() override;
+    void download_aside(const Tensor& t, float* host) override;
     IntArray alloc_ints(int64_t n) override;
     void upload_ints(IntArray& a, const int32_t* host) override;
     void download_ints(const IntArray& a, int32_t* host) override;
@@ -222,6 +225,12 @@ private:
     cuda::OpProfile profile_;
     cuda::StepTiming step_timing_;
     int device_ = 0;
+    std::once_flag aside_once_;
+    cudaStream_t aside_ = nullptr;  // download_aside's stream (created on first use)
+    static constexpr size_t kAsideChunkBytes = size_t{16} << 20;
+    void* aside_bounce_ = nullptr;  // two page-locked halves of kAsideChunkBytes
+    cudaEvent_t aside_done_[2] = {nullptr, nullptr};
+    std::mutex aside_mu_;           // one download_aside at a time (one bounce buffer)
     bool host_weights_ = false;
     bool int8_activations_ = false;  // CudaOptions::int8_activations
     bool f16_prefill_ = false;       // CudaOptions::f16_prefill
