@@ -375,8 +375,9 @@ bool Scheduler::step() {
                 if (staged) {
                     copier_->push(std::move(*staged));
                     ++snapshots_aside;
+                } else {
+                    cache_->store(SessionSnapshot{pool_.snapshot(a.slot), held});
                 }
-                else cache_->store(SessionSnapshot{pool_.snapshot(a.slot), held});
                 snapshot_seconds += seconds_between(t, Clock::now());
                 ++snapshots;
             }

@@ -380,18 +380,19 @@ SlotSnapshot SlotPool::snapshot(int slot) const {
     return snap;
 }
 
-uint64_t StagedSnapshot::bytes() const {
+namespace {
+uint64_t float_bytes(const std::vector<Tensor>& tensors) {
     uint64_t b = 0;
     for (const Tensor& t : tensors) b += sizeof(float) * static_cast<uint64_t>(t.size());
     return b;
 }
+}  // namespace
+
+uint64_t StagedSnapshot::bytes() const { return float_bytes(tensors); }
 
 uint64_t SlotPool::snapshot_bytes(int slot) const {
     check_slot(slot);
-    uint64_t bytes = 0;
-    for (const Tensor& t : state_->slot_tensors(slot, n_past_[static_cast<size_t>(slot)]))
-        bytes += sizeof(float) * static_cast<uint64_t>(t.size());
-    return bytes;
+    return float_bytes(state_->slot_tensors(slot, n_past_[static_cast<size_t>(slot)]));
 }
 
 std::optional<StagedSnapshot> SlotPool::stage(int slot, uint64_t bytes_free) const {
@@ -399,7 +400,7 @@ std::optional<StagedSnapshot> SlotPool::stage(int slot, uint64_t bytes_free) con
     if (downstream_) return std::nullopt;
     const int64_t n_past = n_past_[static_cast<size_t>(slot)];
     std::vector<Tensor> views = state_->slot_tensors(slot, n_past);
-    if (backend_.available_memory() < snapshot_bytes(slot) + bytes_free) return std::nullopt;
+    if (backend_.available_memory() < float_bytes(views) + bytes_free) return std::nullopt;
     StagedSnapshot s;
     s.n_past = n_past;
     s.tokens = history_[static_cast<size_t>(slot)].tokens();
