@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bulk_floats.h"
 #include "common/error.h"
 #include "sampling/candidates.h"
 
@@ -48,7 +49,7 @@ public:
 struct RouteStatePart {
     int begin = 0, end = 0;
     std::string model_id;
-    std::vector<std::vector<float>> tensors;
+    std::vector<StateFloats> tensors;
     uint64_t bytes() const;
 };
 

@@ -10,11 +10,13 @@ namespace ds4 {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-// Backend memory for prompt snapshots staged at once (SnapshotCopier): two
-// or three long prompts' KV rows; past it a snapshot is copied on this
-// thread as before. And what a staging must leave free of the backend's
-// memory (the next steps' activations).
-constexpr uint64_t kMaxStagedBytes = uint64_t{2} << 30;
+// Backend memory for prompt snapshots staged at once (SnapshotCopier): a
+// burst of long prompts finishing together (16 of Qwen3-30B's ~490 MB at
+// 2.5k tokens; with 2 GiB, 31 of an H100 load's 72 found it full); past it,
+// or past what the backend has free, a snapshot is copied on this thread.
+// And what a staging must leave free of the backend's memory (the next
+// steps' activations).
+constexpr uint64_t kMaxStagedBytes = uint64_t{8} << 30;
 constexpr uint64_t kStagingSpareBytes = uint64_t{1} << 30;
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 

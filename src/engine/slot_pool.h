@@ -49,7 +49,7 @@ struct StagedSnapshot {
 
 struct SlotSnapshot {
     int64_t n_past = 0;
-    std::vector<std::vector<float>> tensors;
+    std::vector<StateFloats> tensors;
     std::vector<int32_t> tokens;  // the n_past tokens the slot held
     // On a coordinator, the later stages' parts in route order (empty: this
     // process's slice only; restoring then replays through the route).

@@ -302,12 +302,12 @@ void write_snapshot_file(const std::string& path, const std::string& tmp_path, c
             payload += fh.size() + packed.size();
             raw.clear();
         };
-        std::vector<const std::vector<float>*> all;
+        std::vector<const StateFloats*> all;
         for (const auto& t : snap.state.tensors) all.push_back(&t);
         for (const RouteStatePart& part : snap.state.route)
             for (const auto& t : part.tensors) all.push_back(&t);
-        for (const std::vector<float>* tp : all) {
-            const std::vector<float>& t = *tp;
+        for (const StateFloats* tp : all) {
+            const StateFloats& t = *tp;
             const char* p = reinterpret_cast<const char*>(t.data());
             size_t left = t.size() * sizeof(float);
             while (left > 0) {
@@ -362,7 +362,7 @@ SessionSnapshot read_snapshot_file(const std::string& path, const std::string& m
         snap.state.route.push_back(std::move(part));
     }
     // The payload fills this process's tensors, then each stage's, in order.
-    std::vector<std::vector<float>*> targets;
+    std::vector<StateFloats*> targets;
     for (auto& t : snap.state.tensors) targets.push_back(&t);
     for (auto& part : snap.state.route)
         for (auto& t : part.tensors) targets.push_back(&t);

@@ -114,9 +114,9 @@ uint64_t result_bytes(const wire::Result& r) {
     return b;
 }
 
-bool state_tensor_from_bytes(const std::string& bytes, std::vector<float>& out) {
+bool state_tensor_from_bytes(const std::string& bytes, StateFloats& out) {
     if (bytes.size() % sizeof(float) != 0) return false;
-    out.assign(bytes.size() / sizeof(float), 0.0f);
+    out.resize(bytes.size() / sizeof(float));
     // memcpy's pointers must not be null even for zero bytes (an empty
     // vector's data() may be).
     if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bulk_floats.h"
 #include "pipeline.pb.h"
 
 namespace ds4 {
@@ -33,6 +34,6 @@ uint64_t result_bytes(const wire::Result& r);
 // A KV snapshot's tensor as it travels (raw f32 bytes). False when the bytes
 // are not whole floats (a torn message). An empty tensor (a layer that keeps
 // no state of that kind) is valid and copies nothing.
-bool state_tensor_from_bytes(const std::string& bytes, std::vector<float>& out);
+bool state_tensor_from_bytes(const std::string& bytes, StateFloats& out);
 
 }  // namespace ds4

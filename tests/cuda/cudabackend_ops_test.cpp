@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include "backend/cpu/cpu_backend.h"
@@ -356,6 +357,31 @@ TEST_F(CudaOps, GatherRowsMatchesCpu) {
     cpu_->gather_rows(sc, cpu_->ints(rows.data(), int64_t(rows.size())), dc);
     gpu_->gather_rows(sg, gpu_->ints(rows.data(), int64_t(rows.size())), dg);
     EXPECT_TRUE(close(dc, dg, 0.0, "gather_rows"));
+}
+
+// A prompt snapshot's download off the scheduler's thread (download_aside,
+// through two page-locked halves) gives the bytes download() gives: sizes
+// below one half, across several with a partial last one, from another
+// thread, twice in a row (the halves reused).
+TEST_F(CudaOps, DownloadAsideFromAnotherThreadEqualsDownload) {
+    const int64_t cols = 4096;
+    const int64_t half_rows = int64_t(CudaBackend::kAsideChunkBytes / sizeof(float)) / cols;
+    for (int64_t rows : {int64_t(1) + int64_t(rng_() % 7), 2 * half_rows + 1 + int64_t(rng_() % half_rows),
+                         3 * half_rows}) {
+        std::vector<float> v(size_t(rows * cols));
+        std::uniform_real_distribution<float> d(-1e4f, 1e4f);
+        for (float& x : v) x = d(rng_);
+        Tensor t = gpu_->alloc(rows, cols);
+        gpu_->upload(t, v.data());
+        gpu_->synchronize();
+        std::vector<float> got(v.size(), std::nanf("")), again(v.size(), std::nanf(""));
+        std::thread([&] {
+            gpu_->download_aside(t, got.data());
+            gpu_->download_aside(t, again.data());
+        }).join();
+        EXPECT_EQ(0, std::memcmp(got.data(), v.data(), v.size() * sizeof(float))) << rows << " rows";
+        EXPECT_EQ(0, std::memcmp(again.data(), v.data(), v.size() * sizeof(float))) << rows << " rows";
+    }
 }
 
 // A sampler's candidates: the device's top-k of each row equals the CPU's

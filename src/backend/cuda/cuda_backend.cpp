@@ -284,32 +284,24 @@ void CudaBackend::download_aside(const Tensor& t, float* host) {
     auto* dst = reinterpret_cast<uint8_t*>(host);
     const size_t total = sizeof(float) * size_t(t.size());
     auto* bounce = static_cast<uint8_t*>(aside_bounce_);
-    cudaEvent_t done[2] = {aside_done_[0], aside_done_[1]};
-    size_t off = 0;
-    int half = 0;
-    size_t pending_off = 0, pending_n = 0;
-    int pending_half = -1;
-    while (off < total || pending_half >= 0) {
-        if (off < total) {
-            const size_t n = std::min(kAsideChunkBytes, total - off);
-            check(cudaMemcpyAsync(bounce + half * kAsideChunkBytes, src + off, n, cudaMemcpyDeviceToHost, aside_),
-                  "download_aside");
-            check(cudaEventRecord(done[half], aside_), "download_aside");
-            if (pending_half >= 0) {
-                check(cudaEventSynchronize(done[pending_half]), "download_aside");
-                std::memcpy(dst + pending_off, bounce + pending_half * kAsideChunkBytes, pending_n);
-            }
-            pending_off = off;
-            pending_n = n;
-            pending_half = half;
-            off += n;
-            half ^= 1;
-        } else {
-            check(cudaEventSynchronize(done[pending_half]), "download_aside");
-            std::memcpy(dst + pending_off, bounce + pending_half * kAsideChunkBytes, pending_n);
-            pending_half = -1;
-        }
+    // Chunk i goes to half i % 2; chunk i - 1 is moved out while chunk i copies.
+    const size_t chunks = (total + kAsideChunkBytes - 1) / kAsideChunkBytes;
+    auto drain = [&](size_t i) {
+        const int half = int(i % 2);
+        check(cudaEventSynchronize(aside_done_[half]), "download_aside");
+        std::memcpy(dst + i * kAsideChunkBytes, bounce + half * kAsideChunkBytes,
+                    std::min(kAsideChunkBytes, total - i * kAsideChunkBytes));
+    };
+    for (size_t i = 0; i < chunks; ++i) {
+        const int half = int(i % 2);
+        const size_t off = i * kAsideChunkBytes;
+        check(cudaMemcpyAsync(bounce + half * kAsideChunkBytes, src + off, std::min(kAsideChunkBytes, total - off),
+                              cudaMemcpyDeviceToHost, aside_),
+              "download_aside");
+        check(cudaEventRecord(aside_done_[half], aside_), "download_aside");
+        if (i > 0) drain(i - 1);
     }
+    if (chunks > 0) drain(chunks - 1);
 }
 
 IntArray CudaBackend::alloc_ints(int64_t n) {

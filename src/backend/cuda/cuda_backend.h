@@ -78,6 +78,8 @@ public:
     void download(const Tensor& t, float* host) override;
     void synchronize() override;
     void download_aside(const Tensor& t, float* host) override;
+    // download_aside's page-locked halves, each this size.
+    static constexpr size_t kAsideChunkBytes = size_t{16} << 20;
     IntArray alloc_ints(int64_t n) override;
     void upload_ints(IntArray& a, const int32_t* host) override;
     void download_ints(const IntArray& a, int32_t* host) override;
@@ -227,7 +229,6 @@ private:
     int device_ = 0;
     std::once_flag aside_once_;
     cudaStream_t aside_ = nullptr;  // download_aside's stream (created on first use)
-    static constexpr size_t kAsideChunkBytes = size_t{16} << 20;
     void* aside_bounce_ = nullptr;  // two page-locked halves of kAsideChunkBytes
     cudaEvent_t aside_done_[2] = {nullptr, nullptr};
     std::mutex aside_mu_;           // one download_aside at a time (one bounce buffer)
