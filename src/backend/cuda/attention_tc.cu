@@ -24,7 +24,6 @@
 // overflow of large K or V values as in f16), sums in f32. The prefill
 // products already round activations to f16 in this mode (f16_prefill);
 // --exact keeps attention.cu's FP32 kernels.
-#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -56,7 +55,6 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
 }
 
 struct TcArgs {
-    int n_head, n_head_kv;
     float scale;
     int64_t ld_q, ld_k, ld_v, ld_o;
 };
@@ -284,7 +282,7 @@ void attention_tc(const float* q, int64_t n_tok, const float* k_cache, int64_t l
     if (!attention_tc_shape(p, k_cache, ld_k, v_cache, ld_v))
         throw Error("CUDA tensor-core attention: unsupported heads or head size, or caches not 16-byte aligned.");
     if (n_tok > int64_t(INT32_MAX)) throw Error("CUDA tensor-core attention: too many query rows.");
-    const TcArgs a{p.n_head, p.n_head_kv, p.scale, int64_t(p.n_head) * p.head_dim_k, ld_k, ld_v,
+    const TcArgs a{p.scale, int64_t(p.n_head) * p.head_dim_k, ld_k, ld_v,
                    int64_t(p.n_head) * p.head_dim_v};
     const int g = p.n_head / p.n_head_kv, d = p.head_dim_k;
     if (g == 1) launch_tc_g<1>(d, n_tok, p.n_head_kv, stream, q, k_cache, v_cache, positions, slots, slot_rows, a, out);
