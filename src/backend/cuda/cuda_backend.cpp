@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -452,10 +453,16 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     const uint64_t bytes = w.row_bytes * uint64_t(n_rows);
     const uint8_t* base = device_ptr(w.data + size_t(matrix) * w.matrix_bytes, bytes, w.name);
     if (T <= 0 || n_rows <= 0) return;
-    const bool tensor_cores = T > cuda::kMatvecMaxTokens && f16_prefill_ && cuda::gemm_f16_supported(w.type, k);
-    const auto t = timed(T <= cuda::kMatvecMaxTokens ? "matvec" : tensor_cores ? "gemm f16" : "gemm",
-                         ggml_type_name(w.type), bytes);
-    if (T <= cuda::kMatvecMaxTokens) {
+    // DS4_CUDA_DENSE_TC_TOKENS=N: the tensor cores from N rows on (A/B of
+    // batched decode; default past the matvec's reach), read once.
+    static const int64_t tc_from = [] {
+        const char* v = std::getenv("DS4_CUDA_DENSE_TC_TOKENS");
+        return v && *v ? std::max<int64_t>(1, std::strtoll(v, nullptr, 10)) : cuda::kMatvecMaxTokens + 1;
+    }();
+    const bool tensor_cores = T >= tc_from && f16_prefill_ && cuda::gemm_f16_supported(w.type, k);
+    const bool matvec = T <= cuda::kMatvecMaxTokens && !tensor_cores;
+    const auto t = timed(matvec ? "matvec" : tensor_cores ? "gemm f16" : "gemm", ggml_type_name(w.type), bytes);
+    if (matvec) {
         if (int8_activations_ && cuda::matvec_q8_supported(w.type, base, w.row_bytes, k, x.data, x.cols, T)) {
             cuda::matvec_q8(w.type, base, w.row_bytes, k, n_rows, x.data, x.cols, T, y.data, y.cols, stream_);
             return;

@@ -30,6 +30,15 @@ namespace {
 // the H200, 16 and 32 decode rows (128 and 256 pairs) went to the grouped
 // path under the old limit of 64 and could not be recorded.
 constexpr int64_t kMaxDevicePairs = 512;
+// DS4_CUDA_MOE_DEVICE_PAIRS=N moves that limit (A/B: the grouped path now
+// runs on the tensor cores, which the measurement above predates), read once.
+int64_t max_device_pairs() {
+    static const int64_t n = [] {
+        const char* v = std::getenv("DS4_CUDA_MOE_DEVICE_PAIRS");
+        return v && *v ? std::max<int64_t>(0, std::strtoll(v, nullptr, 10)) : kMaxDevicePairs;
+    }();
+    return n;
+}
 
 // Expert matrices decoded to float at once for a grouped GEMM (1 GiB): all
 // 128 experts of one Qwen3-30B-A3B matrix kind fit; larger models batch.
@@ -120,7 +129,7 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
     if (x.rows <= 0) return;
     if (routing.rows != x.rows) throw Error("CUDA MoE: routing rows do not match the tokens.");
     auto supported = [](const WeightRef& w) { return cuda::expert_matvec_supported(w.type, w.ne[0]); };
-    if (pairs > kMaxDevicePairs || !supported(gate) || !supported(up) || !supported(down)) {
+    if (pairs > max_device_pairs() || !supported(gate) || !supported(up) || !supported(down)) {
         moe_ffn_grouped(x, routing, gate, up, down, gate_scale, up_scale, down_scale, limit, out);
         return;
     }
