@@ -30,8 +30,10 @@ namespace {
 // the H200, 16 and 32 decode rows (128 and 256 pairs) went to the grouped
 // path under the old limit of 64 and could not be recorded.
 constexpr int64_t kMaxDevicePairs = 512;
-// DS4_CUDA_MOE_DEVICE_PAIRS=N moves that limit (A/B: the grouped path now
-// runs on the tensor cores, which the measurement above predates), read once.
+// DS4_CUDA_MOE_DEVICE_PAIRS=N moves that limit (A/B), read once. The grouped
+// path on the tensor cores (a 64-row tile per expert, ~2 pairs each at 32
+// decode rows) lost to the device path on an H100 (2026-12-06, Qwen3-30B-A3B
+// q4_k_m, ctx 512): 8 rows 319 vs 804 t/s, 16: 419 vs 938, 32: 576 vs 1014.
 int64_t max_device_pairs() {
     static const int64_t n = [] {
         const char* v = std::getenv("DS4_CUDA_MOE_DEVICE_PAIRS");
@@ -293,63 +295,67 @@ void CudaBackend::moe_ffn_grouped(const Tensor& x, const Routing& routing, const
     const int n_used = routing.n_used;
     const int64_t pairs = x.rows * n_used;
     const auto t = timed("moe prefill (grouped gemm)");
-    std::vector<int32_t> experts(static_cast<size_t>(pairs));
-    download_ints(routing.experts, experts.data());
-    std::vector<std::vector<int32_t>> by_expert(static_cast<size_t>(n_exp));
-    for (int64_t p = 0; p < pairs; ++p) {
-        const int32_t e = experts[size_t(p)];
-        if (e < 0 || e >= n_exp)
-            throw Error("routing chose expert " + std::to_string(e) + " of " + std::to_string(n_exp) + ".");
-        by_expert[size_t(e)].push_back(int32_t(p));
-    }
-    ExpertRows rows;
-    std::vector<int32_t> token_of_row, pair_of_row, expert_of_row;
-    for (int64_t e = 0; e < n_exp; ++e) {
-        const auto& ps = by_expert[size_t(e)];
-        if (ps.empty()) continue;
-        rows.experts.push_back(int32_t(e));
-        rows.start.push_back(int64_t(token_of_row.size()));
-        rows.count.push_back(int64_t(ps.size()));
-        for (int32_t p : ps) {
-            token_of_row.push_back(p / n_used);
-            pair_of_row.push_back(p);
-            expert_of_row.push_back(int32_t(e));
-        }
-    }
-    auto ip = [](const std::shared_ptr<void>& p) { return static_cast<const int32_t*>(p.get()); };
-    auto d_tok = upload_array(token_of_row.data(), token_of_row.size());
-    auto d_pair = upload_array(pair_of_row.data(), pair_of_row.size());
-    auto d_exp = upload_array(expert_of_row.data(), expert_of_row.size());
-
     const ExpertScales sc = expert_scales(gate_scale, up_scale, down_scale);
-
     Tensor g = alloc(pairs, n_ff), u = alloc(pairs, n_ff), d = alloc(pairs, n_embd);
     Tensor slot_out = alloc(pairs, n_embd);
-    const bool tensor_cores = f16_prefill_ && cuda::gemm_f16_supported(gate.type, gate.ne[0]) &&
+    const bool tensor_cores = f16_prefill_ && n_exp <= cuda::kMoeTileMaxExperts &&
+                              cuda::gemm_f16_supported(gate.type, gate.ne[0]) &&
                               cuda::gemm_f16_supported(up.type, up.ne[0]) &&
                               cuda::gemm_f16_supported(down.type, down.ne[0]);
     if (tensor_cores) {
-        // One tile list for the three products: (expert, first row, rows), at most kGemmTileTokens rows each.
-        std::vector<int32_t> tiles;
-        for (size_t s = 0; s < rows.experts.size(); ++s)
-            for (int64_t t = 0; t < rows.count[s]; t += cuda::kGemmTileTokens)
-                tiles.insert(tiles.end(), {rows.experts[s], int32_t(rows.start[s] + t),
-                                           int32_t(std::min(cuda::kGemmTileTokens, rows.count[s] - t))});
-        const int64_t n_tiles = int64_t(tiles.size() / 3);
-        auto d_tiles = upload_array(tiles.data(), tiles.size());
+        // The rows grouped by expert and the tile list, on the device: no
+        // wait for the routing, and a step of any size can be recorded.
+        const int64_t max_tiles = cuda::moe_max_tiles(pairs, n_exp);
+        IntArray tok = alloc_ints(pairs), pair_of_row = alloc_ints(pairs), exp_of_row = alloc_ints(pairs);
+        IntArray tiles = alloc_ints(3 * max_tiles);
+        cuda::moe_tile_list(routing.experts.data, pairs, n_exp, n_used, tok.data, pair_of_row.data, exp_of_row.data,
+                            tiles.data, stream_);
+        // A pair the list drops (an expert id out of range) adds zero.
+        cuda::check(cudaMemsetAsync(slot_out.data, 0, sizeof(float) * size_t(pairs * n_embd), stream_),
+                    "clearing the MoE pair outputs");
         // Every tile's product of w with the scaled f16 rows.
         auto product = [&](const WeightRef& w, const HalfRows& in, Tensor& y) {
             const uint8_t* base = device_ptr(w.data, w.matrix_bytes * size_t(w.ne[2]), w.name);
-            cuda::gemm_f16(w.type, base, w.matrix_bytes, w.row_bytes, w.ne[0], w.ne[1], ip(d_tiles), n_tiles, pairs,
+            cuda::gemm_f16(w.type, base, w.matrix_bytes, w.row_bytes, w.ne[0], w.ne[1], tiles.data, max_tiles, pairs,
                            in.h, in.ld, in.scale, y.data, y.cols, stream_);
         };
-        const HalfRows xh = half_rows(x.data, x.cols, ip(d_tok), pairs, n_embd);  // gate and up read the same rows
+        const HalfRows xh = half_rows(x.data, x.cols, tok.data, pairs, n_embd);  // gate and up read the same rows
         product(gate, xh, g);
         product(up, xh, u);
-        cuda::expert_swiglu(g.data, u.data, ip(d_exp), pairs, n_ff, sc.gate, sc.n_gate, sc.up, sc.n_up, limit,
+        cuda::expert_swiglu(g.data, u.data, exp_of_row.data, pairs, n_ff, sc.gate, sc.n_gate, sc.up, sc.n_up, limit,
                             g.data, stream_);
         product(down, half_rows(g.data, g.cols, nullptr, pairs, n_ff), d);
+        cuda::scatter_rows(d.data, n_embd, pair_of_row.data, pairs, slot_out.data, stream_);  // slot_out[pair] = its output
     } else {
+        // --exact: whole experts decoded to float for cuBLAS, from a list
+        // made on the host.
+        std::vector<int32_t> experts(static_cast<size_t>(pairs));
+        download_ints(routing.experts, experts.data());
+        std::vector<std::vector<int32_t>> by_expert(static_cast<size_t>(n_exp));
+        for (int64_t p = 0; p < pairs; ++p) {
+            const int32_t e = experts[size_t(p)];
+            if (e < 0 || e >= n_exp)
+                throw Error("routing chose expert " + std::to_string(e) + " of " + std::to_string(n_exp) + ".");
+            by_expert[size_t(e)].push_back(int32_t(p));
+        }
+        ExpertRows rows;
+        std::vector<int32_t> token_of_row, pair_of_row, expert_of_row;
+        for (int64_t e = 0; e < n_exp; ++e) {
+            const auto& ps = by_expert[size_t(e)];
+            if (ps.empty()) continue;
+            rows.experts.push_back(int32_t(e));
+            rows.start.push_back(int64_t(token_of_row.size()));
+            rows.count.push_back(int64_t(ps.size()));
+            for (int32_t p : ps) {
+                token_of_row.push_back(p / n_used);
+                pair_of_row.push_back(p);
+                expert_of_row.push_back(int32_t(e));
+            }
+        }
+        auto ip = [](const std::shared_ptr<void>& p) { return static_cast<const int32_t*>(p.get()); };
+        auto d_tok = upload_array(token_of_row.data(), token_of_row.size());
+        auto d_pair = upload_array(pair_of_row.data(), pair_of_row.size());
+        auto d_exp = upload_array(expert_of_row.data(), expert_of_row.size());
         Tensor xs = alloc(pairs, n_embd);
         cuda::gather_rows(x.data, n_embd, ip(d_tok), pairs, xs.data, stream_);
         grouped_expert_gemm(gate, rows, xs, g);
@@ -357,8 +363,8 @@ void CudaBackend::moe_ffn_grouped(const Tensor& x, const Routing& routing, const
         cuda::expert_swiglu(g.data, u.data, ip(d_exp), pairs, n_ff, sc.gate, sc.n_gate, sc.up, sc.n_up, limit,
                             g.data, stream_);
         grouped_expert_gemm(down, rows, g, d);
+        cuda::scatter_rows(d.data, n_embd, ip(d_pair), pairs, slot_out.data, stream_);  // slot_out[pair] = its output
     }
-    cuda::scatter_rows(d.data, n_embd, ip(d_pair), pairs, slot_out.data, stream_);  // slot_out[pair] = its output
     cuda::expert_combine(slot_out.data, routing.experts.data, routing.weights.data, sc.down, sc.n_down, x.rows, n_used,
                          n_embd, out.data, stream_);
 }

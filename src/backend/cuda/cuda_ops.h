@@ -64,11 +64,24 @@ void rows_to_half(const float* x, int64_t ld_x, const int32_t* rows, int64_t n, 
                   int64_t ld_h, float* scale, cudaStream_t stream);
 // y[row0 + t][m] = scale[row0 + t] * sum_i W_e[m][i] xh[row0 + t][i], for every
 // tile (e, row0, n) of `tiles` (3 ints each, n <= kGemmTileTokens; W_e at
-// w + e * matrix_bytes) and t < n, m < n_rows. Without tiles: matrix 0 and
-// token rows [0, n_tok) (n_tiles is then ignored).
+// w + e * matrix_bytes) and t < n, m < n_rows; a tile of 0 rows computes
+// nothing. Without tiles: matrix 0 and token rows [0, n_tok) (n_tiles is then ignored).
 void gemm_f16(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows,
               const int32_t* tiles, int64_t n_tiles, int64_t n_tok, const uint16_t* xh, int64_t ld_h,
               const float* scale, float* y, int64_t ld_y, cudaStream_t stream);
+
+// ---- moe_tiles.cu: a grouped MoE product's tile list, on the device ----------
+constexpr int64_t kMoeTileMaxExperts = 4096;  // three ints an expert in one block's shared memory
+// Entries the tile list of n_pairs pairs over n_exp experts can need: the
+// size of `tiles` (3 ints each) and of gemm_f16's grid.
+int64_t moe_max_tiles(int64_t n_pairs, int64_t n_exp);
+// The pairs p < n_pairs (expert experts[p], token p / n_used) as rows grouped
+// by expert, in expert order: row r is pair pair_of_row[r] of token
+// token_of_row[r] and expert expert_of_row[r]; tiles: (e, first row, rows <=
+// kGemmTileTokens) for each expert's rows, then (0, 0, 0) up to
+// moe_max_tiles, which gemm_f16 skips. Each output array holds n_pairs ints.
+void moe_tile_list(const int32_t* experts, int64_t n_pairs, int64_t n_exp, int n_used, int32_t* token_of_row,
+                   int32_t* pair_of_row, int32_t* expert_of_row, int32_t* tiles, cudaStream_t stream);
 
 // ---- rms_norm.cu ------------------------------------------------------------
 // n_groups groups of `group` contiguous values; weight (length group) optional.

@@ -262,6 +262,7 @@ __global__ void __launch_bounds__(kThreads) gemm_f16_kernel(const uint8_t* __res
         mat = tiles[3 * blockIdx.y];
         t0 = tiles[3 * blockIdx.y + 1];
         nt = tiles[3 * blockIdx.y + 2];
+        if (nt <= 0) return;  // an idle entry of a list sized on the host (moe_tile_list)
     } else {
         t0 = int64_t(blockIdx.y) * kBN;
         nt = min(int64_t(kBN), n_tok - t0);
