@@ -13,8 +13,11 @@
 # There (carry [".gpu"]): bash bench/server-vs-llama-h200.sh .gpu   (output under $OUT; the llama.cpp CUDA
 #        build, ~5 min on 16 cores, runs while ds4-server is measured)
 # Environment for a dry run on a CPU machine (or to skip the build): LLAMA_SERVER (a llama-server binary: no
-# build), DS4_BACKEND (default cuda), QWEN_PRESET (default qwen3-30b-a3b), QWEN_TYPE (default q4_k_m; empty: the
-# preset's own), LOAD_CLIENTS / LOAD_REQUESTS / LOAD_TOKENS (default 32 / 64 / 256).
+# build), LLAMA_SERVER_PARTS (a folder with the llama-server.xz.part-* files an earlier call brought back: no
+# build; carried, they are ~41 MiB, so carry .gpu/srv.tar.xz, .gpu/qwen3-tok.tar.xz and .gpu/llama-src.commit
+# rather than all of .gpu, and mind the 64 MiB limit on the carried tree), DS4_BACKEND (default cuda),
+# QWEN_PRESET (default qwen3-30b-a3b), QWEN_TYPE (default q4_k_m; empty: the preset's own), LOAD_CLIENTS /
+# LOAD_REQUESTS / LOAD_TOKENS (default 32 / 64 / 256).
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 if [ "${1:-}" = "--pack" ]; then
@@ -42,7 +45,13 @@ T0=$(date +%s); O=${OUT:-/tmp/out}; mkdir -p "$O"; W=$(mktemp -d)
 B=$(mktemp -d); xz -dc "$src/srv.tar.xz" | tar xf - -C "$B"; export LD_LIBRARY_PATH=$B
 { nvidia-smi -L; cat "$B/commit"; echo "llama.cpp $(cat "$src/llama-src.commit")"; } > "$O/summary.txt" 2>&1
 say() { echo "$*" | tee -a "$O/summary.txt"; }
-LB=/tmp/llama-srv; mkdir -p "$LB"; llama_server=${LLAMA_SERVER:-$LB/build/bin/llama-server}
+LB=/tmp/llama-srv; mkdir -p "$LB"
+# A llama-server an earlier call built and brought back (llama-server.xz.part-*): no build this time.
+if [ -n "${LLAMA_SERVER_PARTS:-}" ] && [ -z "${LLAMA_SERVER:-}" ]; then
+  cat "$LLAMA_SERVER_PARTS"/llama-server.xz.part-* | xz -dc > "$LB/llama-server" && chmod +x "$LB/llama-server" &&
+    LLAMA_SERVER=$LB/llama-server || { echo "cannot unpack llama-server from $LLAMA_SERVER_PARTS" >&2; exit 1; }
+fi
+llama_server=${LLAMA_SERVER:-$LB/build/bin/llama-server}
 [ -n "${LLAMA_SERVER:-}" ] || ( t=$(date +%s); mkdir -p "$LB/src" && tar -C "$LB/src" -xJf "$src/llama-srv-src.tar.xz" &&
   cmake -S "$LB/src" -B "$LB/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -DGGML_CUDA=ON \
