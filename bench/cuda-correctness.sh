@@ -50,12 +50,13 @@ export DS4_BIN=$B LD_LIBRARY_PATH=$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -f "$src/glm-routed.gguf" ] && export DS4_CUDA_TEST_GLM=$src/glm-routed.gguf
 cd "$B" || exit 1
 { nvidia-smi -L; date -u; cat commit; } > "$O/env.txt" 2>&1
-tests="cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test cudabackend_f16_prefill_test"
+# DS4_CUDA_TESTS: a subset of the binaries (a call's time is short); DS4_CUDA_GROUPED_AB=0 skips the grouped runs.
+tests=${DS4_CUDA_TESTS:-"cudabackend_ops_test cudabackend_model_test cudabackend_dsv4_ops_test cudabackend_dsv4_model_test cudabackend_glm_dsa_ops_test cudabackend_glm_dsa_model_test cudabackend_f16_prefill_test"}
 [ "$what" = memcheck ] || for t in $tests; do
   timeout ${DS4_TEST_TIMEOUT:-400} "./$t" > "$O/$t.txt" 2>&1; echo "$t rc=$?" >> "$O/$t.txt"
 done
 # The MoE batch paths chosen by size: each forced for every batch once (DS4_CUDA_MOE_GROUPED, read once per process).
-[ "$what" = memcheck ] || for g in 0 1; do
+[ "$what" = memcheck ] || [ "${DS4_CUDA_GROUPED_AB:-1}" = 0 ] || for g in 0 1; do
   DS4_CUDA_MOE_GROUPED=$g timeout ${DS4_TEST_TIMEOUT:-400} ./cudabackend_ops_test --gtest_filter='*Moe*:*Matmul*' \
     > "$O/cudabackend_ops_test-grouped$g.txt" 2>&1; echo "cudabackend_ops_test (grouped=$g) rc=$?" >> "$O/cudabackend_ops_test-grouped$g.txt"
   DS4_CUDA_MOE_GROUPED=$g timeout ${DS4_TEST_TIMEOUT:-400} ./cudabackend_model_test --gtest_filter='-*RealShape*' \

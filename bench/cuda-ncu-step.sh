@@ -7,7 +7,8 @@
 #
 # Here: bash bench/cuda-correctness.sh --pack build; cp bench/cuda-ncu-step.sh bench/ncu_step_table.py .gpurun/
 # There (carry [".gpurun"]): bash .gpurun/cuda-ncu-step.sh [N...]   (default 1 8)
-# Output under $OUT: ncu-MODE-N.csv (raw) and the per-kernel table of the last step on stdout.
+# Output under $OUT: ncu-MODE-N.csv (raw) and the per-kernel table of the last step on stdout; with
+# DS4_NCU_DETAIL_N, ncu-detail-N.txt (see the end).
 set -u
 O=${OUT:-/tmp/out}; mkdir -p "$O"; B=$(mktemp -d); src=$(cd "$(dirname "$0")" && pwd)
 xz -dc "$src/pk.tar.xz" | tar xf - -C "$B"; export LD_LIBRARY_PATH=$B
@@ -26,3 +27,15 @@ for mode in ${DS4_NCU_MODES:-float int8}; do
     python3 "$src/ncu_step_table.py" "$O/ncu-$mode-$n.csv"
   done
 done
+# DS4_NCU_DETAIL_N=N: then ncu's sections (throughput against the roofline, memory, occupancy, warp stalls,
+# scheduler) for the launches of ds4-bench --parallel N whose kernel matches DS4_NCU_DETAIL_KERNELS (default
+# the products: matvec and expert kernels), the last decode steps' launches last in ncu-detail-N.txt.
+if [ -n "${DS4_NCU_DETAIL_N:-}" ]; then
+  n=$DS4_NCU_DETAIL_N
+  timeout 240 "$NCU" --clock-control none --cache-control none -k "regex:${DS4_NCU_DETAIL_KERNELS:-matvec|expert}" \
+    --launch-count "${DS4_NCU_DETAIL_COUNT:-60}" --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    "$B/ds4-bench" -m "$F" --backend cuda --ctx-start 512 --ctx-max 512 --step-incr 1 --gen-tokens 4 \
+    --prefill-chunk 512 --parallel "$n" > "$O/ncu-detail-$n.txt" 2> "$O/ncu-detail-$n.log"
+  echo "== detail N=$n (ncu rc=$?): $O/ncu-detail-$n.txt"
+fi

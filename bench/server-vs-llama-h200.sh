@@ -17,7 +17,8 @@
 # build; carried, they are ~41 MiB, so carry .gpu/srv.tar.xz, .gpu/qwen3-tok.tar.xz and .gpu/llama-src.commit
 # rather than all of .gpu, and mind the 64 MiB limit on the carried tree), DS4_BACKEND (default cuda),
 # QWEN_PRESET (default qwen3-30b-a3b), QWEN_TYPE (default q4_k_m; empty: the preset's own), LOAD_CLIENTS /
-# LOAD_REQUESTS / LOAD_TOKENS (default 32 / 64 / 256).
+# LOAD_REQUESTS / LOAD_TOKENS (default 32 / 64 / 256), WHILE_LLAMA_BUILDS (a command run after ds4-server's
+# load, while llama-server still builds and the GPU is idle; its output goes to $OUT/while-llama-builds.txt).
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 if [ "${1:-}" = "--pack" ]; then
@@ -88,6 +89,11 @@ port=$(free_port)
 sp=$!
 if wait_health "$port" "$sp" 180; then load ds4-server "$port"; else say "ds4-server did not come up: $(tail -2 "$W/ds4-server.log")"; fi
 kill "$sp"; wait "$sp" 2> /dev/null
+# The GPU is idle while llama.cpp builds on the CPUs: other GPU work of the same call can use those minutes.
+if [ -n "${WHILE_LLAMA_BUILDS:-}" ]; then
+  t=$(date +%s); bash -c "$WHILE_LLAMA_BUILDS" > "$O/while-llama-builds.txt" 2>&1
+  say "WHILE_LLAMA_BUILDS rc=$? ($(( $(date +%s) - t )) s; output in while-llama-builds.txt)"
+fi
 if [ -z "${LLAMA_SERVER:-}" ]; then
   say "== llama.cpp build ($(( $(date +%s) - T0 )) s)"; wait "$build_pid"; tail -1 "$W/llama-build.log" | tee -a "$O/summary.txt"
 fi

@@ -208,6 +208,11 @@ public:
     // y[t][r] = sum_k W[r][k] x[t][k]   (W: ne[0] = k columns, ne[1] rows).
     // For a 3-D weight, `matrix` picks the expert matrix.
     virtual void matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix = 0) = 0;
+    // y[i] = matmul(*w[i], x) for i < n: several products of one input (a
+    // block's q, k and v), which a backend may prepare once for all of them.
+    virtual void matmuls(const Tensor& x, const WeightRef* const* w, Tensor* const* y, int n) {
+        for (int i = 0; i < n; ++i) matmul(*w[i], x, *y[i]);
+    }
     // RMS norm over groups of `group` values (group = cols for a whole row,
     // head_dim for per-head norms), times weight (length group) if given.
     virtual void rms_norm(const Tensor& x, const WeightRef* weight, float eps, int64_t group, Tensor& y) = 0;

@@ -115,6 +115,37 @@ TEST_P(CudaTypedOps, MatmulBatchRowsEqualEachRowAlone) {
     }
 }
 
+// Several products of one input (a block's q, k, v) in one call give each
+// product's own matmul, bit for bit, whatever the batch (the split rows are
+// made once and shared by the products that take them; the others run as
+// alone). Q4_K and Q6_K take the split path, F16 does not.
+TEST_F(CudaOps, MatmulsOfOneInputEqualEachMatmul) {
+    std::uniform_int_distribution<int64_t> batch(1, 64);
+    for (int64_t T : {int64_t(1), int64_t(8), batch(rng_)}) {
+        const int64_t k = 2048;
+        const WeightRef wq = weight(GgmlType::Q4_K, k, 96), wk = weight(GgmlType::Q6_K, k, 32),
+                        wv = weight(GgmlType::Q4_K, k, 40), wf = weight(GgmlType::F16, k, 24);
+        const WeightRef* ws[4] = {&wq, &wk, &wv, &wf};
+        auto [xc, xg] = pair(T, k);
+        std::vector<Tensor> yc, yg;
+        for (const WeightRef* w : ws) {
+            auto [c, g] = zeros(T, w->ne[1]);
+            yc.push_back(c);
+            yg.push_back(g);
+        }
+        Tensor* yp[4] = {&yg[0], &yg[1], &yg[2], &yg[3]};
+        gpu_->matmuls(xg, ws, yp, 4);
+        for (int i = 0; i < 4; ++i) {
+            auto [c1, g1] = zeros(T, ws[i]->ne[1]);
+            gpu_->matmul(*ws[i], xg, g1);
+            EXPECT_EQ(host(g1), host(yg[size_t(i)])) << "product " << i << ", " << T << " tokens";
+            cpu_->matmul(*ws[i], xc, yc[size_t(i)]);
+            EXPECT_TRUE(close(yc[size_t(i)], yg[size_t(i)], 1e-5, "product " + std::to_string(i) + " of matmuls, " +
+                                                                         std::to_string(T) + " tokens"));
+        }
+    }
+}
+
 TEST_P(CudaTypedOps, GetRowsMatchesCpu) {
     const GgmlType t = GetParam();
     const WeightRef table = weight(t, 256, 50);

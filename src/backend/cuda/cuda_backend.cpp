@@ -443,7 +443,46 @@ void CudaBackend::get_rows(const WeightRef& table, const IntArray& ids, Tensor& 
     cuda::dequantize_rows(table.type, dev, table.row_bytes, table.ne[0], ids.n, ids.data, out.data, out.cols, stream_);
 }
 
+// DS4_CUDA_DENSE_TC_TOKENS=N: the tensor cores from N rows on (A/B of
+// batched decode; default past the matvec's reach), read once.
+static int64_t dense_tc_from() {
+    static const int64_t from = [] {
+        const char* v = std::getenv("DS4_CUDA_DENSE_TC_TOKENS");
+        return v && *v ? std::max<int64_t>(1, std::strtoll(v, nullptr, 10)) : cuda::kMatvecMaxTokens + 1;
+    }();
+    return from;
+}
+
+// Decode-sized products of Q4_K and Q6_K rows on exact activations take the int8
+// tensor cores for every token count alike (1-64), so a token's product does
+// not depend on its batch (dense_split_mma.cu).
+bool CudaBackend::takes_split(const WeightRef& w, const uint8_t* base, const Tensor& x) const {
+    return !int8_activations_ && cuda::dense_split_enabled() && x.rows <= cuda::kMatvecMaxTokens &&
+           x.rows < dense_tc_from() && cuda::dense_split_supported(w.type, w.ne[0], base, w.row_bytes, x.rows, x.data, x.cols);
+}
+
+Tensor CudaBackend::split_rows(const Tensor& x) {
+    Tensor xs = alloc(x.rows, cuda::split_activation_bytes(x.cols) / 4);
+    const auto t = timed("split rows");
+    cuda::quantize_rows_split(x.data, x.cols, x.rows, x.cols, reinterpret_cast<int8_t*>(xs.data), stream_);
+    return xs;
+}
+
+void CudaBackend::matmuls(const Tensor& x, const WeightRef* const* w, Tensor* const* y, int n) {
+    Tensor xs;
+    for (int i = 0; i < n; ++i) {
+        if (!xs.data && w[i]->ne[0] == x.cols && w[i]->ne[2] >= 1 &&
+            takes_split(*w[i], device_ptr(w[i]->data, w[i]->row_bytes * uint64_t(w[i]->ne[1]), w[i]->name), x))
+            xs = split_rows(x);
+        product(*w[i], x, *y[i], 0, reinterpret_cast<const int8_t*>(xs.data));
+    }
+}
+
 void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix) {
+    product(w, x, y, matrix, nullptr);
+}
+
+void CudaBackend::product(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix, const int8_t* x_split) {
     const int64_t k = w.ne[0], n_rows = w.ne[1], T = x.rows;
     if (x.cols != k)
         throw Error("CUDA matmul: '" + w.name + "' has rows of " + std::to_string(k) + " values, the input " +
@@ -453,14 +492,16 @@ void CudaBackend::matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t
     const uint64_t bytes = w.row_bytes * uint64_t(n_rows);
     const uint8_t* base = device_ptr(w.data + size_t(matrix) * w.matrix_bytes, bytes, w.name);
     if (T <= 0 || n_rows <= 0) return;
-    // DS4_CUDA_DENSE_TC_TOKENS=N: the tensor cores from N rows on (A/B of
-    // batched decode; default past the matvec's reach), read once.
-    static const int64_t tc_from = [] {
-        const char* v = std::getenv("DS4_CUDA_DENSE_TC_TOKENS");
-        return v && *v ? std::max<int64_t>(1, std::strtoll(v, nullptr, 10)) : cuda::kMatvecMaxTokens + 1;
-    }();
-    const bool tensor_cores = T >= tc_from && f16_prefill_ && cuda::gemm_f16_supported(w.type, k);
+    const bool tensor_cores = T >= dense_tc_from() && f16_prefill_ && cuda::gemm_f16_supported(w.type, k);
     const bool matvec = T <= cuda::kMatvecMaxTokens && !tensor_cores;
+    if (matvec && takes_split(w, base, x)) {
+        Tensor xs;
+        if (!x_split) xs = split_rows(x);
+        const auto t = timed("matvec split", ggml_type_name(w.type), bytes);
+        cuda::matmul_split(w.type, base, w.row_bytes, k, n_rows,
+                           x_split ? x_split : reinterpret_cast<const int8_t*>(xs.data), T, y.data, y.cols, stream_);
+        return;
+    }
     const auto t = timed(matvec ? "matvec" : tensor_cores ? "gemm f16" : "gemm", ggml_type_name(w.type), bytes);
     if (matvec) {
         if (int8_activations_ && cuda::matvec_q8_supported(w.type, base, w.row_bytes, k, x.data, x.cols, T)) {

@@ -92,6 +92,8 @@ public:
 
     void get_rows(const WeightRef& table, const IntArray& ids, Tensor& out) override;
     void matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix = 0) override;
+    // One split of x (dense_split_mma.cu) for every product that takes it.
+    void matmuls(const Tensor& x, const WeightRef* const* w, Tensor* const* y, int n) override;
     void rms_norm(const Tensor& x, const WeightRef* weight, float eps, int64_t group, Tensor& y) override;
     void rope(Tensor& x, int head_dim, const IntArray& positions, const RopeParams& p) override;
     void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, const CacheRows& rows) override;
@@ -168,6 +170,12 @@ private:
     // biases, scales); F32 weights are used in place.
     const float* weight_vector(const WeightRef& w, int64_t n, std::shared_ptr<void>& keep);
     float* dequant_buffer(size_t floats);
+    // matmul, with x's split rows (nullptr: made here when the product takes them).
+    void product(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix, const int8_t* x_split);
+    // Whether a product of w (its device rows at base) and x runs on split activations.
+    bool takes_split(const WeightRef& w, const uint8_t* base, const Tensor& x) const;
+    // x's rows split for those products (quantize_rows_split), in step memory.
+    Tensor split_rows(const Tensor& x);
     // Device memory of `bytes` for a tensor or scratch: stream-ordered from
     // the pool, or from the recording's arena while capturing.
     std::shared_ptr<void> device_alloc(size_t bytes, bool zero);

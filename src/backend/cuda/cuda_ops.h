@@ -280,6 +280,17 @@ void expert_down_combine_split(const uint8_t* down, size_t matrix_bytes, size_t 
                                int64_t n_ds, int64_t n_tok, int n_used, const int8_t* hs, float* out,
                                cudaStream_t stream);
 
+// ---- dense_split_mma.cu: decode products of Q4_K / Q6_K rows on the int8 tensor cores, split activations ----
+// Whether DS4_CUDA_DENSE_SPLIT=1 turns the path on (off by default: the float matvec kernels).
+bool dense_split_enabled();
+// Whether matmul_split takes W (Q4_K rows of whole 256-value blocks, 16-byte aligned; or Q6_K rows, 2-byte
+// aligned) for n_tok (1-64) tokens of x (float4-aligned rows, for quantize_rows_split).
+bool dense_split_supported(GgmlType type, int64_t k, const void* w, size_t row_bytes, int64_t n_tok, const float* x,
+                           int64_t ld_x);
+// y[t][r] = W[r] . x[t] for t < n_tok (<= 64) over xs (rows of quantize_rows_split, one per token).
+void matmul_split(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const int8_t* xs,
+                  int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream);
+
 // ---- elementwise.cu -----------------------------------------------------------
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void scale(float* x, float s, int64_t n, cudaStream_t stream);

@@ -126,9 +126,7 @@ public:
             // pass as this block's norm.
             if (l == 0) be.rms_norm(x, &L.attn_norm, hp_.rms_eps, E, h);
             else be.add_rms_norm(x, proj, &L.attn_norm, hp_.rms_eps, h);
-            project(be, L.q, h, q);
-            project(be, L.k, h, k);
-            project(be, L.v, h, v);
+            project3(be, h, L.q, q, L.k, k, L.v, v);
             be.qk_norm_rope(q, k, L.q_norm, L.k_norm, hp_.rms_eps, hp_.head_dim_k, positions, hp_.rope);
             be.kv_store(state.k[l], state.v[l], k, v, in.cache);
             be.attention(q, state.k[l], state.v[l], in.cache, ap, attn);
@@ -172,6 +170,19 @@ public:
 private:
     static void project(Backend& be, const Projection& p, const Tensor& in, Tensor& out) {
         be.matmul(p.w, in, out);
+        scale_and_bias(be, p, out);
+    }
+    // Three projections of one input (q, k, v): the backend prepares it once.
+    static void project3(Backend& be, const Tensor& in, const Projection& p0, Tensor& o0, const Projection& p1,
+                         Tensor& o1, const Projection& p2, Tensor& o2) {
+        const WeightRef* w[3] = {&p0.w, &p1.w, &p2.w};
+        Tensor* y[3] = {&o0, &o1, &o2};
+        be.matmuls(in, w, y, 3);
+        scale_and_bias(be, p0, o0);
+        scale_and_bias(be, p1, o1);
+        scale_and_bias(be, p2, o2);
+    }
+    static void scale_and_bias(Backend& be, const Projection& p, Tensor& out) {
         if (p.scale) be.mul_row(out, p.scale);
         if (p.bias) be.add_row(out, p.bias);
     }

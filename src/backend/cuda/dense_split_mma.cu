@@ -1,0 +1,325 @@
+// The decode product of 1-64 tokens with Q4_K or Q6_K rows on the int8
+// tensor cores, float-grade: activations as split digits (split_digits.h),
+// weights as their integer quants, one mma per (16 rows, 8 tokens,
+// sub-block, digit), the sub-block's scale (and Q4_K's min) applied to the
+// exact integer sums.
+//
+// Why: the float matvec tile gives a row's weights to 8 tokens on the CUDA
+// cores, each lane loading 8 tokens' activations per weight; an 8-sequence
+// Qwen3 step spent 48 us a layer in q/k/v/o for ~11 MB of weights (~250
+// GB/s, H200 ncu, 2026-12-03) where one sequence spends ~20, and 270 us in
+// the 255 MB Q6_K head. Here a warp's activation fragment serves 16 rows,
+// the integer products cost little next to the loads, and every token count
+// up to 64 reads the weights once.
+//
+// Layout: a block is 16 rows and kMmaWarps warps; warp w takes the
+// 256-value blocks (super-blocks) w, w + kMmaWarps, ... of those rows, and
+// the block sums the warps' partial outputs in a fixed order. A lane (group
+// g = lane / 4, t = lane % 4) holds rows g and g + 8 (the mma's A rows) and
+// token g of each tile of 8 (B's column); its outputs are tokens 2 t, 2 t + 1.
+//
+// Q4_K (m16n8k32, a sub-block of 32 per mma): of every sub-block pair's 32
+// quant bytes a lane holds bytes 8 t .. 8 t + 7, whose low nibbles are
+// elements 8 t .. 8 t + 7 of the pair's first sub-block and the high nibbles
+// the same of the second. The mma's k order is free as long as A and B
+// agree: A's k 4 t + i and 16 + 4 t + i are element 8 t + i and 8 t + 4 + i
+// here, and so are B's, so one 8-byte load of each digit plane gives a
+// token's B fragment. |q| <= 15 and |digit| <= 127 over 32 elements stay
+// within 61,000; digit 0's sum times 254^2 does not fit an int32, so the
+// join is one float FMA (one rounding, as the int32 join's conversion to
+// float in split_dot.cuh).
+//
+// Q6_K (m16n8k16, a sub-block of 16 per mma, in element order): signed 6-bit
+// quants (-32..31) with an int8 scale per 16. The two sub-blocks of a
+// 32-element activation block (one unit u) meet in int32 with their scales
+// (|sum| <= 16 * 32 * 127 * 128 * 2 < 2^25), then join in float (two
+// roundings). Q6_K blocks are 210 bytes, so rows and blocks are only 2-byte
+// aligned: weights come in 2-byte loads.
+#include <cstdlib>
+#include <string>
+
+#include <cuda_fp16.h>
+
+#include "backend/cuda/cuda_launch.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/quant_decode.cuh"
+#include "backend/cuda/split_digits.h"
+
+namespace ds4::cuda {
+namespace {
+
+constexpr int kMmaWarps = 8;
+constexpr int kMmaRows = 16;
+constexpr int kMaxTokens = 64;
+
+__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+__device__ __forceinline__ void mma_s8_k16(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+#endif
+}
+
+// The exact integer dot of three digit sums as a float (see the top).
+__device__ __forceinline__ float join_sums(int s0, int s1, int s2) {
+    return fmaf(float(s0), float(kSplitBase * kSplitBase), float(s1 * kSplitBase + s2));
+}
+
+// One tile of 8 tokens as a lane reads it: its B token's split row and the
+// block units of its two output tokens.
+struct TokenTile {
+    const int8_t* xb;
+    const float* xu[2];
+};
+
+// A lane's share of one Q4_K super-block of rows g and g + 8: the 16-byte
+// heads (d, dmin, scales) and bytes 8 t .. 8 t + 7 of each sub-block pair.
+struct Q4kFormat {
+    static constexpr size_t kBlockBytes = 144;
+    struct Lane {
+        uint4 head[2];
+        uint2 q[2][4];
+    };
+    static __device__ __forceinline__ Lane load(const uint8_t* lo, const uint8_t* hi, int t) {
+        Lane b;
+        b.head[0] = *reinterpret_cast<const uint4*>(lo);
+        b.head[1] = *reinterpret_cast<const uint4*>(hi);
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            b.q[0][p] = *reinterpret_cast<const uint2*>(lo + 16 + 32 * p + 8 * t);
+            b.q[1][p] = *reinterpret_cast<const uint2*>(hi + 16 + 32 * p + 8 * t);
+        }
+        return b;
+    }
+    // acc (rows g, g + 8 x tokens 2 t, 2 t + 1) += super-block s's products.
+    static __device__ __forceinline__ void dot(const Lane& w, int64_t s, int64_t k, int t, const TokenTile& x,
+                                               float (&acc)[4]) {
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            // Sub-blocks 2 p (low nibbles) and 2 p + 1 (high): scale and min
+            // factors of rows g and g + 8.
+            const auto f_lo = q4k_factors(w.head[0], p, [](uint32_t v) { return float(v); });
+            const auto f_hi = q4k_factors(w.head[1], p, [](uint32_t v) { return float(v); });
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int sh = 4 * half;
+                const uint32_t a0 = (w.q[0][p].x >> sh) & 0x0F0F0F0Fu, a1 = (w.q[1][p].x >> sh) & 0x0F0F0F0Fu;
+                const uint32_t a2 = (w.q[0][p].y >> sh) & 0x0F0F0F0Fu, a3 = (w.q[1][p].y >> sh) & 0x0F0F0F0Fu;
+                const float scale_lo = half ? f_lo.a1 : f_lo.a0, min_lo = half ? f_lo.b1 : f_lo.b0;
+                const float scale_hi = half ? f_hi.a1 : f_hi.a0, min_hi = half ? f_hi.b1 : f_hi.b0;
+                const int64_t sub = s * 8 + 2 * p + half;  // the sub-block (32 elements) within the row
+                const int64_t e = sub * 32 + 8 * t;
+                int d0[4] = {0, 0, 0, 0}, d1[4] = {0, 0, 0, 0}, d2[4] = {0, 0, 0, 0};
+                const uint2 b0 = *reinterpret_cast<const uint2*>(x.xb + e);
+                const uint2 b1 = *reinterpret_cast<const uint2*>(x.xb + k + e);
+                const uint2 b2 = *reinterpret_cast<const uint2*>(x.xb + 2 * k + e);
+                mma_s8(d0, a0, a1, a2, a3, b0.x, b0.y);
+                mma_s8(d1, a0, a1, a2, a3, b1.x, b1.y);
+                mma_s8(d2, a0, a1, a2, a3, b2.x, b2.y);
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    // Block unit u and the sub-block's sum of activations (two sums of 16).
+                    const float u = x.xu[c][sub];
+                    const float2 s16 = *reinterpret_cast<const float2*>(x.xu[c] + k / 32 + 2 * sub);
+                    const float sum = s16.x + s16.y;
+                    acc[c] += scale_lo * (u * join_sums(d0[c], d1[c], d2[c])) - min_lo * sum;
+                    acc[2 + c] += scale_hi * (u * join_sums(d0[2 + c], d1[2 + c], d2[2 + c])) - min_hi * sum;
+                }
+            }
+        }
+    }
+};
+
+// Four bytes at a 2-byte aligned address.
+__device__ __forceinline__ uint32_t load_u32_a2(const uint8_t* p) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+    return uint32_t(h[0]) | (uint32_t(h[1]) << 16);
+}
+
+// A lane's share of one Q6_K super-block (ql[128] qh[64] scales[16] d) of
+// rows g and g + 8: element 16 b + 4 t + i of each sub-block b (i < 4). In
+// half h, quarter j, sub-block b = 8 h + 2 j + m (m: which 16 of the
+// quarter's 32): low bits in ql[64 h + 32 (j & 1) + 16 m + ...] (high nibbles
+// for j >= 2), high bits in qh[32 h + 16 m + ...] >> 2 j.
+struct Q6kFormat {
+    static constexpr size_t kBlockBytes = 210;
+    struct Lane {
+        uint32_t ql[2][8];  // [row][4 h + 2 (j & 1) + m]
+        uint32_t qh[2][4];  // [row][2 h + m]
+        uint32_t sc[2][4];  // [row]: the 16 int8 scales
+        float d[2];
+    };
+    static __device__ __forceinline__ Lane load(const uint8_t* lo, const uint8_t* hi, int t) {
+        Lane b;
+        const uint8_t* rows[2] = {lo, hi};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) b.ql[r][i] = load_u32_a2(rows[r] + 16 * i + 4 * t);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) b.qh[r][i] = load_u32_a2(rows[r] + 128 + 16 * i + 4 * t);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) b.sc[r][i] = load_u32_a2(rows[r] + 192 + 4 * i);
+            b.d[r] = __half2float(*reinterpret_cast<const __half*>(rows[r] + 208));
+        }
+        return b;
+    }
+    static __device__ __forceinline__ int scale_of(const Lane& w, int r, int b) {
+        return int(int8_t(uint8_t(w.sc[r][b >> 2] >> (8 * (b & 3)))));
+    }
+    static __device__ __forceinline__ uint32_t quants(const Lane& w, int r, int h, int j, int m) {
+        const uint32_t low = w.ql[r][4 * h + 2 * (j & 1) + m];
+        const uint32_t nib = (j >> 1) ? (low >> 4) & 0x0F0F0F0Fu : low & 0x0F0F0F0Fu;
+        const uint32_t high = (w.qh[r][2 * h + m] >> (2 * j)) & 0x03030303u;
+        return __vsub4(nib | (high << 4), 0x20202020u);  // bytewise q - 32, signed
+    }
+    static __device__ __forceinline__ void dot(const Lane& w, int64_t s, int64_t k, int t, const TokenTile& x,
+                                               float (&acc)[4]) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                // The 32-element activation block 4 h + j: sub-blocks m = 0, 1
+                // summed in int32 with their row's scales, per digit.
+                int sum[3][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+                for (int m = 0; m < 2; ++m) {
+                    const int b = 8 * h + 2 * j + m;
+                    const uint32_t a0 = quants(w, 0, h, j, m), a1 = quants(w, 1, h, j, m);
+                    const int sc_lo = scale_of(w, 0, b), sc_hi = scale_of(w, 1, b);
+                    const int64_t e = s * 256 + 16 * b + 4 * t;
+#pragma unroll
+                    for (int dg = 0; dg < 3; ++dg) {
+                        int d[4] = {0, 0, 0, 0};
+                        mma_s8_k16(d, a0, a1, *reinterpret_cast<const uint32_t*>(x.xb + dg * k + e));
+                        sum[dg][0] += sc_lo * d[0];
+                        sum[dg][1] += sc_lo * d[1];
+                        sum[dg][2] += sc_hi * d[2];
+                        sum[dg][3] += sc_hi * d[3];
+                    }
+                }
+                const int64_t unit = s * 8 + 4 * h + j;
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const float v = fmaf(float(sum[0][c]), float(kSplitBase * kSplitBase),
+                                         fmaf(float(sum[1][c]), float(kSplitBase), float(sum[2][c])));
+                    acc[c] += w.d[c >> 1] * (x.xu[c & 1][unit] * v);
+                }
+            }
+    }
+};
+
+// y[tok][r] = W[r] . x[tok] for tok < n_tok (<= kMaxTokens); xs: n_tok
+// split rows (quantize_rows_split) of ld_xs bytes. Tokens go in tiles of 8,
+// one tile at a time (the partial sums of a tile in registers, then in
+// shared memory), so registers do not grow with the batch.
+template <class F>
+__global__ void __launch_bounds__(32 * kMmaWarps, 2)
+    split_mma_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
+                     const int8_t* __restrict__ xs, int64_t ld_xs, int n_tok, float* __restrict__ y, int64_t ld_y) {
+    __shared__ float part[kMmaWarps][kMmaRows][kMaxTokens];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t r0 = int64_t(blockIdx.x) * kMmaRows;
+    // Rows past the end read the last row again (not stored).
+    const uint8_t* row_lo = w + size_t(min(r0 + g, n_rows - 1)) * row_bytes;
+    const uint8_t* row_hi = w + size_t(min(r0 + g + 8, n_rows - 1)) * row_bytes;
+    const int64_t n_sb = k / 256;
+    const int n_tiles = (n_tok + 7) / 8;
+
+    // Weights do not change during a step: this warp's first super-block is
+    // on its way while the kernel before finishes.
+    int64_t s = warp;
+    typename F::Lane cur{};
+    if (s < n_sb) cur = F::load(row_lo + s * F::kBlockBytes, row_hi + s * F::kBlockBytes, t);
+    // This lane's partial sums (rows g, g + 8; tokens 2 t, 2 t + 1 of each tile).
+    for (int tt = 0; tt < n_tiles; ++tt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) part[warp][g + 8 * (c >> 1)][8 * tt + 2 * t + (c & 1)] = 0.0f;
+    wait_for_inputs();
+
+    for (; s < n_sb; s += kMmaWarps) {
+        typename F::Lane next{};
+        if (s + kMmaWarps < n_sb)
+            next = F::load(row_lo + (s + kMmaWarps) * F::kBlockBytes, row_hi + (s + kMmaWarps) * F::kBlockBytes, t);
+#pragma unroll 1
+        for (int tt = 0; tt < n_tiles; ++tt) {
+            // Tokens past n_tok read the last one again (not stored).
+            TokenTile x;
+            x.xb = xs + int64_t(min(8 * tt + g, n_tok - 1)) * ld_xs;
+#pragma unroll
+            for (int c = 0; c < 2; ++c)
+                x.xu[c] = reinterpret_cast<const float*>(xs + int64_t(min(8 * tt + 2 * t + c, n_tok - 1)) * ld_xs + 3 * k);
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            F::dot(cur, s, k, t, x, acc);
+#pragma unroll
+            for (int c = 0; c < 4; ++c) part[warp][g + 8 * (c >> 1)][8 * tt + 2 * t + (c & 1)] += acc[c];
+        }
+        cur = next;
+    }
+
+    // The warps' partial sums, added in warp order.
+    __syncthreads();
+    for (int i = threadIdx.x; i < kMmaRows * 8 * n_tiles; i += blockDim.x) {
+        const int r = i / (8 * n_tiles), tok = i % (8 * n_tiles);
+        if (r0 + r >= n_rows || tok >= n_tok) continue;
+        float v = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < kMmaWarps; ++wi) v += part[wi][r][tok];
+        y[int64_t(tok) * ld_y + r0 + r] = v;
+    }
+}
+
+}  // namespace
+
+// DS4_CUDA_DENSE_SPLIT=1 runs the dense decode products of Q4_K / Q6_K rows
+// here, 0 (the default until measured on a GPU) on the float matvec
+// kernels; read once.
+bool dense_split_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_DENSE_SPLIT");
+        return v && v[0] == '1';
+    }();
+    return on;
+}
+
+bool dense_split_supported(GgmlType type, int64_t k, const void* w, size_t row_bytes, int64_t n_tok, const float* x,
+                           int64_t ld_x) {
+    const bool x_ok = n_tok >= 1 && n_tok <= kMaxTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld_x % 4 == 0;
+    if (!x_ok || k % 256 != 0 || k / 256 > INT32_MAX) return false;
+    if (type == GgmlType::Q4_K)
+        return row_bytes == size_t(k / 256) * Q4kFormat::kBlockBytes && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+    if (type == GgmlType::Q6_K)
+        return row_bytes == size_t(k / 256) * Q6kFormat::kBlockBytes && reinterpret_cast<uintptr_t>(w) % 2 == 0;
+    return false;
+}
+
+void matmul_split(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const int8_t* xs,
+                  int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream) {
+    if (n_rows <= 0 || n_tok <= 0) return;
+    if (n_tok > kMaxTokens) throw Error("matmul_split: at most 64 tokens a call, not " + std::to_string(n_tok) + ".");
+    const int64_t blocks = (n_rows + kMmaRows - 1) / kMmaRows;
+    if (blocks > INT32_MAX) throw Error("matmul_split: too many rows.");
+    const int64_t ld_xs = split_activation_bytes(k);
+    if (type == GgmlType::Q4_K)
+        launch(split_mma_kernel<Q4kFormat>, unsigned(blocks), 32 * kMmaWarps, 0, stream, w, row_bytes, k, n_rows, xs,
+               ld_xs, int(n_tok), y, ld_y);
+    else if (type == GgmlType::Q6_K)
+        launch(split_mma_kernel<Q6kFormat>, unsigned(blocks), 32 * kMmaWarps, 0, stream, w, row_bytes, k, n_rows, xs,
+               ld_xs, int(n_tok), y, ld_y);
+    else
+        throw Error("matmul_split: no split product for " + std::string(ggml_type_name(type)) + " rows.");
+    check_launch("split_mma_kernel");
+}
+
+}  // namespace ds4::cuda
