@@ -118,7 +118,8 @@ TEST_P(CudaTypedOps, MatmulBatchRowsEqualEachRowAlone) {
 // Several products of one input (a block's q, k, v) in one call give each
 // product's own matmul, bit for bit, whatever the batch (the split rows are
 // made once and shared by the products that take them; the others run as
-// alone). Q4_K and Q6_K take the split path, F16 does not.
+// alone). Q4_K takes the split path (Q6_K with DS4_CUDA_DENSE_SPLIT_Q6K=1),
+// F16 does not.
 TEST_F(CudaOps, MatmulsOfOneInputEqualEachMatmul) {
     std::uniform_int_distribution<int64_t> batch(1, 64);
     for (int64_t T : {int64_t(1), int64_t(8), batch(rng_)}) {

@@ -281,10 +281,10 @@ void expert_down_combine_split(const uint8_t* down, size_t matrix_bytes, size_t 
                                cudaStream_t stream);
 
 // ---- dense_split_mma.cu: decode products of Q4_K / Q6_K rows on the int8 tensor cores, split activations ----
-// Whether DS4_CUDA_DENSE_SPLIT=1 turns the path on (off by default: the float matvec kernels).
+// Whether DS4_CUDA_DENSE_SPLIT leaves the path on (the default; 0: the float matvec kernels).
 bool dense_split_enabled();
-// Whether matmul_split takes W (Q4_K rows of whole 256-value blocks, 16-byte aligned; or Q6_K rows, 2-byte
-// aligned) for n_tok (1-64) tokens of x (float4-aligned rows, for quantize_rows_split).
+// Whether matmul_split takes W (Q4_K rows of whole 256-value blocks, 16-byte aligned; Q6_K rows, 2-byte
+// aligned, with DS4_CUDA_DENSE_SPLIT_Q6K=1) for n_tok (1-64) tokens of x (float4-aligned rows).
 bool dense_split_supported(GgmlType type, int64_t k, const void* w, size_t row_bytes, int64_t n_tok, const float* x,
                            int64_t ld_x);
 // y[t][r] = W[r] . x[t] for t < n_tok (<= 64) over xs (rows of quantize_rows_split, one per token).

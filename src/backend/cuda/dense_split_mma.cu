@@ -10,7 +10,9 @@
 // GB/s, H200 ncu, 2026-12-03) where one sequence spends ~20, and 270 us in
 // the 255 MB Q6_K head. Here a warp's activation fragment serves 16 rows,
 // the integer products cost little next to the loads, and every token count
-// up to 64 reads the weights once.
+// up to 64 reads the weights once. Measured (H100, 2026-12-06): Q4_K q/o at
+// 8 tokens 14 -> 8.6 us, at one token 6.5 -> 6.9; the Q6_K variant lost (see
+// dense_split_q6k) and is opt-in.
 //
 // Layout: a block is 16 rows and kMmaWarps warps; warp w takes the
 // 256-value blocks (super-blocks) w, w + kMmaWarps, ... of those rows, and
@@ -282,12 +284,21 @@ __global__ void __launch_bounds__(32 * kMmaWarps, 2)
 
 }  // namespace
 
-// DS4_CUDA_DENSE_SPLIT=1 runs the dense decode products of Q4_K / Q6_K rows
-// here, 0 (the default until measured on a GPU) on the float matvec
-// kernels; read once.
+// DS4_CUDA_DENSE_SPLIT=0 keeps the dense decode products on the float matvec
+// kernels (A/B); DS4_CUDA_DENSE_SPLIT_Q6K=1 sends Q6_K rows here too. Q6_K
+// stays on the float kernels by default: its 2-byte loads made the 151,936-row
+// Qwen3 head 2.4x slower at one token and 1.4x at eight (H100 ncu,
+// 2026-12-06; bench/logs/2026-12-06c-h100). Read once.
 bool dense_split_enabled() {
     static const bool on = [] {
         const char* v = std::getenv("DS4_CUDA_DENSE_SPLIT");
+        return !(v && v[0] == '0');
+    }();
+    return on;
+}
+static bool dense_split_q6k() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_DENSE_SPLIT_Q6K");
         return v && v[0] == '1';
     }();
     return on;
@@ -299,7 +310,7 @@ bool dense_split_supported(GgmlType type, int64_t k, const void* w, size_t row_b
     if (!x_ok || k % 256 != 0 || k / 256 > INT32_MAX) return false;
     if (type == GgmlType::Q4_K)
         return row_bytes == size_t(k / 256) * Q4kFormat::kBlockBytes && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-    if (type == GgmlType::Q6_K)
+    if (type == GgmlType::Q6_K && dense_split_q6k())
         return row_bytes == size_t(k / 256) * Q6kFormat::kBlockBytes && reinterpret_cast<uintptr_t>(w) % 2 == 0;
     return false;
 }
