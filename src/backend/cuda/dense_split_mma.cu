@@ -240,7 +240,10 @@ __global__ void __launch_bounds__(32 * kMmaWarps, 2)
     const int n_tiles = (n_tok + 7) / 8;
 
     // Weights do not change during a step: this warp's first super-block is
-    // on its way while the kernel before finishes.
+    // on its way while the kernel before finishes. (Loaded, not only
+    // prefetched, ahead of wait_for_inputs: no kernel writes weight bytes;
+    // streamed experts arrive by copies, which a programmatic launch still
+    // waits for.)
     int64_t s = warp;
     typename F::Lane cur{};
     if (s < n_sb) cur = F::load(row_lo + s * F::kBlockBytes, row_hi + s * F::kBlockBytes, t);
