@@ -36,6 +36,7 @@ inline Continuation llama_greedy(const fs::path& model_path, const std::vector<i
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
     mp.load_mode = LLAMA_LOAD_MODE_MMAP;
+    mp.use_extra_bufts = false;  // as in llama_logits.cpp: no AMX repacking, whatever the CPU
     llama_model* model = llama_model_load_from_file(model_path.c_str(), mp);
     if (model == nullptr) throw std::runtime_error("llama.cpp could not load model " + model_path.string());
     const auto n_vocab = size_t(llama_vocab_n_tokens(llama_model_get_vocab(model)));

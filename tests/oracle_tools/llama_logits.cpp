@@ -131,6 +131,11 @@ void run(const Options& o) {
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = o.gpu ? 999 : 0;
     mp.load_mode = LLAMA_LOAD_MODE_MMAP;
+    // No repacked weight buffers: on CPUs with AMX the CPU library's AMX
+    // buffer takes q8_0 weights whose ops it cannot all run, and graph
+    // scheduling aborts (GGML_ASSERT(*cur_backend_id != -1), Sapphire Rapids,
+    // 2026-12-06). The plain CPU buffers are the reference anyway.
+    mp.use_extra_bufts = false;
     llama_model* model = llama_model_load_from_file(o.model.c_str(), mp);
     if (model == nullptr) throw std::runtime_error("llama.cpp could not load model " + o.model);
 
