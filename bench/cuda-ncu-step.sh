@@ -29,10 +29,12 @@ for mode in ${DS4_NCU_MODES:-float int8}; do
 done
 # DS4_NCU_DETAIL_N=N: then ncu's sections (throughput against the roofline, memory, occupancy, warp stalls,
 # scheduler) for the launches of ds4-bench --parallel N whose kernel matches DS4_NCU_DETAIL_KERNELS (default
-# the products: matvec and expert kernels), the last decode steps' launches last in ncu-detail-N.txt.
+# the decode products: the dense split and 8-token tiles, the routed experts' split and down kernels; not the
+# plain matvec names, which the prefill's small F32 router products would fill the launch count with), the
+# last decode steps' launches last in ncu-detail-N.txt.
 if [ -n "${DS4_NCU_DETAIL_N:-}" ]; then
   n=$DS4_NCU_DETAIL_N
-  timeout 240 "$NCU" --clock-control none --cache-control none -k "regex:${DS4_NCU_DETAIL_KERNELS:-matvec|expert}" \
+  timeout 240 "$NCU" --clock-control none --cache-control none -k "regex:${DS4_NCU_DETAIL_KERNELS:-split_mma|matvec_warp_bounded|expert_gate_up|down_combine}" \
     --launch-count "${DS4_NCU_DETAIL_COUNT:-60}" --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
     "$B/ds4-bench" -m "$F" --backend cuda --ctx-start 512 --ctx-max 512 --step-incr 1 --gen-tokens 4 \

@@ -453,9 +453,10 @@ static int64_t dense_tc_from() {
     return from;
 }
 
-// Decode-sized products of Q4_K and Q6_K rows on exact activations take the int8
-// tensor cores for every token count alike (1-64), so a token's product does
-// not depend on its batch (dense_split_mma.cu).
+// Decode-sized products of Q4_K rows (Q6_K too with DS4_CUDA_DENSE_SPLIT_Q6K=1)
+// on exact activations take the int8 tensor cores for every token count alike
+// (1-64), so a token's product does not depend on its batch
+// (dense_split_mma.cu).
 bool CudaBackend::takes_split(const WeightRef& w, const uint8_t* base, const Tensor& x) const {
     return !int8_activations_ && cuda::dense_split_enabled() && x.rows <= cuda::kMatvecMaxTokens &&
            x.rows < dense_tc_from() && cuda::dense_split_supported(w.type, w.ne[0], base, w.row_bytes, x.rows, x.data, x.cols);
@@ -471,7 +472,7 @@ Tensor CudaBackend::split_rows(const Tensor& x) {
 void CudaBackend::matmuls(const Tensor& x, const WeightRef* const* w, Tensor* const* y, int n) {
     Tensor xs;
     for (int i = 0; i < n; ++i) {
-        if (!xs.data && w[i]->ne[0] == x.cols && w[i]->ne[2] >= 1 &&
+        if (!xs.data && w[i]->ne[0] == x.cols &&
             takes_split(*w[i], device_ptr(w[i]->data, w[i]->row_bytes * uint64_t(w[i]->ne[1]), w[i]->name), x))
             xs = split_rows(x);
         product(*w[i], x, *y[i], 0, reinterpret_cast<const int8_t*>(xs.data));
