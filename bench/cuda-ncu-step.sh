@@ -6,7 +6,7 @@
 # does not, so the per-layer sum here against the measured step time says what the gaps cost.
 #
 # Here: bash bench/cuda-correctness.sh --pack build; cp bench/cuda-ncu-step.sh bench/ncu_step_table.py .gpurun/
-# There (carry [".gpurun"]): bash .gpurun/cuda-ncu-step.sh [N...]   (default 1 8)
+# There (carry [".gpurun"]): bash .gpurun/cuda-ncu-step.sh [N...]   (default 1 8); DS4_NCU_MODES="float" (default "float int8")
 # Output under $OUT: ncu-MODE-N.csv (raw) and the per-kernel table of the last step on stdout; with
 # DS4_NCU_DETAIL_N, ncu-detail-N.txt (see the end).
 set -u
@@ -17,7 +17,7 @@ F=/dev/shm/q4-4l.gguf
 [ -f "$F" ] || "$B/ds4-gguf" synth --arch qwen3moe --preset qwen3-30b-a3b --type q4_k_m --n-layer 4 --no-tokenizer \
   --seed 1 --out "$F" > "$O/synth.log" 2>&1 || { tail -3 "$O/synth.log"; exit 1; }
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-for mode in ${DS4_NCU_MODES:-float int8}; do
+for mode in ${DS4_NCU_MODES-float int8}; do  # DS4_NCU_MODES= (empty): the detail run alone
   flag=; [ $mode = int8 ] && flag=--int8-activations
   for n in $ns; do
     timeout 150 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum,launch__grid_size \

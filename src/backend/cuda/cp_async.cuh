@@ -21,5 +21,10 @@ __device__ __forceinline__ void cp_async4(void* dst, const void* src) {
 // Waits for this thread's copies; a barrier (__syncwarp, __syncthreads) then
 // makes every thread's visible to the others.
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// Closes this thread's copies started since the last commit into one group.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 }  // namespace ds4::cuda

@@ -6,6 +6,7 @@
 // prefill-sized ones group the (token, slot) pairs by expert on the host and
 // run each chosen expert's matrices once over its tokens.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -85,6 +86,31 @@ bool split_moe_enabled() {
         return !(v && std::string(v) == "0");
     }();
     return on;
+}
+
+// Whether exact decode runs the routed experts on the tensor cores
+// (moe_split_mma.cu) where the types allow: opt-in (DS4_CUDA_MOE_MMA=1),
+// read once. Its first version lost to the per-pair split kernels (H100,
+// 2026-12-06, Qwen3-30B-A3B q4_k_m, ctx 512: 1 sequence 234 vs 262 t/s, 8:
+// 623 vs 837); bench/NOTES.md says where its time goes.
+bool moe_mma_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_MOE_MMA");
+        return v && std::string(v) == "1";
+    }();
+    return on;
+}
+
+// Tokens from which the tensor-core experts group a batch's pairs by expert
+// (moe_tile_list, one more launch); below, each pair is a tile. The values
+// are the same either way. DS4_CUDA_MOE_MMA_GROUP_FROM=N moves it (A/B),
+// read once.
+int64_t moe_mma_group_from() {
+    static const int64_t n = [] {
+        const char* v = std::getenv("DS4_CUDA_MOE_MMA_GROUP_FROM");
+        return v && *v ? std::max<int64_t>(1, std::strtoll(v, nullptr, 10)) : int64_t(2);
+    }();
+    return n;
 }
 
 }  // namespace
@@ -192,6 +218,47 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
                        cuda::expert_fused_supported(gate.type, up.type, down.type, g_w, u_w, d_w, gate.matrix_bytes,
                                                     gate.row_bytes, down.matrix_bytes, down.row_bytes, n_embd, n_ff,
                                                     routing.n_used, pairs, x.data, x.cols);
+    // Exact decode on the int8 tensor cores (moe_split_mma.cu): x split once;
+    // a batch of two or more tokens grouped by expert on the device (each
+    // chosen expert read once), one token's pairs each a tile of their own
+    // (the grouping would cost a launch and save nothing); gate and up in
+    // one launch, SwiGLU + split of h, down, weighted combine.
+    const bool mma = !int8_activations_ && split_moe_enabled() && moe_mma_enabled() && fused_shapes &&
+                     gate.type == up.type && n_exp <= cuda::kMoeTileMaxExperts &&
+                     reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.cols % 4 == 0 &&
+                     cuda::expert_mma_supported(gate.type, g_w, gate.matrix_bytes, gate.row_bytes, n_embd) &&
+                     cuda::expert_mma_supported(up.type, u_w, up.matrix_bytes, up.row_bytes, n_embd) &&
+                     cuda::expert_mma_supported(down.type, d_w, down.matrix_bytes, down.row_bytes, n_ff);
+    if (mma) {
+        Tensor xs = alloc(x.rows, cuda::split_activation_bytes(n_embd) / 4), gu = alloc(pairs, 2 * n_ff),
+               hs = alloc(pairs, cuda::split_activation_bytes(n_ff) / 4), d = alloc(pairs, n_embd);
+        const int32_t* tiles = nullptr;
+        const int32_t* pair_of_row = nullptr;
+        int64_t n_tiles = 0;
+        IntArray tok, pr, er, tl;
+        t.emplace(timed("moe gate+up mma", ggml_type_name(gate.type),
+                        (gate.matrix_bytes + up.matrix_bytes) * uint64_t(pairs)));
+        cuda::quantize_rows_split(x.data, x.cols, x.rows, n_embd, reinterpret_cast<int8_t*>(xs.data), stream_);
+        if (x.rows >= moe_mma_group_from()) {
+            n_tiles = cuda::moe_max_tiles(pairs, n_exp);
+            tok = alloc_ints(pairs), pr = alloc_ints(pairs), er = alloc_ints(pairs), tl = alloc_ints(3 * n_tiles);
+            cuda::moe_tile_list(experts, pairs, n_exp, routing.n_used, tok.data, pr.data, er.data, tl.data, stream_);
+            tiles = tl.data, pair_of_row = pr.data;
+        }
+        cuda::expert_products_split_mma(gate.type, g_w, u_w, gate.matrix_bytes, gate.row_bytes, n_embd, n_ff, n_exp,
+                                        tiles, n_tiles, pair_of_row, experts, pairs, routing.n_used,
+                                        reinterpret_cast<const int8_t*>(xs.data), gu.data, 2 * n_ff, stream_);
+        t.reset();
+        t.emplace(timed("moe down mma+combine", ggml_type_name(down.type), down.matrix_bytes * uint64_t(pairs)));
+        cuda::expert_swiglu_split(gu.data, n_ff, experts, n_exp, pairs, sc.gate, sc.n_gate, sc.up, sc.n_up, limit,
+                                  reinterpret_cast<int8_t*>(hs.data), stream_);
+        cuda::expert_products_split_mma(down.type, d_w, nullptr, down.matrix_bytes, down.row_bytes, n_ff, n_embd,
+                                        n_exp, tiles, n_tiles, pair_of_row, experts, pairs, 1,
+                                        reinterpret_cast<const int8_t*>(hs.data), d.data, n_embd, stream_);
+        cuda::expert_combine(d.data, experts, routing.weights.data, sc.down, sc.n_down, x.rows, routing.n_used, n_embd,
+                             out.data, stream_);
+        return;
+    }
     // Exact decode on split activations (moe_split.cu): x split once, gate + up
     // + SwiGLU, then for a Q4_K down h split and down + weighted combine, for
     // another down the float kernel on h (as below).

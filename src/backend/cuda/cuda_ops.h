@@ -291,6 +291,24 @@ bool dense_split_supported(GgmlType type, int64_t k, const void* w, size_t row_b
 void matmul_split(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const int8_t* xs,
                   int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream);
 
+// ---- moe_split_mma.cu: routed experts of a decode step on the int8 tensor cores, split activations ----
+// Whether expert_products_split_mma reads these matrices: Q4_K or Q6_K rows of whole 256-value blocks,
+// 16-byte aligned base and matrix size.
+bool expert_mma_supported(GgmlType type, const void* base, size_t matrix_bytes, size_t row_bytes, int64_t k);
+// y[p][m * n_rows + r] = W_m,e[r] . x'(p) for every pair p of every tile (e, first row, rows) of `tiles`
+// (moe_tile_list; p = pair_of_row[row]) or, without tiles, for every pair p < n_pairs alone (e =
+// experts[p]); W_0 from w0, W_1 from w1 when given (gate and up in one launch), matrix e at + e *
+// matrix_bytes; x'(p) = split row p / x_div of xs (quantize_rows_split rows of k). Bit for bit the same
+// with or without tiles, whatever the batch.
+void expert_products_split_mma(GgmlType type, const uint8_t* w0, const uint8_t* w1, size_t matrix_bytes,
+                               size_t row_bytes, int64_t k, int64_t n_rows, int64_t n_exp, const int32_t* tiles,
+                               int64_t n_tiles, const int32_t* pair_of_row, const int32_t* experts, int64_t n_pairs,
+                               int x_div, const int8_t* xs, float* y, int64_t ld_y, cudaStream_t stream);
+// hs[p] = the split row (quantize_rows_split) of expert_swiglu of gu[p]'s n_ff gate then n_ff up values.
+void expert_swiglu_split(const float* gu, int64_t n_ff, const int32_t* experts, int64_t n_exp, int64_t n_pairs,
+                         const float* gate_scale, int64_t n_gs, const float* up_scale, int64_t n_us, float limit,
+                         int8_t* hs, cudaStream_t stream);
+
 // ---- elementwise.cu -----------------------------------------------------------
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void scale(float* x, float s, int64_t n, cudaStream_t stream);

@@ -30,18 +30,11 @@ __device__ __forceinline__ SplitRow split_row(const int8_t* base, int64_t k) {
     return {base, base + k, base + 2 * k, u, u + k / 32};
 }
 
-// Elements 8 c .. 8 c + 7 of x (k values) into the split row at out, by the
-// four lanes that hold one 32-element block (lanes 4 b .. 4 b + 3 hold
-// chunks 4 b .. 4 b + 3 of some block). Every lane of the warp calls it
-// (the shuffles), `valid` false past the row.
-__device__ __forceinline__ void split_chunk8(const float* __restrict__ x, int64_t k, int64_t c, bool valid,
-                                             int8_t* out) {
-    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    if (valid) {
-        const float4 a = *reinterpret_cast<const float4*>(x + 8 * c);
-        const float4 b = *reinterpret_cast<const float4*>(x + 8 * c + 4);
-        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-    }
+// Values 8 c .. 8 c + 7 of a row of k (v: zeros where not valid) into the
+// split row at out, by the four lanes that hold one 32-element block (lanes
+// 4 b .. 4 b + 3 hold chunks 4 b .. 4 b + 3 of some block). Every lane of
+// the warp calls it (the shuffles), `valid` false past the row.
+__device__ __forceinline__ void split_values8(const float (&v)[8], int64_t k, int64_t c, bool valid, int8_t* out) {
     float amax = 0.0f;
 #pragma unroll
     for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
@@ -68,6 +61,17 @@ __device__ __forceinline__ void split_chunk8(const float* __restrict__ x, int64_
     float* u = reinterpret_cast<float*>(out + 3 * k);
     if ((c & 3) == 0) u[c / 4] = amax / kSplitScale;
     if ((c & 1) == 0) u[k / 32 + c / 2] = s16;
+}
+// The same, elements 8 c .. 8 c + 7 of x.
+__device__ __forceinline__ void split_chunk8(const float* __restrict__ x, int64_t k, int64_t c, bool valid,
+                                             int8_t* out) {
+    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (valid) {
+        const float4 a = *reinterpret_cast<const float4*>(x + 8 * c);
+        const float4 b = *reinterpret_cast<const float4*>(x + 8 * c + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    }
+    split_values8(v, k, c, valid, out);
 }
 
 // Q4_K: acc[m] += rows[m] . x over step s, this lane's 32 weights. i = lane
