@@ -18,7 +18,7 @@
 // does not depend on which other pairs share its tile, on the grouping
 // (pairs grouped by expert, or one pair a tile), or on the batch.
 //
-// Layout: a block is kMmaWarps warps over kMmaWarps / WK row groups of 16
+// Layout: a block is NW warps (8 unless DS4_CUDA_MOE_MMA_WARPS says) over NW / WK row groups of 16
 // rows; the WK warps of a group split the row's super-blocks (s = ks, ks +
 // WK, ...). Within a warp the lane layout of split_mma.cuh: rows g, g + 8
 // (A), column g of each tile of 8 pairs (B), outputs at columns 2 t, 2 t + 1.
@@ -38,7 +38,6 @@
 namespace ds4::cuda {
 namespace {
 
-constexpr int kMmaWarps = 8;
 constexpr int kMmaRows = 16;
 constexpr int kMaxCols = int(kGemmTileTokens);  // pairs of one tile
 // A Q6_K block (210 bytes from a 2-byte aligned address) is covered by at
@@ -46,7 +45,7 @@ constexpr int kMaxCols = int(kGemmTileTokens);  // pairs of one tile
 constexpr int kStagePieces = 14;
 constexpr int kStageBytes = 16 * kStagePieces;
 // Shared memory of the staged (Q6_K) kernels: two buffers of 16 rows a warp.
-constexpr size_t kStageSmem = size_t(kMmaWarps) * 2 * kMmaRows * kStageBytes;
+constexpr size_t stage_smem(int warps) { return size_t(warps) * 2 * kMmaRows * kStageBytes; }
 
 // One tile: expert e's pairs pair_of_row[first .. first + cols), or, without
 // a tile list, pair `first` alone (cols 1).
@@ -83,16 +82,16 @@ __device__ __forceinline__ void stage_q6k(const uint8_t* mat, size_t row_bytes, 
 // expert (matrix e at + e * matrix_bytes), x'(pair) split row pair / x_div
 // of xs. Grid: x = matrices x row blocks, y = tiles; a tile of 0 columns
 // (the list's padding) computes nothing.
-template <class F, int WK>
-__global__ void __launch_bounds__(32 * kMmaWarps, 2)
+template <class F, int NW, int WK>
+__global__ void __launch_bounds__(32 * NW, 16 / NW)
     expert_split_mma_kernel(const uint8_t* __restrict__ w0, const uint8_t* __restrict__ w1, size_t matrix_bytes,
                             size_t row_bytes, int64_t k, int64_t n_rows, int64_t n_exp,
                             const int32_t* __restrict__ tiles, const int32_t* __restrict__ pair_of_row,
                             const int32_t* __restrict__ experts, int x_div, const int8_t* __restrict__ xs,
                             int64_t ld_xs, float* __restrict__ y, int64_t ld_y) {
-    constexpr int kGroups = kMmaWarps / WK;
+    constexpr int kGroups = NW / WK;
     constexpr bool kStaged = F::kBlockBytes % 16 != 0;
-    __shared__ float part[kMmaWarps][kMmaRows][kMaxCols];
+    __shared__ float part[NW][kMmaRows][kMaxCols];
     extern __shared__ __align__(16) uint8_t stage[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -207,10 +206,12 @@ __global__ void expert_swiglu_split_kernel(const float* __restrict__ gu, int64_t
 }
 
 template <class F>
-void launch_products(int wk, dim3 grid, size_t smem, cudaStream_t stream, const uint8_t* w0, const uint8_t* w1,
+void launch_products(int nw, int wk, dim3 grid, cudaStream_t stream, const uint8_t* w0, const uint8_t* w1,
                      size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows, int64_t n_exp,
                      const int32_t* tiles, const int32_t* pair_of_row, const int32_t* experts, int x_div,
                      const int8_t* xs, int64_t ld_xs, float* y, int64_t ld_y) {
+    constexpr bool staged = F::kBlockBytes % 16 != 0;
+    const size_t smem = staged ? stage_smem(nw) : 0;
     auto go = [&](auto kernel) {
         if (smem > 48 * 1024) {
             // Once per kernel: above 48 KiB of dynamic shared memory needs the opt-in.
@@ -218,13 +219,22 @@ void launch_products(int wk, dim3 grid, size_t smem, cudaStream_t stream, const 
                 cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
             check(set, "allowing the staged expert kernel its shared memory");
         }
-        launch(kernel, grid, 32 * kMmaWarps, smem, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
+        launch(kernel, grid, 32 * nw, smem, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
                pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
     };
-    if (wk == 8) go(expert_split_mma_kernel<F, 8>);
-    else if (wk == 4) go(expert_split_mma_kernel<F, 4>);
-    else if (wk == 2) go(expert_split_mma_kernel<F, 2>);
-    else go(expert_split_mma_kernel<F, 1>);
+    if (nw == 8) {
+        if (wk == 8) go(expert_split_mma_kernel<F, 8, 8>);
+        else if (wk == 4) go(expert_split_mma_kernel<F, 8, 4>);
+        else if (wk == 2) go(expert_split_mma_kernel<F, 8, 2>);
+        else go(expert_split_mma_kernel<F, 8, 1>);
+    } else if (nw == 4) {
+        if (wk >= 4) go(expert_split_mma_kernel<F, 4, 4>);
+        else if (wk == 2) go(expert_split_mma_kernel<F, 4, 2>);
+        else go(expert_split_mma_kernel<F, 4, 1>);
+    } else {
+        if (wk >= 2) go(expert_split_mma_kernel<F, 2, 2>);
+        else go(expert_split_mma_kernel<F, 2, 1>);
+    }
 }
 
 // DS4_CUDA_MOE_MMA_WK="G,D": warps along a row (1, 2, 4 or 8; 0: as many
@@ -238,6 +248,16 @@ std::pair<int, int> mma_warps_along_k() {
         return std::pair<int, int>{std::clamp(g, 0, 8), std::clamp(d, 0, 8)};
     }();
     return wk;
+}
+
+// DS4_CUDA_MOE_MMA_WARPS=2|4|8: warps a block (A/B; default 8), read once.
+int mma_block_warps() {
+    static const int nw = [] {
+        const char* v = std::getenv("DS4_CUDA_MOE_MMA_WARPS");
+        const int n = v ? std::atoi(v) : 8;
+        return n == 2 || n == 4 ? n : 8;
+    }();
+    return nw;
 }
 
 }  // namespace
@@ -261,16 +281,17 @@ void expert_products_split_mma(GgmlType type, const uint8_t* w0, const uint8_t* 
     const int64_t n_sb = k / 256;
     const int asked = w1 ? mma_warps_along_k().first : mma_warps_along_k().second;
     const int64_t most = asked > 0 ? std::min<int64_t>(asked, n_sb) : n_sb;
-    const int wk = most >= 8 ? 8 : most >= 4 ? 4 : most >= 2 ? 2 : 1;
-    const int64_t rows_a_block = int64_t(kMmaWarps / wk) * kMmaRows;
+    const int nw = mma_block_warps();
+    const int wk = std::min(nw, most >= 8 ? 8 : most >= 4 ? 4 : most >= 2 ? 2 : 1);
+    const int64_t rows_a_block = int64_t(nw / wk) * kMmaRows;
     const int64_t row_blocks = (n_rows + rows_a_block - 1) / rows_a_block;
     const dim3 grid(unsigned(row_blocks * (w1 ? 2 : 1)), unsigned(n_blocks));
     const int64_t ld_xs = split_activation_bytes(k);
     if (type == GgmlType::Q4_K)
-        launch_products<Q4kFormat>(wk, grid, 0, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
+        launch_products<Q4kFormat>(nw, wk, grid, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
                                    pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
     else if (type == GgmlType::Q6_K)
-        launch_products<Q6kFormat>(wk, grid, kStageSmem, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp,
+        launch_products<Q6kFormat>(nw, wk, grid, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp,
                                    tiles, pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
     else
         throw Error("expert_products_split_mma: no product for " + std::string(ggml_type_name(type)) + " rows.");
