@@ -62,6 +62,16 @@ done
   DS4_CUDA_MOE_GROUPED=$g timeout ${DS4_TEST_TIMEOUT:-400} ./cudabackend_model_test --gtest_filter='-*RealShape*' \
     > "$O/cudabackend_model_test-grouped$g.txt" 2>&1; echo "cudabackend_model_test (grouped=$g) rc=$?" >> "$O/cudabackend_model_test-grouped$g.txt"
 done
+# The opt-in tensor-core experts (moe_split_mma.cu), both kernels: the MoE tests (CPU bound, batch = alone) and the
+# model suite with them on (DS4_CUDA_MMA_AB=0 skips).
+[ "$what" = memcheck ] || [ "${DS4_CUDA_MMA_AB:-1}" = 0 ] || for st in 0 1; do
+  DS4_CUDA_MOE_MMA=1 DS4_CUDA_MOE_MMA_STREAM=$st timeout ${DS4_TEST_TIMEOUT:-400} ./cudabackend_ops_test \
+    --gtest_filter='*Moe*' > "$O/cudabackend_ops_test-mma$st.txt" 2>&1
+  echo "cudabackend_ops_test (moe mma, stream=$st) rc=$?" >> "$O/cudabackend_ops_test-mma$st.txt"
+  DS4_CUDA_MOE_MMA=1 DS4_CUDA_MOE_MMA_STREAM=$st timeout ${DS4_TEST_TIMEOUT:-400} ./cudabackend_model_test \
+    > "$O/cudabackend_model_test-mma$st.txt" 2>&1
+  echo "cudabackend_model_test (moe mma, stream=$st) rc=$?" >> "$O/cudabackend_model_test-mma$st.txt"
+done
 [ "$what" = memcheck ] || grep -hE "^\[  (PASSED|FAILED) |rc=|Failure|worst|planted|excused" "$O"/cudabackend_*.txt
 [ "$what" = tests ] || for t in $tests; do
   timeout ${DS4_MEMCHECK_TIMEOUT:-600} compute-sanitizer --tool memcheck --error-exitcode 9 "./$t" \

@@ -181,6 +181,148 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
     }
 }
 
+// The streaming variant (DS4_CUDA_MOE_MMA_STREAM=1): a warp computes whole
+// row groups (16 rows over every super-block in order), groups_per_warp of
+// them, as one stream of (row group, super-block) steps in which the next
+// step's weights are on their way while the current one is computed, also
+// across row groups. Why: in expert_split_mma_kernel every block pays the
+// chain wait -> tile -> weights -> mma -> barrier -> store once for 16-128
+// rows, and two blocks an SM left the memory idle between them. Values:
+// those of expert_split_mma_kernel<F, NW, 1> (per step a sum from zero,
+// added to the row's running sum).
+template <class F, int NW>
+__global__ void __launch_bounds__(32 * NW, 16 / NW)
+    expert_split_mma_stream_kernel(const uint8_t* __restrict__ w0, const uint8_t* __restrict__ w1,
+                                   size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows, int64_t n_exp,
+                                   const int32_t* __restrict__ tiles, const int32_t* __restrict__ pair_of_row,
+                                   const int32_t* __restrict__ experts, int x_div, const int8_t* __restrict__ xs,
+                                   int64_t ld_xs, float* __restrict__ y, int64_t ld_y, int groups_per_warp) {
+    constexpr bool kStaged = F::kBlockBytes % 16 != 0;
+    __shared__ float part[NW][kMmaRows][kMaxCols];
+    extern __shared__ __align__(16) uint8_t stage[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t groups_per_mat = (n_rows + kMmaRows - 1) / kMmaRows;
+    const int64_t n_groups = groups_per_mat * (w1 ? 2 : 1);
+    const int64_t q0 = (int64_t(blockIdx.x) * NW + warp) * groups_per_warp;
+    const int64_t q1 = min(q0 + groups_per_warp, n_groups);
+    wait_for_inputs();
+    const Tile tl = tile_at(tiles, experts, blockIdx.y);
+    // No block barrier follows: a warp with no rows, or a tile of no
+    // columns (the list's padding) or an id out of range, simply ends.
+    if (q0 >= q1 || tl.cols <= 0 || tl.e < 0 || tl.e >= n_exp) return;
+    const int64_t n_sb = k / 256;
+    const int n_tiles = (tl.cols + 7) / 8;
+
+    // Row group q: its matrix and its rows g and g + 8 (past the end: the last row again, not stored).
+    struct Rows {
+        const uint8_t* mat;
+        const uint8_t* lo;
+        const uint8_t* hi;
+        int64_t r0;
+        int m;
+    };
+    auto rows_of = [&](int64_t q) {
+        Rows r;
+        r.m = int(q / groups_per_mat);
+        r.r0 = (q % groups_per_mat) * kMmaRows;
+        r.mat = (r.m ? w1 : w0) + size_t(tl.e) * matrix_bytes;
+        r.lo = r.mat + size_t(min(r.r0 + g, n_rows - 1)) * row_bytes;
+        r.hi = r.mat + size_t(min(r.r0 + g + 8, n_rows - 1)) * row_bytes;
+        return r;
+    };
+    auto zero = [&] {
+        for (int tt = 0; tt < n_tiles; ++tt)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) part[warp][g + 8 * (c >> 1)][8 * tt + 2 * t + (c & 1)] = 0.0f;
+    };
+    // This lane's finished outputs of row group `r` (its own entries of part: no barrier).
+    auto flush = [&](const Rows& r) {
+        for (int tt = 0; tt < n_tiles; ++tt)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int col = 8 * tt + 2 * t + (c & 1);
+                const int64_t row = r.r0 + g + 8 * (c >> 1);
+                if (col < tl.cols && row < n_rows)
+                    y[pair_of(tiles, pair_of_row, tl, col) * ld_y + r.m * n_rows + row] = part[warp][row - r.r0][col];
+            }
+    };
+    auto tiles_dot = [&](const typename F::Lane& w, int64_t s) {
+#pragma unroll 1
+        for (int tt = 0; tt < n_tiles; ++tt) {
+            TokenTile x;
+            x.xb = xs + pair_of(tiles, pair_of_row, tl, min(8 * tt + g, tl.cols - 1)) / x_div * ld_xs;
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int64_t p = pair_of(tiles, pair_of_row, tl, min(8 * tt + 2 * t + c, tl.cols - 1));
+                x.xu[c] = reinterpret_cast<const float*>(xs + p / x_div * ld_xs + 3 * k);
+            }
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            F::dot(w, s, k, t, x, acc);
+#pragma unroll
+            for (int c = 0; c < 4; ++c) part[warp][g + 8 * (c >> 1)][8 * tt + 2 * t + (c & 1)] += acc[c];
+        }
+    };
+
+    zero();
+    int64_t q = q0, s = 0;  // the step being computed
+    Rows cur_rows = rows_of(q);
+    if constexpr (kStaged) {
+        uint8_t* buf[2] = {stage + size_t(2 * warp) * kMmaRows * kStageBytes,
+                           stage + size_t(2 * warp + 1) * kMmaRows * kStageBytes};
+        int b = 0;
+        stage_q6k(cur_rows.mat, row_bytes, cur_rows.r0, n_rows, 0, buf[0], lane);
+        while (true) {
+            // The next step: its copy on its way before this one is decoded.
+            int64_t nq = q, ns = s + 1;
+            if (ns == n_sb) ns = 0, ++nq;
+            const bool more = nq < q1;
+            Rows next_rows = cur_rows;
+            if (more) {
+                if (nq != q) next_rows = rows_of(nq);
+                stage_q6k(next_rows.mat, row_bytes, next_rows.r0, n_rows, ns, buf[b ^ 1], lane);
+                cp_async_wait_group<1>();
+            } else {
+                cp_async_wait_group<0>();
+            }
+            __syncwarp();
+            const size_t off = s * F::kBlockBytes;
+            const uint8_t* lo = buf[b] + g * kStageBytes + ((reinterpret_cast<uintptr_t>(cur_rows.lo) + off) & 15);
+            const uint8_t* hi =
+                buf[b] + (g + 8) * kStageBytes + ((reinterpret_cast<uintptr_t>(cur_rows.hi) + off) & 15);
+            const typename F::Lane w = F::load(lo, hi, t);
+            __syncwarp();  // every lane has read buf[b] before the next step's copy into it
+            tiles_dot(w, s);
+            if (ns == 0) {
+                flush(cur_rows);
+                zero();
+            }
+            if (!more) break;
+            q = nq, s = ns, cur_rows = next_rows, b ^= 1;
+        }
+    } else {
+        typename F::Lane cur = F::load(cur_rows.lo, cur_rows.hi, t);
+        while (true) {
+            int64_t nq = q, ns = s + 1;
+            if (ns == n_sb) ns = 0, ++nq;
+            const bool more = nq < q1;
+            Rows next_rows = cur_rows;
+            typename F::Lane next{};
+            if (more) {
+                if (nq != q) next_rows = rows_of(nq);
+                next = F::load(next_rows.lo + ns * F::kBlockBytes, next_rows.hi + ns * F::kBlockBytes, t);
+            }
+            tiles_dot(cur, s);
+            if (ns == 0) {
+                flush(cur_rows);
+                zero();
+            }
+            if (!more) break;
+            q = nq, s = ns, cur_rows = next_rows, cur = next;
+        }
+    }
+}
+
 // hs[p] = the split row of h[p] = SwiGLU(g[p], u[p]) (gu[p]: n_ff gate values,
 // then n_ff up values), one block a pair.
 __global__ void expert_swiglu_split_kernel(const float* __restrict__ gu, int64_t n_ff,
@@ -250,6 +392,48 @@ std::pair<int, int> mma_warps_along_k() {
     return wk;
 }
 
+template <class F>
+void launch_stream(int nw, int64_t n_blocks_y, cudaStream_t stream, const uint8_t* w0, const uint8_t* w1,
+                   size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows, int64_t n_exp,
+                   const int32_t* tiles, const int32_t* pair_of_row, const int32_t* experts, int x_div,
+                   const int8_t* xs, int64_t ld_xs, float* y, int64_t ld_y) {
+    constexpr bool staged = F::kBlockBytes % 16 != 0;
+    const size_t smem = staged ? stage_smem(nw) : 0;
+    // Row groups a warp: about two waves of 16 warps an SM over the launched
+    // tiles (the values do not depend on it).
+    static const int sms = [] {
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            return 132;
+        return n;
+    }();
+    const int64_t n_groups = (n_rows + kMmaRows - 1) / kMmaRows * (w1 ? 2 : 1);
+    const int64_t want_warps = int64_t(sms) * 32;
+    const int gpw = int(std::clamp<int64_t>(n_groups * n_blocks_y / want_warps, 1, 16));
+    const dim3 grid(unsigned((n_groups + int64_t(nw) * gpw - 1) / (int64_t(nw) * gpw)), unsigned(n_blocks_y));
+    auto go = [&](auto kernel) {
+        if (smem > 48 * 1024) {
+            static const cudaError_t set =
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+            check(set, "allowing the staged expert kernel its shared memory");
+        }
+        launch(kernel, grid, 32 * nw, smem, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
+               pair_of_row, experts, x_div, xs, ld_xs, y, ld_y, gpw);
+    };
+    if (nw == 8) go(expert_split_mma_stream_kernel<F, 8>);
+    else if (nw == 4) go(expert_split_mma_stream_kernel<F, 4>);
+    else go(expert_split_mma_stream_kernel<F, 2>);
+}
+
+// DS4_CUDA_MOE_MMA_STREAM=1: the streaming kernel (A/B), read once.
+bool mma_stream() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_MOE_MMA_STREAM");
+        return v && v[0] == '1';
+    }();
+    return on;
+}
+
 // DS4_CUDA_MOE_MMA_WARPS=2|4|8: warps a block (A/B; default 8), read once.
 int mma_block_warps() {
     static const int nw = [] {
@@ -287,6 +471,18 @@ void expert_products_split_mma(GgmlType type, const uint8_t* w0, const uint8_t* 
     const int64_t row_blocks = (n_rows + rows_a_block - 1) / rows_a_block;
     const dim3 grid(unsigned(row_blocks * (w1 ? 2 : 1)), unsigned(n_blocks));
     const int64_t ld_xs = split_activation_bytes(k);
+    if (mma_stream()) {
+        if (type == GgmlType::Q4_K)
+            launch_stream<Q4kFormat>(nw, n_blocks, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
+                                     pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
+        else if (type == GgmlType::Q6_K)
+            launch_stream<Q6kFormat>(nw, n_blocks, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
+                                     pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
+        else
+            throw Error("expert_products_split_mma: no product for " + std::string(ggml_type_name(type)) + " rows.");
+        check_launch("expert_split_mma_stream_kernel");
+        return;
+    }
     if (type == GgmlType::Q4_K)
         launch_products<Q4kFormat>(nw, wk, grid, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
                                    pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
