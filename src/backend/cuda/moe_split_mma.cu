@@ -25,8 +25,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_launch.cuh"
@@ -77,6 +79,48 @@ __device__ __forceinline__ void stage_q6k(const uint8_t* mat, size_t row_bytes, 
     cp_async_commit();
 }
 
+// A warp's partial sums (rows g, g + 8; columns 2 t, 2 t + 1 of each tile of 8) set to zero.
+__device__ __forceinline__ void zero_partials(float (&part)[kMmaRows][kMaxCols], int n_tiles, int g, int t) {
+    for (int tt = 0; tt < n_tiles; ++tt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) part[g + 8 * (c >> 1)][8 * tt + 2 * t + (c & 1)] = 0.0f;
+}
+
+// The pairs of one tile and where their split rows are (pair p reads row p / x_div of xs).
+struct TileColumns {
+    Tile tl;
+    int n_tiles;  // tiles of 8 columns
+    const int32_t* tiles;
+    const int32_t* pair_of_row;
+    int x_div;
+    const int8_t* xs;
+    int64_t ld_xs;
+    __device__ __forceinline__ int64_t pair(int j) const { return pair_of(tiles, pair_of_row, tl, j); }
+};
+
+// part += the products of super-block s of a warp's rows (this lane's share
+// of it in w) with every tile of 8 columns; columns past the tile's end read
+// its last pair again (not stored). Each mma sum starts from zero and is
+// added to part once.
+template <class F>
+__device__ __forceinline__ void add_tile_products(float (&part)[kMmaRows][kMaxCols], const typename F::Lane& w,
+                                                  int64_t s, int64_t k, int g, int t, const TileColumns& tc) {
+#pragma unroll 1
+    for (int tt = 0; tt < tc.n_tiles; ++tt) {
+        TokenTile x;
+        x.xb = tc.xs + tc.pair(min(8 * tt + g, tc.tl.cols - 1)) / tc.x_div * tc.ld_xs;
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const int64_t p = tc.pair(min(8 * tt + 2 * t + c, tc.tl.cols - 1));
+            x.xu[c] = reinterpret_cast<const float*>(tc.xs + p / tc.x_div * tc.ld_xs + 3 * k);
+        }
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        F::dot(w, s, k, t, x, acc);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) part[g + 8 * (c >> 1)][8 * tt + 2 * t + (c & 1)] += acc[c];
+    }
+}
+
 // y[pair][m * n_rows + r] = W_m,e[r] . x'(pair) for every tile's pairs, W_m
 // the matrices of w0 (m = 0) and w1 (m = 1, when given), e the tile's
 // expert (matrix e at + e * matrix_bytes), x'(pair) split row pair / x_div
@@ -111,28 +155,9 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
     // Rows past the end read the last row again (not stored).
     const uint8_t* row_lo = mat + size_t(min(r0 + g, n_rows - 1)) * row_bytes;
     const uint8_t* row_hi = mat + size_t(min(r0 + g + 8, n_rows - 1)) * row_bytes;
-    for (int tt = 0; tt < n_tiles; ++tt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) part[warp][g + 8 * (c >> 1)][8 * tt + 2 * t + (c & 1)] = 0.0f;
-
-    // The products of super-block s (its weights in w) with every tile of 8 pairs.
-    auto tiles_dot = [&](const typename F::Lane& w, int64_t s) {
-#pragma unroll 1
-        for (int tt = 0; tt < n_tiles; ++tt) {
-            // Columns past the tile's end read its last pair again (not stored).
-            TokenTile x;
-            x.xb = xs + pair_of(tiles, pair_of_row, tl, min(8 * tt + g, tl.cols - 1)) / x_div * ld_xs;
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const int64_t p = pair_of(tiles, pair_of_row, tl, min(8 * tt + 2 * t + c, tl.cols - 1));
-                x.xu[c] = reinterpret_cast<const float*>(xs + p / x_div * ld_xs + 3 * k);
-            }
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            F::dot(w, s, k, t, x, acc);
-#pragma unroll
-            for (int c = 0; c < 4; ++c) part[warp][g + 8 * (c >> 1)][8 * tt + 2 * t + (c & 1)] += acc[c];
-        }
-    };
+    zero_partials(part[warp], n_tiles, g, t);
+    const TileColumns tc{tl, n_tiles, tiles, pair_of_row, x_div, xs, ld_xs};
+    auto tiles_dot = [&](const typename F::Lane& w, int64_t s) { add_tile_products<F>(part[warp], w, s, k, g, t, tc); };
 
     if constexpr (kStaged) {
         // Two buffers a warp: block s + WK on its way while s is computed.
@@ -231,11 +256,7 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
         r.hi = r.mat + size_t(min(r.r0 + g + 8, n_rows - 1)) * row_bytes;
         return r;
     };
-    auto zero = [&] {
-        for (int tt = 0; tt < n_tiles; ++tt)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) part[warp][g + 8 * (c >> 1)][8 * tt + 2 * t + (c & 1)] = 0.0f;
-    };
+    auto zero = [&] { zero_partials(part[warp], n_tiles, g, t); };
     // This lane's finished outputs of row group `r` (its own entries of part: no barrier).
     auto flush = [&](const Rows& r) {
         for (int tt = 0; tt < n_tiles; ++tt)
@@ -247,22 +268,8 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
                     y[pair_of(tiles, pair_of_row, tl, col) * ld_y + r.m * n_rows + row] = part[warp][row - r.r0][col];
             }
     };
-    auto tiles_dot = [&](const typename F::Lane& w, int64_t s) {
-#pragma unroll 1
-        for (int tt = 0; tt < n_tiles; ++tt) {
-            TokenTile x;
-            x.xb = xs + pair_of(tiles, pair_of_row, tl, min(8 * tt + g, tl.cols - 1)) / x_div * ld_xs;
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const int64_t p = pair_of(tiles, pair_of_row, tl, min(8 * tt + 2 * t + c, tl.cols - 1));
-                x.xu[c] = reinterpret_cast<const float*>(xs + p / x_div * ld_xs + 3 * k);
-            }
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            F::dot(w, s, k, t, x, acc);
-#pragma unroll
-            for (int c = 0; c < 4; ++c) part[warp][g + 8 * (c >> 1)][8 * tt + 2 * t + (c & 1)] += acc[c];
-        }
-    };
+    const TileColumns tc{tl, n_tiles, tiles, pair_of_row, x_div, xs, ld_xs};
+    auto tiles_dot = [&](const typename F::Lane& w, int64_t s) { add_tile_products<F>(part[warp], w, s, k, g, t, tc); };
 
     zero();
     int64_t q = q0, s = 0;  // the step being computed
@@ -347,6 +354,26 @@ __global__ void expert_swiglu_split_kernel(const float* __restrict__ gu, int64_t
     }
 }
 
+// Launches an expert kernel of nw warps with smem bytes of dynamic shared
+// memory. Above 48 KiB a kernel needs the opt-in, once per kernel: kept in a
+// list by address, since the kernels of one signature share one type (a
+// static per template instantiation would set only the first of them).
+template <class Kernel, class... Args>
+void launch_expert_kernel(Kernel kernel, dim3 grid, int nw, size_t smem, cudaStream_t stream, Args... args) {
+    if (smem > 48 * 1024) {
+        static std::mutex mu;
+        static std::vector<const void*> allowed;
+        const void* key = reinterpret_cast<const void*>(kernel);
+        const std::lock_guard<std::mutex> lock(mu);
+        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+            check(cudaFuncSetAttribute(key, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                  "allowing an expert kernel its shared memory");
+            allowed.push_back(key);
+        }
+    }
+    launch(kernel, grid, 32 * nw, smem, stream, args...);
+}
+
 template <class F>
 void launch_products(int nw, int wk, dim3 grid, cudaStream_t stream, const uint8_t* w0, const uint8_t* w1,
                      size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows, int64_t n_exp,
@@ -355,14 +382,8 @@ void launch_products(int nw, int wk, dim3 grid, cudaStream_t stream, const uint8
     constexpr bool staged = F::kBlockBytes % 16 != 0;
     const size_t smem = staged ? stage_smem(nw) : 0;
     auto go = [&](auto kernel) {
-        if (smem > 48 * 1024) {
-            // Once per kernel: above 48 KiB of dynamic shared memory needs the opt-in.
-            static const cudaError_t set =
-                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-            check(set, "allowing the staged expert kernel its shared memory");
-        }
-        launch(kernel, grid, 32 * nw, smem, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
-               pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
+        launch_expert_kernel(kernel, grid, nw, smem, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
+                             pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
     };
     if (nw == 8) {
         if (wk == 8) go(expert_split_mma_kernel<F, 8, 8>);
@@ -412,13 +433,8 @@ void launch_stream(int nw, int64_t n_blocks_y, cudaStream_t stream, const uint8_
     const int gpw = int(std::clamp<int64_t>(n_groups * n_blocks_y / want_warps, 1, 16));
     const dim3 grid(unsigned((n_groups + int64_t(nw) * gpw - 1) / (int64_t(nw) * gpw)), unsigned(n_blocks_y));
     auto go = [&](auto kernel) {
-        if (smem > 48 * 1024) {
-            static const cudaError_t set =
-                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-            check(set, "allowing the staged expert kernel its shared memory");
-        }
-        launch(kernel, grid, 32 * nw, smem, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
-               pair_of_row, experts, x_div, xs, ld_xs, y, ld_y, gpw);
+        launch_expert_kernel(kernel, grid, nw, smem, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
+                             pair_of_row, experts, x_div, xs, ld_xs, y, ld_y, gpw);
     };
     if (nw == 8) go(expert_split_mma_stream_kernel<F, 8>);
     else if (nw == 4) go(expert_split_mma_stream_kernel<F, 4>);
