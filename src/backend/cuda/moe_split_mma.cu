@@ -430,7 +430,11 @@ void launch_stream(int nw, int64_t n_blocks_y, cudaStream_t stream, const uint8_
     }();
     const int64_t n_groups = (n_rows + kMmaRows - 1) / kMmaRows * (w1 ? 2 : 1);
     const int64_t want_warps = int64_t(sms) * 32;
-    const int gpw = int(std::clamp<int64_t>(n_groups * n_blocks_y / want_warps, 1, 16));
+    static const int asked_gpw = [] {
+        const char* v = std::getenv("DS4_CUDA_MOE_MMA_GPW");  // row groups a warp (A/B), read once
+        return v ? std::clamp(std::atoi(v), 0, 64) : 0;
+    }();
+    const int gpw = asked_gpw > 0 ? asked_gpw : int(std::clamp<int64_t>(n_groups * n_blocks_y / want_warps, 1, 16));
     const dim3 grid(unsigned((n_groups + int64_t(nw) * gpw - 1) / (int64_t(nw) * gpw)), unsigned(n_blocks_y));
     auto go = [&](auto kernel) {
         launch_expert_kernel(kernel, grid, nw, smem, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
