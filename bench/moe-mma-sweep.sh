@@ -28,9 +28,9 @@ for part in $what; do
     bench)
       # variant = "MMA STREAM WARPS WK GPW"
       for v in "0 0 8 0,0 0" "1 0 8 0,0 0" "1 1 8 0,0 0" "1 1 4 0,0 0" "1 1 8 0,0 2" "1 1 8 0,0 4"; do
-        set -- $v; name=mma$1-s$2-w$3-wk$4-g$5
-        DS4_CUDA_MOE_MMA=$1 DS4_CUDA_MOE_MMA_STREAM=$2 DS4_CUDA_MOE_MMA_WARPS=$3 DS4_CUDA_MOE_MMA_WK=$4 \
-          DS4_CUDA_MOE_MMA_GPW=$5 OUT=$W/decode/$name timeout 90 bash "$repo/bench/parallel-decode.sh" "$src" 1 8 \
+        read -r mma st nw wk gpw <<< "$v"; name=mma$mma-s$st-w$nw-wk$wk-g$gpw
+        DS4_CUDA_MOE_MMA=$mma DS4_CUDA_MOE_MMA_STREAM=$st DS4_CUDA_MOE_MMA_WARPS=$nw DS4_CUDA_MOE_MMA_WK=$wk \
+          DS4_CUDA_MOE_MMA_GPW=$gpw OUT=$W/decode/$name timeout 90 bash "$repo/bench/parallel-decode.sh" "$src" 1 8 \
           > "$W/decode-$name.txt" 2>&1
         say "$name: $(grep -E '^\| (1|8) \| 512 ' "$W/decode-$name.txt" | awk -F'|' '{printf "N=%s %s t/s; ", $2, $5}')"
       done
@@ -41,7 +41,7 @@ for part in $what; do
           timeout 100 bash "$src/cuda-ncu-step.sh" 8 > "$W/ncu-steps$st.txt" 2>&1
         say "ncu step table (stream=$st): ncu-steps$st.txt"
       done
-      DS4_CUDA_MOE_MMA=1 DS4_CUDA_MOE_MMA_STREAM=1 DS4_NCU_MODES= DS4_NCU_DETAIL_N=8 \
+      DS4_CUDA_MOE_MMA=1 DS4_CUDA_MOE_MMA_STREAM=1 DS4_NCU_MODES='' DS4_NCU_DETAIL_N=8 \
         DS4_NCU_DETAIL_KERNELS="expert_split_mma|swiglu_split|moe_tile_list" DS4_NCU_DETAIL_COUNT=24 OUT=$W/ncu/detail \
         timeout 120 bash "$src/cuda-ncu-step.sh" 8 > "$W/ncu-detail.txt" 2>&1
       say "ncu detail: ncu/detail/ncu-detail-8.txt"
