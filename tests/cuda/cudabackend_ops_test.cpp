@@ -634,10 +634,11 @@ TEST_F(CudaOps, MoeSwigluReadsSelectedExperts) {
 }
 
 // A decode batch of several tokens runs the routed experts grouped by expert
-// (each chosen expert read once for all its pairs): for Q4_K gate/up with
-// Q4_K or Q6_K downs on the int8 tensor cores (moe_split_mma.cu: grouped in
-// a batch, each pair its own tile alone), for other types on the float or
-// per-pair kernels; every token must get, bit for bit, what it gets decoded alone, and
+// (each chosen expert read once for all its pairs), or for Q4_K gate/up on
+// split activations per pair (moe_split.cu, Q4_K downs split too, Q6_K downs
+// float), or with DS4_CUDA_MOE_MMA=1 (bench/cuda-correctness.sh runs it) on
+// the int8 tensor cores (moe_split_mma.cu: grouped in a batch, each pair its
+// own tile alone); every token must get, bit for bit, what it gets decoded alone, and
 // the batch must match the CPU. Routing is skewed towards a few popular experts, so
 // groups of 1 to 64 pairs occur, and 64 tokens of 8 reach the 512 pairs the
 // device path takes.

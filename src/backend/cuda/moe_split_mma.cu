@@ -46,8 +46,15 @@ constexpr int kMaxCols = int(kGemmTileTokens);  // pairs of one tile
 // most 14 aligned 16-byte pieces.
 constexpr int kStagePieces = 14;
 constexpr int kStageBytes = 16 * kStagePieces;
-// Shared memory of the staged (Q6_K) kernels: two buffers of 16 rows a warp.
-constexpr size_t stage_smem(int warps) { return size_t(warps) * 2 * kMmaRows * kStageBytes; }
+// Whether F's blocks go through shared memory (Q6_K: rows not 16-byte
+// aligned), and how much a kernel of `warps` warps then needs: two buffers
+// of 16 rows a warp.
+template <class F>
+constexpr bool kStagedFormat = F::kBlockBytes % 16 != 0;
+template <class F>
+constexpr size_t stage_smem(int warps) {
+    return kStagedFormat<F> ? size_t(warps) * 2 * kMmaRows * kStageBytes : 0;
+}
 
 // One tile: expert e's pairs pair_of_row[first .. first + cols), or, without
 // a tile list, pair `first` alone (cols 1).
@@ -134,7 +141,7 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
                             const int32_t* __restrict__ experts, int x_div, const int8_t* __restrict__ xs,
                             int64_t ld_xs, float* __restrict__ y, int64_t ld_y) {
     constexpr int kGroups = NW / WK;
-    constexpr bool kStaged = F::kBlockBytes % 16 != 0;
+    constexpr bool kStaged = kStagedFormat<F>;
     __shared__ float part[NW][kMmaRows][kMaxCols];
     extern __shared__ __align__(16) uint8_t stage[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -222,7 +229,7 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
                                    const int32_t* __restrict__ tiles, const int32_t* __restrict__ pair_of_row,
                                    const int32_t* __restrict__ experts, int x_div, const int8_t* __restrict__ xs,
                                    int64_t ld_xs, float* __restrict__ y, int64_t ld_y, int groups_per_warp) {
-    constexpr bool kStaged = F::kBlockBytes % 16 != 0;
+    constexpr bool kStaged = kStagedFormat<F>;
     __shared__ float part[NW][kMmaRows][kMaxCols];
     extern __shared__ __align__(16) uint8_t stage[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -375,12 +382,14 @@ void launch_expert_kernel(Kernel kernel, dim3 grid, int nw, size_t smem, cudaStr
 }
 
 template <class F>
-void launch_products(int nw, int wk, dim3 grid, cudaStream_t stream, const uint8_t* w0, const uint8_t* w1,
+void launch_products(int nw, int wk, int64_t n_blocks_y, cudaStream_t stream, const uint8_t* w0, const uint8_t* w1,
                      size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows, int64_t n_exp,
                      const int32_t* tiles, const int32_t* pair_of_row, const int32_t* experts, int x_div,
                      const int8_t* xs, int64_t ld_xs, float* y, int64_t ld_y) {
-    constexpr bool staged = F::kBlockBytes % 16 != 0;
-    const size_t smem = staged ? stage_smem(nw) : 0;
+    const size_t smem = stage_smem<F>(nw);
+    const int64_t rows_a_block = int64_t(nw / wk) * kMmaRows;
+    const int64_t row_blocks = (n_rows + rows_a_block - 1) / rows_a_block;
+    const dim3 grid(unsigned(row_blocks * (w1 ? 2 : 1)), unsigned(n_blocks_y));
     auto go = [&](auto kernel) {
         launch_expert_kernel(kernel, grid, nw, smem, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
                              pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
@@ -418,8 +427,7 @@ void launch_stream(int nw, int64_t n_blocks_y, cudaStream_t stream, const uint8_
                    size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows, int64_t n_exp,
                    const int32_t* tiles, const int32_t* pair_of_row, const int32_t* experts, int x_div,
                    const int8_t* xs, int64_t ld_xs, float* y, int64_t ld_y) {
-    constexpr bool staged = F::kBlockBytes % 16 != 0;
-    const size_t smem = staged ? stage_smem(nw) : 0;
+    const size_t smem = stage_smem<F>(nw);
     // Row groups a warp: about two waves of 16 warps an SM over the launched
     // tiles (the values do not depend on it).
     static const int sms = [] {
@@ -487,31 +495,20 @@ void expert_products_split_mma(GgmlType type, const uint8_t* w0, const uint8_t* 
     const int64_t most = asked > 0 ? std::min<int64_t>(asked, n_sb) : n_sb;
     const int nw = mma_block_warps();
     const int wk = std::min(nw, most >= 8 ? 8 : most >= 4 ? 4 : most >= 2 ? 2 : 1);
-    const int64_t rows_a_block = int64_t(nw / wk) * kMmaRows;
-    const int64_t row_blocks = (n_rows + rows_a_block - 1) / rows_a_block;
-    const dim3 grid(unsigned(row_blocks * (w1 ? 2 : 1)), unsigned(n_blocks));
     const int64_t ld_xs = split_activation_bytes(k);
-    if (mma_stream()) {
-        if (type == GgmlType::Q4_K)
-            launch_stream<Q4kFormat>(nw, n_blocks, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
-                                     pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
-        else if (type == GgmlType::Q6_K)
-            launch_stream<Q6kFormat>(nw, n_blocks, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
-                                     pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
+    auto go = [&](auto format) {
+        using F = decltype(format);
+        if (mma_stream())
+            launch_stream<F>(nw, n_blocks, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
+                             pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
         else
-            throw Error("expert_products_split_mma: no product for " + std::string(ggml_type_name(type)) + " rows.");
-        check_launch("expert_split_mma_stream_kernel");
-        return;
-    }
-    if (type == GgmlType::Q4_K)
-        launch_products<Q4kFormat>(nw, wk, grid, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
-                                   pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
-    else if (type == GgmlType::Q6_K)
-        launch_products<Q6kFormat>(nw, wk, grid, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp,
-                                   tiles, pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
-    else
-        throw Error("expert_products_split_mma: no product for " + std::string(ggml_type_name(type)) + " rows.");
-    check_launch("expert_split_mma_kernel");
+            launch_products<F>(nw, wk, n_blocks, stream, w0, w1, matrix_bytes, row_bytes, k, n_rows, n_exp, tiles,
+                               pair_of_row, experts, x_div, xs, ld_xs, y, ld_y);
+    };
+    if (type == GgmlType::Q4_K) go(Q4kFormat{});
+    else if (type == GgmlType::Q6_K) go(Q6kFormat{});
+    else throw Error("expert_products_split_mma: no product for " + std::string(ggml_type_name(type)) + " rows.");
+    check_launch(mma_stream() ? "expert_split_mma_stream_kernel" : "expert_split_mma_kernel");
 }
 
 void expert_swiglu_split(const float* gu, int64_t n_ff, const int32_t* experts, int64_t n_exp, int64_t n_pairs,
