@@ -9,6 +9,10 @@
 # PIPE_GPUS=2 (a machine with two GPUs): the worker on the second GPU, the
 # coordinator and the one process on the first (stages on separate compute).
 # The worker and the --debug runs print DS4_CUDA_STEP_TIMING's summary.
+# PIPE_MPS=1: every process of the run (the one process too) goes through a
+# CUDA MPS control daemon started for this run (user-level pipe and log
+# folders; no GPU setting changes), so the two stage processes share the GPU
+# without time-slicing between their contexts. PIPE_PREFILL=0 skips prefill.
 # Here:  bash bench/pipeline-h200.sh --pack BUILD_DIR   (writes .gpurun-pipe/, git-ignored)
 # There: bash bench/pipeline-h200.sh .gpurun-pipe       (results under $OUT)
 set -u
@@ -38,6 +42,14 @@ rate() { sed -n 's/.*generation: \([0-9.]*\) t\/s.*/\1/p' "$1"; }
 one() { timeout 120 "$B/ds4" -m "$F" --backend cuda -p "$P" --nothink --temp 0 -n 128 >"$O/one-$1.txt" 2>"$O/one-$1.err"; }
 two() { timeout 120 "$B/ds4" -m "$F" --backend cuda -p "$P" --nothink --temp 0 -n 128 --role coordinator --layers 0:3 \
         --listen 127.0.0.1 9700 "${@:2}" >"$O/two-$1.txt" 2>"$O/two-$1.err"; }
+mps=off
+if [ "${PIPE_MPS:-0}" = 1 ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=$B/mps-pipe CUDA_MPS_LOG_DIRECTORY=$B/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d > "$O/mps.txt" 2>&1; then mps=on; else
+    echo "MPS daemon did not start (see mps.txt): running without it" | tee -a "$O/mps.txt"
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; fi
+fi
 G0=; G1=; [ "${PIPE_GPUS:-1}" = 2 ] && { G0=0; G1=1; }
 export CUDA_VISIBLE_DEVICES=${G0:-${CUDA_VISIBLE_DEVICES:-0}}
 CUDA_VISIBLE_DEVICES=${G1:-$CUDA_VISIBLE_DEVICES} DS4_CUDA_STEP_TIMING=1 "$B/ds4" -m "$F" --backend cuda --role worker --layers 4:output --coordinator 127.0.0.1 9700 --ctx 5120 >"$O/worker.log" 2>&1 &
@@ -53,7 +65,7 @@ w = 'the sea light keeper stone night wind ship rope bell storm harbor island ti
 print(' '.join(r.choice(w) for _ in range(3880)))" > /tmp/prompt4k.txt
 pf=(--prompt-file /tmp/prompt4k.txt --nothink --temp 0 -n 1 --ctx 5120 --prefill-chunk 512)
 prate() { sed -n 's/.*prefill: \([0-9.]*\) t\/s.*/\1/p' "$1"; }
-for i in 1 2; do
+[ "${PIPE_PREFILL:-1}" = 0 ] || for i in 1 2; do
   timeout 120 "$B/ds4" -m "$F" --backend cuda "${pf[@]}" >/dev/null 2>"$O/pone-$i.err"
   timeout 120 "$B/ds4" -m "$F" --backend cuda "${pf[@]}" --role coordinator --layers 0:3 --listen 127.0.0.1 9700 \
     --dist-prefill-window 4 >/dev/null 2>"$O/ptwo-$i.err"
@@ -61,7 +73,9 @@ for i in 1 2; do
     --dist-prefill-window 1 >/dev/null 2>"$O/ptw1-$i.err"
 done
 kill $W; wait $W
+[ $mps = on ] && { echo quit | nvidia-cuda-mps-control; cp -r "$CUDA_MPS_LOG_DIRECTORY" "$O/mps-log"; }
 {
+  echo "MPS: $mps"
   for i in 1 2; do echo "run $i: one process $(rate "$O/one-$i.err") t/s, 2 stages $(rate "$O/two-$i.err") t/s (stream), $(rate "$O/two-u$i.err") t/s (unary)"; done
   cmp -s "$O/one-1.txt" "$O/two-1.txt" && echo "greedy text: identical" || echo "greedy text: DIFFERS"
   cmp -s "$O/one-1.txt" "$O/two-u1.txt" && echo "greedy text (unary): identical" || echo "greedy text (unary): DIFFERS"
