@@ -1,5 +1,6 @@
 #include "pipeline/hop_stream.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -35,24 +36,80 @@ bool HopStream::enabled() {
     return on;
 }
 
+namespace {
+// The queue's tags: at most one of each operation is in flight.
+void* const kStart = reinterpret_cast<void*>(std::intptr_t{1});
+void* const kWrite = reinterpret_cast<void*>(std::intptr_t{2});
+void* const kRead = reinterpret_cast<void*>(std::intptr_t{3});
+void* const kFinish = reinterpret_cast<void*>(std::intptr_t{4});
+}  // namespace
+
+bool HopStream::await(std::initializer_list<void*> tags) {
+    bool all_ok = true;
+    size_t left = tags.size();
+    const bool spin = pipeline_spins();
+    while (left > 0) {
+        void* tag = nullptr;
+        bool ok = false;
+        grpc::CompletionQueue::NextStatus st;
+        if (spin) {
+            st = cq_->AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC));
+        } else {
+            st = cq_->Next(&tag, &ok) ? grpc::CompletionQueue::GOT_EVENT : grpc::CompletionQueue::SHUTDOWN;
+        }
+        if (st == grpc::CompletionQueue::TIMEOUT) continue;
+        if (st == grpc::CompletionQueue::SHUTDOWN) return false;
+        for (void* t : tags)
+            if (t == tag) {
+                --left;
+                all_ok = all_ok && ok;
+            }
+    }
+    return all_ok;
+}
+
 bool HopStream::open() {
     ctx_ = std::make_unique<grpc::ClientContext>();
     expires_ = std::chrono::system_clock::now() + 2 * step_deadline_;
     ctx_->set_deadline(expires_);
     authenticate_call(*ctx_, key_, "ForwardStream");
-    rw_ = stub_.ForwardStream(ctx_.get());
-    return rw_ != nullptr;
+    cq_ = std::make_unique<grpc::CompletionQueue>();
+    rw_ = stub_.PrepareAsyncForwardStream(ctx_.get(), cq_.get());
+    if (!rw_) {
+        finish();
+        return false;
+    }
+    rw_->StartCall(kStart);
+    if (await({kStart})) return true;
+    finish();
+    return false;
+}
+
+grpc::Status HopStream::finish() {
+    grpc::Status st(grpc::StatusCode::UNAVAILABLE, "the step stream was not opened");
+    if (rw_) {
+        rw_->Finish(&st, kFinish);
+        await({kFinish});
+    }
+    if (cq_) {
+        // Every tag back before the queue goes: a queue must be drained.
+        cq_->Shutdown();
+        void* tag = nullptr;
+        bool ok = false;
+        while (cq_->Next(&tag, &ok)) {
+        }
+    }
+    rw_.reset();
+    cq_.reset();
+    ctx_.reset();
+    return st;
 }
 
 void HopStream::drop() {
-    if (rw_) {
-        // Cancel first: Finish on a stream whose peer is gone would wait for
-        // the stream's deadline.
-        ctx_->TryCancel();
-        rw_->Finish();
-    }
-    rw_.reset();
-    ctx_.reset();
+    // Cancel first: Finish on a stream whose peer is gone would wait for
+    // the stream's deadline.
+    if (ctx_) ctx_->TryCancel();
+    finish();
 }
 
 HopStream::Outcome HopStream::exchange(const wire::Work& work, wire::Result* result, grpc::Status* status) {
@@ -62,11 +119,12 @@ HopStream::Outcome HopStream::exchange(const wire::Work& work, wire::Result* res
     // A stream too close to its end for a whole step's deadline is replaced.
     if (rw_ && std::chrono::system_clock::now() + step_deadline_ > expires_) drop();
     if (!rw_ && !open()) return Outcome::kNotTaken;
-    if (rw_->Write(work) && rw_->Read(result)) return Outcome::kAnswered;
+    // The answer's read is posted with the step's write: one wait for both.
+    rw_->Write(work, kWrite);
+    rw_->Read(result, kRead);
+    if (await({kWrite, kRead})) return Outcome::kAnswered;
     // The stream ended: with the stage's own status, or because it broke.
-    const grpc::Status st = rw_->Finish();
-    rw_.reset();
-    ctx_.reset();
+    const grpc::Status st = finish();
     // A worker without the stream (an older build) takes unary calls only.
     if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED) unsupported_ = true;
     if (st.ok() || transport_failure(st.error_code())) return Outcome::kNotTaken;

@@ -50,23 +50,6 @@ grpc::Status StageService::Forward(grpc::ServerContext* ctx, const wire::Work* w
     return forward_one(*work, *result);
 }
 
-grpc::Status StageService::ForwardStream(grpc::ServerContext* ctx,
-                                         grpc::ServerReaderWriter<wire::Result, wire::Work>* stream) {
-    // The key is checked once, when the stream opens.
-    if (grpc::Status auth = check_call(*ctx, config_.key, "ForwardStream"); !auth.ok()) {
-        log_warning("refused a step stream from " + ctx->peer() + ": " + auth.error_message());
-        return auth;
-    }
-    for (;;) {
-        wire::Work work;
-        if (!stream->Read(&work)) break;  // the caller closed it
-        wire::Result result;
-        if (grpc::Status st = forward_one(work, result); !st.ok()) return st;
-        if (!stream->Write(result)) break;  // the caller is gone
-    }
-    return grpc::Status::OK;
-}
-
 grpc::Status StageService::forward_one(const wire::Work& work, wire::Result& result) {
     try {
         return run(work, result);

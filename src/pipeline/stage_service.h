@@ -11,6 +11,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -37,16 +38,21 @@ struct StageConfig {
     bool debug = false;              // one line per step on the log
 };
 
-class StageService final : public wire::Stage::Service {
+// ForwardStream is served asynchronously (stage_streams.cpp): one thread
+// runs serve_streams over a completion queue the worker adds to its server,
+// and may poll it without sleeping (pipeline_spins()).
+class StageService final : public wire::Stage::WithAsyncMethod_ForwardStream<wire::Stage::Service> {
 public:
     StageService(const Engine& engine, StageConfig config);
     // Where this worker serves, once bound (messages and telemetry name it).
     void set_address(std::string address);
     grpc::Status Forward(grpc::ServerContext* ctx, const wire::Work* work, wire::Result* result) override;
-    // Forward's steps one after another on a stream (hop_stream.h), each
-    // answered as Forward answers it; an error ends the stream with its status.
-    grpc::Status ForwardStream(grpc::ServerContext* ctx,
-                               grpc::ServerReaderWriter<wire::Result, wire::Work>* stream) override;
+    // Forward's steps one after another on streams (hop_stream.h), each
+    // answered as Forward answers it; an error ends its stream with its
+    // status. Returns once `cq` is shut down and drained; call
+    // stop_streams() before the server's Shutdown.
+    void serve_streams(grpc::ServerCompletionQueue& cq);
+    void stop_streams() { streams_stopping_ = true; }
     // A sequence's state here, for the coordinator's snapshot of the whole
     // route, and back (stage_snapshots.cpp).
     grpc::Status Snapshot(grpc::ServerContext* ctx, const wire::SnapshotRequest* req, wire::SnapshotReply* reply) override;
@@ -82,6 +88,7 @@ private:
     int64_t pool_ctx_ = 0;
     bool pool_routed_ = false;
     std::shared_ptr<RemoteStages> next_;
+    std::atomic<bool> streams_stopping_{false};  // no operation is posted on a stream once set
 };
 
 }  // namespace ds4

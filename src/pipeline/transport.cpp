@@ -1,5 +1,8 @@
 #include "pipeline/transport.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include <fstream>
 #include <sstream>
 
@@ -82,6 +85,14 @@ grpc::Status check_call(const grpc::ServerContext& ctx, const std::optional<Clus
         return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                             "the cluster key does not match (or the clocks differ by more than 5 minutes).");
     return grpc::Status::OK;
+}
+
+bool pipeline_spins() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_PIPELINE_SPIN");
+        return v && std::strcmp(v, "1") == 0;
+    }();
+    return on;
 }
 
 }  // namespace ds4

@@ -35,6 +35,12 @@ void configure_pipeline_server(grpc::ServerBuilder& builder);
 std::shared_ptr<grpc::ServerCredentials> pipeline_server_credentials(const TlsPems* tls);
 // Adds the key's token for `method` to an outgoing call.
 void authenticate_call(grpc::ClientContext& ctx, const std::optional<ClusterKey>& key, const char* method);
+// Whether the pipeline's waits poll their completion queues without sleeping
+// (DS4_PIPELINE_SPIN=1; read once): a step's answer then costs no thread's
+// wake-up, and a core stays busy while the route computes (a worker's
+// stream server spins only while steps keep coming). For machines with
+// cores to spare, such as GPU stages.
+bool pipeline_spins();
 // OK, or UNAUTHENTICATED with the sentence the caller shows.
 grpc::Status check_call(const grpc::ServerContext& ctx, const std::optional<ClusterKey>& key, const char* method);
 

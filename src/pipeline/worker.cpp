@@ -56,8 +56,24 @@ int run_worker(const Engine& engine, const WorkerConfig& config, const std::atom
     sc.debug = config.debug;
     StageService service(engine, sc);
     builder.RegisterService(&service);
+    std::unique_ptr<grpc::ServerCompletionQueue> streams_cq = builder.AddCompletionQueue();
     std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
     if (!server || port == 0) throw Error("the worker cannot listen on " + bind + " (address in use or not local).");
+    // The step streams' thread, stopped in this order on every way out:
+    // no more operations, the server's calls cancelled, the queue drained.
+    std::thread streams([&] { service.serve_streams(*streams_cq); });
+    struct StopStreams {
+        StageService& service;
+        grpc::Server& server;
+        grpc::ServerCompletionQueue& cq;
+        std::thread& thread;
+        ~StopStreams() {
+            service.stop_streams();
+            server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+            cq.Shutdown();
+            thread.join();
+        }
+    } stop_streams{service, *server, *streams_cq, streams};
     // Known once bound (port 0 picks one); no step comes before registration.
     const std::string address = config.listen_host + ":" + std::to_string(port);
     service.set_address(address);
@@ -86,8 +102,7 @@ int run_worker(const Engine& engine, const WorkerConfig& config, const std::atom
         }
         for (int i = 0; i < 10 && !stop.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    return 0;
+    return 0;  // stop_streams shuts the server down
 }
 
 }  // namespace ds4
