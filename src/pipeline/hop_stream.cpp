@@ -51,12 +51,7 @@ bool HopStream::await(std::initializer_list<void*> tags) {
     while (left > 0) {
         void* tag = nullptr;
         bool ok = false;
-        grpc::CompletionQueue::NextStatus st;
-        if (spin) {
-            st = cq_->AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC));
-        } else {
-            st = cq_->Next(&tag, &ok) ? grpc::CompletionQueue::GOT_EVENT : grpc::CompletionQueue::SHUTDOWN;
-        }
+        const grpc::CompletionQueue::NextStatus st = next_event(*cq_, spin, &tag, &ok);
         if (st == grpc::CompletionQueue::TIMEOUT) continue;
         if (st == grpc::CompletionQueue::SHUTDOWN) return false;
         for (void* t : tags)

@@ -43,11 +43,8 @@ void StageService::serve_streams(grpc::ServerCompletionQueue& cq) {
     for (;;) {
         void* tag = nullptr;
         bool ok = false;
-        grpc::CompletionQueue::NextStatus next;
-        if (spin && std::chrono::steady_clock::now() - last_event < kSpinAfterEvent)
-            next = cq.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC));
-        else
-            next = cq.Next(&tag, &ok) ? grpc::CompletionQueue::GOT_EVENT : grpc::CompletionQueue::SHUTDOWN;
+        const grpc::CompletionQueue::NextStatus next =
+            next_event(cq, spin && std::chrono::steady_clock::now() - last_event < kSpinAfterEvent, &tag, &ok);
         if (next == grpc::CompletionQueue::SHUTDOWN) break;
         if (next == grpc::CompletionQueue::TIMEOUT) continue;
         last_event = std::chrono::steady_clock::now();

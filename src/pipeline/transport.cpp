@@ -95,4 +95,9 @@ bool pipeline_spins() {
     return on;
 }
 
+grpc::CompletionQueue::NextStatus next_event(grpc::CompletionQueue& cq, bool poll, void** tag, bool* ok) {
+    if (poll) return cq.AsyncNext(tag, ok, gpr_time_0(GPR_CLOCK_MONOTONIC));
+    return cq.Next(tag, ok) ? grpc::CompletionQueue::GOT_EVENT : grpc::CompletionQueue::SHUTDOWN;
+}
+
 }  // namespace ds4

@@ -41,6 +41,10 @@ void authenticate_call(grpc::ClientContext& ctx, const std::optional<ClusterKey>
 // stream server spins only while steps keep coming). For machines with
 // cores to spare, such as GPU stages.
 bool pipeline_spins();
+// The next event of `cq`: polled (a zero deadline: TIMEOUT when none is
+// there yet, the caller asks again) or slept on until one comes (GOT_EVENT,
+// or SHUTDOWN once the queue is shut down and drained).
+grpc::CompletionQueue::NextStatus next_event(grpc::CompletionQueue& cq, bool poll, void** tag, bool* ok);
 // OK, or UNAUTHENTICATED with the sentence the caller shows.
 grpc::Status check_call(const grpc::ServerContext& ctx, const std::optional<ClusterKey>& key, const char* method);
 
