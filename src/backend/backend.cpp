@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 
@@ -9,6 +10,16 @@ namespace ds4 {
 
 void Backend::throw_missing_pack(const char* family) const {
     throw Error("the " + name() + " backend cannot run " + family + " models (it has no " + family + " op pack).");
+}
+
+void Backend::count_experts(const Routing& routing, IntArray& counts) {
+    const int64_t pairs = routing.rows * routing.n_used;
+    std::vector<int32_t> chosen(static_cast<size_t>(pairs)), n(static_cast<size_t>(counts.n));
+    download_ints(routing.experts, chosen.data());
+    download_ints(counts, n.data());
+    for (const int32_t e : chosen)
+        if (e >= 0 && e < counts.n) ++n[static_cast<size_t>(e)];
+    upload_ints(counts, n.data());
 }
 
 void Backend::check_top_k_shapes(const Tensor& x, int k, const Tensor& values, const IntArray& ids,

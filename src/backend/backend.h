@@ -130,6 +130,41 @@ struct Routing {
     std::shared_ptr<ExpertArrival> arrival;
 };
 
+// Fixed windows of the address space the ops read weights from, one per
+// routed expert (experts/expert_windows.h): window w spans
+// [base() + w * stride(), + stride()) and a WeightRef may point into it.
+// Each window is backed by host memory (on CUDA page-locked and mapped into
+// the device's address space, so a kernel reads it over the host link) or,
+// once promoted, by one of device_slots() slots of device memory mapped at
+// the same addresses. Kernels, and recorded steps, compute the same
+// addresses whichever backs a window; only what they read from changes.
+class ExpertWindows {
+public:
+    virtual ~ExpertWindows() = default;
+    uint8_t* base() const { return base_; }
+    uint64_t stride() const { return stride_; }
+    int64_t size() const { return n_; }
+    int64_t device_slots() const { return slots_; }
+    // Writes `bytes` from host memory `src` into window w's host memory at
+    // `offset`, before any op that reads them is issued (a source fills its
+    // windows once, at start). The copy may still run when this returns:
+    // `src` must stay unchanged until the backend synchronizes.
+    virtual void write(int64_t w, uint64_t offset, const uint8_t* src, uint64_t bytes) = 0;
+    // The backing changes, between steps only: every op issued before must
+    // have finished (the caller synchronizes) and none may run meanwhile.
+    // Demoted windows are read from their host memory again, which freed
+    // their slots; each promoted (window, slot) pair gets a copy of the
+    // window's bytes in that slot, mapped at the window.
+    virtual void rebind(const std::vector<int64_t>& demote,
+                        const std::vector<std::pair<int64_t, int64_t>>& promote) = 0;
+
+protected:
+    uint8_t* base_ = nullptr;
+    uint64_t stride_ = 0;
+    int64_t n_ = 0;
+    int64_t slots_ = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -166,6 +201,16 @@ public:
     // is as good (the CPU) or none can be had. Freed with free_host_staging.
     virtual uint8_t* alloc_host_staging(uint64_t /*bytes*/) { return nullptr; }
     virtual void free_host_staging(uint8_t* /*p*/) {}
+    // n windows of at least `bytes` each (rounded up to the backend's
+    // mapping granularity) with `device_slots` slots of device memory
+    // behind them; null where the backend has none to give (then a source
+    // keeps its experts in slots of its own). Throws ds4::Error (one
+    // sentence) when the memory cannot be had.
+    virtual std::unique_ptr<ExpertWindows> expert_windows(int64_t /*n*/, uint64_t /*bytes*/, int64_t /*device_slots*/) {
+        return nullptr;
+    }
+    // What one window of `bytes` takes (expert_windows' rounding).
+    virtual uint64_t expert_window_bytes(uint64_t bytes) const { return bytes; }
 
     virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
     // Copies between host memory and a tensor (no-ops in spirit on the CPU).
@@ -264,6 +309,11 @@ public:
     virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) = 0;  // silu(gate) * up
     // Softmax-gated top-k routing (ties: lower expert id first), optional
     // renormalisation of the chosen weights and a final scale.
+    // counts[e] += how many (row, slot) pairs of `routing` chose expert e,
+    // for e < counts.n (a weight source's routing statistics, kept in
+    // backend memory so a recorded step keeps them too). The default reads
+    // the routing back; backends that record steps do it on their side.
+    virtual void count_experts(const Routing& routing, IntArray& counts);
     virtual Routing route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) = 0;
     // out[t] = sum_j routing.weights[t][j] * FFN_expert(routing.experts[t][j])(x[t])
     // with SwiGLU experts gate/up/down (3-D weights); optional per-expert scales.

@@ -257,6 +257,9 @@ SlotPool::LocalRows SlotPool::run_local(std::span<const SeqStep> requests, std::
         }
     }
     if (tokens.empty()) return LocalRows{};
+    // Before the step is issued: the last one is done with its weights, and
+    // a source may change what backs them (expert windows).
+    model_.expert_source().between_steps(backend_);
     const int64_t rows = static_cast<int64_t>(tokens.size());
     if (embeds() != hidden_in.empty() || (!embeds() && hidden_in.size() != size_t(rows * hidden_cols())))
         throw Error(embeds() ? "this stage embeds the tokens itself and takes no hidden state."

@@ -49,6 +49,7 @@ struct ExpertSourceStats {
     uint64_t background_loads = 0;  // steps whose misses were read while the step computed its hits
     uint64_t lookahead_reads = 0;   // experts read ahead on the router lookahead's guess
     uint64_t lookahead_hits = 0;    // misses served from those instead of the file
+    uint64_t promotions = 0;        // experts moved into device memory between steps (expert windows)
 };
 
 class ExpertSource {
@@ -70,6 +71,12 @@ public:
     // keeps experts elsewhere than at their expert index (a cache's slots)
     // rewrites routing.experts, in backend memory, to index its matrices.
     virtual ExpertMatrices resolve(Backend& backend, const RoutedExperts& block, Routing& routing) = 0;
+
+    // Called by the engine between steps, once every op of the last step
+    // has finished and before the next is issued (replayed or not): a
+    // source may read what the steps left in backend memory and change
+    // what backs its experts.
+    virtual void between_steps(Backend& /*backend*/) {}
 
     // Router lookahead. Whether a guess at the next block's experts is
     // worth computing for a step of `rows` tokens (a source that reads in

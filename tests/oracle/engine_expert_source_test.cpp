@@ -22,6 +22,7 @@
 #include "gguf/gguf_file.h"
 #include "mapping/model_map.h"
 #include "models/family.h"
+#include "expert_source_run.h"
 #include "oracle_harness.h"
 
 namespace ds4 {
@@ -29,12 +30,9 @@ namespace {
 
 using namespace oracle;
 
-struct Run {
-    std::vector<float> logits;  // every prefill position, then each decode step's
-    std::vector<int32_t> generated;
+struct Run : GreedyRun {
     ExpertSourceStats stats;
     int64_t slots = 0;
-    bool map_holds_an_expert = false;
 };
 
 Run run(const fs::path& model, std::optional<int64_t> slots, const std::vector<int32_t>& prompt, int64_t chunk,
@@ -47,31 +45,13 @@ Run run(const fs::path& model, std::optional<int64_t> slots, const std::vector<i
     o.expert_cache_slots = slots;
     o.ssd_streaming.overlap = overlap;
     o.ssd_streaming.lookahead = true;  // off by default; these runs cover it
-    const auto engine = ds4::Engine::open(o);
-    SessionOptions so;
-    so.n_ctx = int64_t(prompt.size()) + n_decode + 1;
-    so.prefill_chunk = chunk;
-    const auto s = engine->new_session(so);
     Run r;
-    r.logits = s->eval(prompt, true);
-    const int64_t V = engine->info().n_vocab;
-    for (int i = 0; i < n_decode; ++i) {
-        const float* last = r.logits.data() + r.logits.size() - size_t(V);
-        const auto next = int32_t(std::max_element(last, last + V) - last);
-        r.generated.push_back(next);
-        const auto l = s->eval(std::vector<int32_t>{next}, false);
-        r.logits.insert(r.logits.end(), l.begin(), l.end());
-    }
-    if (const auto* cache = dynamic_cast<const ExpertCache*>(&engine->model().expert_source())) {
-        r.stats = cache->stats();
-        r.slots = cache->slots();
-    }
-    // Selected, not merely inside a region's bytes: a tiny file's small
-    // expert tensors may sit in a gap that coalescing maps anyway.
-    const auto& tensors = engine->file().tensors();
-    for (const Region& region : engine->map().regions())
-        for (const size_t t : region.tensors)
-            if (tensor_role(tensors[t].name) == TensorRole::RoutedExperts) r.map_holds_an_expert = true;
+    static_cast<GreedyRun&>(r) = greedy_run(o, prompt, chunk, n_decode, [&](const ds4::Engine& e) {
+        if (const auto* cache = dynamic_cast<const ExpertCache*>(&e.model().expert_source())) {
+            r.stats = cache->stats();
+            r.slots = cache->slots();
+        }
+    });
     return r;
 }
 

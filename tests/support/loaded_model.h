@@ -25,4 +25,18 @@ inline LoadedModel load_whole_model(const std::string& path) {
     return l;
 }
 
+// The same file with a map that holds no routed expert and a model whose
+// experts come from a weight source the test sets (expert cache, windows).
+inline LoadedModel load_without_experts(const std::string& path) {
+    LoadedModel l;
+    l.file = GgufFile::open(path);
+    MapSelection sel;
+    sel.routed_experts = false;
+    l.map = ModelMap::build(*l.file, sel);
+    LoadOptions lo;
+    lo.resident_experts = false;
+    l.model = load_model(*l.file, *l.map, lo);
+    return l;
+}
+
 }  // namespace ds4::test

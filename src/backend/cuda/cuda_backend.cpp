@@ -113,6 +113,7 @@ CudaBackend::~CudaBackend() {
     cudaDeviceSynchronize();
     if (cublas_) cuda::cublas().destroy(cublas_);
     for (auto& r : regions_) {
+        if (r.window) continue;
         if (r.registered) cudaHostUnregister(const_cast<uint8_t*>(r.host));
         else cudaFree(r.device);
     }
@@ -179,6 +180,20 @@ void CudaBackend::attach_host_region(const uint8_t* host, uint64_t bytes) {
     regions_.insert(std::upper_bound(regions_.begin(), regions_.end(), r,
                                      [](const ResidentRegion& a, const ResidentRegion& b) { return a.host < b.host; }),
                     r);
+}
+
+void CudaBackend::attach_window_range(const uint8_t* base, uint64_t bytes) {
+    for (const auto& r : regions_)
+        if (base < r.host + r.bytes && r.host < base + bytes)
+            throw Error("CUDA: expert windows overlap a weight region already resident.");
+    ResidentRegion r{base, bytes, const_cast<uint8_t*>(base), false, true};
+    regions_.insert(std::upper_bound(regions_.begin(), regions_.end(), r,
+                                     [](const ResidentRegion& a, const ResidentRegion& b) { return a.host < b.host; }),
+                    r);
+}
+
+void CudaBackend::forget_window_range(const uint8_t* base) {
+    std::erase_if(regions_, [base](const ResidentRegion& r) { return r.window && r.host == base; });
 }
 
 void CudaBackend::write_weights(uint8_t* dst, const uint8_t* src, uint64_t bytes) {
@@ -675,6 +690,11 @@ Routing CudaBackend::route_softmax_topk(const Tensor& logits, int n_used, bool n
     cuda::route_topk(cuda::RouteScore::Softmax, logits.data, logits.rows, int(logits.cols), n_used, nullptr, nullptr, nullptr,
                      norm, w_scale, r.experts.data, r.weights.data, stream_);
     return r;
+}
+
+void CudaBackend::count_experts(const Routing& routing, IntArray& counts) {
+    const auto t = timed("count experts");
+    cuda::count_experts(routing.experts.data, routing.rows * routing.n_used, counts.data, counts.n, stream_);
 }
 
 void CudaBackend::moe_swiglu(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,

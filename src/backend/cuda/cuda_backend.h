@@ -68,6 +68,16 @@ public:
     void write_weights(uint8_t* dst, const uint8_t* src, uint64_t bytes) override;
     uint8_t* alloc_host_staging(uint64_t bytes) override;
     void free_host_staging(uint8_t* p) override;
+    // Windows through the driver's virtual memory (cuda_expert_windows.cpp).
+    std::unique_ptr<ExpertWindows> expert_windows(int64_t n, uint64_t bytes, int64_t device_slots) override;
+    uint64_t expert_window_bytes(uint64_t bytes) const override;
+    // The windows' address range, read where it lies (device_ptr passes its
+    // addresses through); forgotten when the windows go.
+    void attach_window_range(const uint8_t* base, uint64_t bytes);
+    void forget_window_range(const uint8_t* base);
+    // Expires when this backend is destroyed (for objects it made that may
+    // outlive it).
+    std::weak_ptr<int> lifetime() const { return lifetime_; }
     uint64_t resident_bytes() const;
     // The device copy of `bytes` bytes at host address p; throws naming the
     // weight when they are not inside one resident region.
@@ -110,6 +120,7 @@ public:
     void mul_row(Tensor& x, const WeightRef& w) override;
     void add_row(Tensor& x, const WeightRef& b) override;
     void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override;
+    void count_experts(const Routing& routing, IntArray& counts) override;
     Routing route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) override;
     void moe_swiglu(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                     const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
@@ -160,6 +171,7 @@ private:
         uint64_t bytes = 0;
         uint8_t* device = nullptr;
         bool registered = false;  // host memory mapped for the device, not a copy
+        bool window = false;      // expert windows: the addresses are the device's own, owned elsewhere
     };
     // A short-lived device array (ids, positions, small weight vectors),
     // freed in stream order when the last reference goes.
@@ -249,6 +261,7 @@ private:
     std::vector<ResidentRegion> regions_;  // sorted by host address
     float* dequant_ = nullptr;             // weight rows decoded for cuBLAS (prefill)
     size_t dequant_floats_ = 0;
+    std::shared_ptr<int> lifetime_ = std::make_shared<int>(0);
 };
 
 // The CUDA backend on `device`; throws ds4::Error with one sentence when the

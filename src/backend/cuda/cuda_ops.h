@@ -162,6 +162,8 @@ enum class RouteScore { Softmax, SqrtSoftplus };
 void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, int n_used, const float* bias,
                 const int32_t* forced, const int32_t* forced_rows, bool norm, float w_scale, int32_t* experts,
                 float* weights, cudaStream_t stream);
+// counts[e] += the pairs among experts[0..n_pairs) that chose e, e < n_counts.
+void count_experts(const int32_t* experts, int64_t n_pairs, int32_t* counts, int64_t n_counts, cudaStream_t stream);
 // Whether expert_matvec handles expert rows of k elements of this type.
 bool expert_matvec_supported(GgmlType type, int64_t k);
 // y[p][r] = W_{experts[p]}[r] . x[p / x_div] for pairs p < n_pairs, rows r < n_rows

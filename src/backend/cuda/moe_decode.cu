@@ -443,6 +443,26 @@ __global__ void __launch_bounds__(32 * kFusedMaxSlots)
 
 void init_moe_decode_tables() { upload_decode_tables(); }
 
+namespace {
+// counts[e] += 1 for every chosen expert e < n_counts (a weight source's
+// routing statistics; ids outside the range are not this block's).
+__global__ void count_experts_kernel(const int32_t* __restrict__ experts, int64_t n_pairs, int32_t* counts,
+                                     int64_t n_counts) {
+    for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < n_pairs; p += int64_t(gridDim.x) * blockDim.x) {
+        const int32_t e = experts[p];
+        if (e >= 0 && e < n_counts) atomicAdd(counts + e, 1);
+    }
+}
+}  // namespace
+
+void count_experts(const int32_t* experts, int64_t n_pairs, int32_t* counts, int64_t n_counts, cudaStream_t stream) {
+    if (n_pairs <= 0) return;
+    const int threads = 256;
+    const int blocks = int(std::min<int64_t>((n_pairs + threads - 1) / threads, 1024));
+    count_experts_kernel<<<blocks, threads, 0, stream>>>(experts, n_pairs, counts, n_counts);
+    check(cudaGetLastError(), "launching count_experts");
+}
+
 void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, int n_used, const float* bias,
                 const int32_t* forced, const int32_t* forced_rows, bool norm, float w_scale, int32_t* experts,
                 float* weights, cudaStream_t stream) {
