@@ -83,7 +83,7 @@ constexpr ValueOption kValueOptions[] = {
     {"--dump-logits", 1}, {"--backend", 1}, {"--layers", 1}, {"--role", 1}, {"--listen", 2},
     {"--coordinator", 2}, {"--ssd-streaming-cache-experts", 1}, {"--ssd-streaming-host-cache", 1}, {"--ssd-streaming-prefill", 1},
     {"--ssd-streaming-io", 1}, {"--ssd-streaming-overlap", 1}, {"--ssd-streaming-lookahead", 1}, {"--ssd-streaming-profile", 1}, {"--ssd-streaming-preload-experts", 1},
-    {"--ssd-streaming-pack", 1}, {"--ssd-streaming-trace-out", 1}, {"--simulate-used-memory", 1}, {"--chat-template", 1},
+    {"--ssd-streaming-pack", 1}, {"--ssd-streaming-trace-out", 1}, {"--ssd-streaming-windows", 1}, {"--simulate-used-memory", 1}, {"--chat-template", 1},
     {"--cluster-key-file", 1}, {"--dist-activation-bits", 1}, {"--dist-prefill-chunk", 1},
 };
 constexpr const char* kFlagOptions[] = {"--think",           "--think-max", "--nothink", "--ssd-streaming",

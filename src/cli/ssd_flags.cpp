@@ -22,6 +22,7 @@ void add_ssd_flags(CLI::App& app, SsdRawFlags& raw) {
     app.add_option("--ssd-streaming-preload-experts", raw.preload);
     app.add_option("--ssd-streaming-pack", raw.pack);
     app.add_option("--ssd-streaming-trace-out", raw.trace_out);
+    app.add_option("--ssd-streaming-windows", raw.windows);
     app.add_option("--simulate-used-memory", raw.simulate_used);
 }
 
@@ -64,6 +65,12 @@ void parse_ssd_values(const SsdRawFlags& raw, const FlagGiven& given, SsdStreami
         if (raw.lookahead == "on") o.lookahead = true;
         else if (raw.lookahead == "off") o.lookahead = false;
         else throw UsageError("--ssd-streaming-lookahead must be on or off, got " + quote_value(raw.lookahead));
+    }
+    if (given("--ssd-streaming-windows")) {
+        if (raw.windows == "auto") o.windows = ExpertWindowsMode::automatic;
+        else if (raw.windows == "on") o.windows = ExpertWindowsMode::on;
+        else if (raw.windows == "off") o.windows = ExpertWindowsMode::off;
+        else throw UsageError("--ssd-streaming-windows must be auto, on or off, got " + quote_value(raw.windows));
     }
     if (given("--ssd-streaming-profile")) {
         if (raw.profile.empty()) throw UsageError("--ssd-streaming-profile needs a file name");
@@ -145,6 +152,13 @@ std::string ssd_help_text() {
                             CPU, with the overlap: read the next block's likely
                             experts (its router on this block's input) while
                             its attention computes (default: off)
+      --ssd-streaming-windows auto|on|off
+                            CUDA: keep every routed expert in page-locked RAM,
+                            read by the GPU where it lies, the most used moved
+                            into the device budget between steps; decode steps
+                            replay as graphs (default: auto, the expert cache
+                            until the windows are measured on a GPU; on: the
+                            windows, also on the CPU, for tests; off: the cache)
       --ssd-streaming-profile FILE
                             routing counts: read at start to preload the experts
                             used most, written back (added to) at exit

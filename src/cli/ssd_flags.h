@@ -17,14 +17,14 @@ namespace ds4 {
 // The flags as typed, for CLI11.
 struct SsdRawFlags {
     int enabled = 0;
-    std::string cache, host_cache, prefill, io, overlap, lookahead, profile, preload, pack, trace_out, simulate_used;
+    std::string cache, host_cache, prefill, io, overlap, lookahead, profile, preload, pack, trace_out, windows, simulate_used;
 };
 
 // Registers --ssd-streaming, --ssd-streaming-cache-experts, --ssd-streaming-host-cache,
 // --ssd-streaming-prefill, --ssd-streaming-io, --ssd-streaming-overlap, --ssd-streaming-lookahead,
 // --ssd-streaming-profile,
-// --ssd-streaming-preload-experts, --ssd-streaming-pack, --ssd-streaming-trace-out
-// and --simulate-used-memory.
+// --ssd-streaming-preload-experts, --ssd-streaming-pack, --ssd-streaming-trace-out,
+// --ssd-streaming-windows and --simulate-used-memory.
 void add_ssd_flags(CLI::App& app, SsdRawFlags& raw);
 
 // Parses the values into `out`; every other flag needs --ssd-streaming,
@@ -42,7 +42,8 @@ inline constexpr const char* kSsdValueFlags[] = {"--ssd-streaming-cache-experts"
                                                  "--ssd-streaming-io", "--ssd-streaming-overlap", "--ssd-streaming-lookahead",
                                                  "--ssd-streaming-profile",
                                                  "--ssd-streaming-preload-experts", "--ssd-streaming-pack",
-                                                 "--ssd-streaming-trace-out", "--simulate-used-memory"};
+                                                 "--ssd-streaming-trace-out", "--ssd-streaming-windows",
+                                                 "--simulate-used-memory"};
 
 // The help lines of these flags.
 std::string ssd_help_text();

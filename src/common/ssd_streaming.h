@@ -19,6 +19,10 @@ enum class PrefillStrategy {
 // --ssd-streaming-io: which engine reads the file.
 enum class ReadMethod { automatic, uring, pread };
 
+// --ssd-streaming-windows: whether routed experts live in expert windows
+// (experts/expert_windows.h) instead of the expert cache.
+enum class ExpertWindowsMode { automatic, on, off };
+
 struct SsdStreaming {
     bool enabled = false;
     // The cache budget: experts, or bytes; neither: automatic (a share of
@@ -60,6 +64,9 @@ struct SsdStreaming {
     // --ssd-streaming-trace-out: every step's routing, as the expert cache
     // saw it, written there (experts/routing_trace.h) for ds4-trace replay.
     std::string trace_out;
+    // automatic: windows where the backend offers them (CUDA), the host tier
+    // would hold every expert and the device budget would not.
+    ExpertWindowsMode windows = ExpertWindowsMode::automatic;
 };
 
 }  // namespace ds4

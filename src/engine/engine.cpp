@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "engine/chat_prompt.h"
 #include "experts/expert_cache.h"
+#include "experts/expert_windows.h"
 #include "experts/routing_profile.h"
 #include "gguf/gguf_file.h"
 #include "mapping/model_identity.h"
@@ -128,6 +129,29 @@ int64_t host_tier_slots(const Backend& backend, const SsdStreaming& s, const std
     return n;
 }
 
+// Whether --ssd-streaming keeps the routed experts in expert windows
+// (experts/expert_windows.h): as asked, or (once measured) automatically
+// where the backend reads host memory over a link (CUDA), the host tier
+// would hold every expert and the device budget would not, and no routing
+// trace is asked for (the trace is the expert cache's).
+bool use_windows(const Backend& backend, const SsdStreaming& s, const std::vector<RoutedExperts>& blocks,
+                 int64_t device_slots, int64_t host_slots) {
+    if (s.windows == ExpertWindowsMode::off || blocks.empty()) return false;
+    if (s.windows == ExpertWindowsMode::on) {
+        if (!s.trace_out.empty())
+            throw Error("--ssd-streaming-trace-out records the expert cache's steps; it cannot be used with "
+                        "--ssd-streaming-windows on.");
+        return true;
+    }
+    // Automatic only once the CUDA windows have been measured against the
+    // cache on a GPU (bench/NOTES.md, 2026-12-07 third session): until then
+    // `auto` keeps the cache and `on` asks for them.
+    constexpr bool kAutomaticWindows = false;
+    const int64_t total = total_experts(blocks);
+    return kAutomaticWindows && !backend.reads_attached_buffers_in_place() && host_slots >= total &&
+           device_slots < total && s.trace_out.empty();
+}
+
 }  // namespace
 
 std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
@@ -180,6 +204,10 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
         if (o.ssd_streaming.enabled) slots = streaming_slots(*e->backend_, *e->map_, o.ssd_streaming, blocks, used);
         ExpertCacheOptions co;
         if (o.ssd_streaming.enabled) co.host_slots = host_tier_slots(*e->backend_, o.ssd_streaming, blocks, slots);
+        if (o.ssd_streaming.enabled && use_windows(*e->backend_, o.ssd_streaming, blocks, slots, co.host_slots)) {
+            e->open_windows(o.ssd_streaming, blocks, slots);
+            return e;
+        }
         co.slots = slots;
         co.experts_per_token = used;
         co.prefill = o.ssd_streaming.prefill;
@@ -218,6 +246,33 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& o) {
     return e;
 }
 
+void Engine::open_windows(const SsdStreaming& s, const std::vector<RoutedExperts>& blocks, int64_t slots) {
+    // A budget in bytes (automatic or NGB) counts whole windows, which the
+    // backend rounds up to its mapping granularity; one in experts is kept.
+    const uint64_t content = ExpertWindowSource::window_bytes_for(blocks);
+    const uint64_t window = backend_->expert_window_bytes(content);
+    if (s.experts == 0 && window > content) slots = int64_t(uint64_t(slots) * ExpertCache::slot_bytes_for(blocks) / window);
+    ExpertWindowOptions wo;
+    wo.device_slots = slots;
+    if (!s.pack.empty()) log_info("ssd-streaming: windows are filled from the model file; the pack is not read.");
+    auto windows = std::make_shared<ExpertWindowSource>(*backend_, *map_, blocks, wo);
+    model_->set_expert_source(windows);
+    log_info(windows->describe());
+    if (s.profile.empty()) return;
+    expert_windows_ = windows;
+    profile_ = s.profile;
+    identity_ = model_identity(*file_);
+    std::string warning;
+    const ExpertCounts counts = read_routing_profile(profile_, identity_, warning);
+    if (!warning.empty()) log_warning("ssd-streaming: " + warning);
+    std::vector<std::pair<int, int64_t>> hot = hottest_first(counts);
+    if (s.preload && uint64_t(*s.preload) < hot.size()) hot.resize(size_t(*s.preload));
+    if (hot.empty()) return;
+    windows->preload(*backend_, hot);
+    log_info("ssd-streaming: moved the hottest experts of " + profile_ + " into device memory (" +
+             std::to_string(windows->promoted()) + ")");
+}
+
 Engine::~Engine() {
     // The routing trace's trailer: a run that ends here ends its trace.
     if (expert_cache_) {
@@ -228,9 +283,10 @@ Engine::~Engine() {
         }
     }
     // The routing counts of this run, added to the profile for the next.
-    if (expert_cache_ && !profile_.empty()) {
+    if ((expert_cache_ || expert_windows_) && !profile_.empty()) {
         try {
-            write_routing_profile(profile_, identity_, expert_cache_->routing_counts());
+            write_routing_profile(profile_, identity_,
+                                  expert_cache_ ? expert_cache_->routing_counts() : expert_windows_->routing_counts());
         } catch (const Error& err) {
             log_warning(std::string("ssd-streaming: ") + err.what());
         }

@@ -29,6 +29,7 @@ class Model;
 struct ModelInfo;
 class Tokenizer;
 class ExpertCache;
+class ExpertWindowSource;
 
 struct EngineOptions {
     std::string model;         // GGUF path
@@ -102,6 +103,8 @@ public:
 private:
     Engine() = default;
     std::unique_ptr<Backend> backend_;
+    // --ssd-streaming with expert windows: the source, its warm start.
+    void open_windows(const SsdStreaming& s, const std::vector<RoutedExperts>& blocks, int64_t slots);
     std::string backend_description_;
     std::unique_ptr<GgufFile> file_;
     std::unique_ptr<ModelMap> map_;
@@ -114,6 +117,7 @@ private:
     // --ssd-streaming-profile: the cache whose routing counts are written
     // to profile_ at exit.
     std::shared_ptr<ExpertCache> expert_cache_;
+    std::shared_ptr<ExpertWindowSource> expert_windows_;  // or these, with windows
     std::string profile_, identity_;
 };
 

@@ -15,6 +15,7 @@
 #include "support/batch_scenario.h"
 #include "engine/slot_pool.h"
 #include "experts/expert_cache.h"
+#include "experts/expert_windows.h"
 
 namespace ds4 {
 namespace {
@@ -73,13 +74,9 @@ TEST_F(CudaModel, HostRegisteredWeightsMatchCpu) {
 // path), then 8 single-token steps.
 void expect_cache_matches_resident(const cudatest::fs::path& path, bool host_weights) {
     const auto whole = ds4::test::load_whole_model(path.string());
-    const auto file = GgufFile::open(path.string());
-    MapSelection sel;
-    sel.routed_experts = false;
-    const auto map = ModelMap::build(*file, sel);
-    LoadOptions lo;
-    lo.resident_experts = false;
-    const auto cached = load_model(*file, *map, lo);
+    const auto loaded = ds4::test::load_without_experts(path.string());
+    const auto& map = loaded.map;
+    const auto& cached = loaded.model;
     const int64_t n_expert = cached->routed_experts().front().n_expert();
     std::mt19937_64 rng(ds4::test::test_seed());
     std::vector<int32_t> prompt(40 + rng() % 40);
@@ -104,6 +101,62 @@ void expect_cache_matches_resident(const cudatest::fs::path& path, bool host_wei
 }
 
 TEST_P(CudaModel, ExpertCacheMatchesResident) { expect_cache_matches_resident(make_model(GetParam()), false); }
+
+// Expert windows (issue 11): every routed expert in page-locked host memory
+// mapped into the device's address space at a window of its own, the most
+// used remapped onto device slots between steps (the kernels keep their
+// pointers, and the decode step is recorded and replayed). The logits are
+// the resident source's bit for bit: at one slot, half the experts, all of
+// them, and with a policy that reassigns the slots at every step (a slot
+// mapped at the wrong window, or filled before the last step finished with
+// it, would change them). Prefill whole, in chunks of 3 and of 1.
+void expect_windows_match_resident(const cudatest::fs::path& path) {
+    const auto whole = ds4::test::load_whole_model(path.string());
+    const auto loaded = ds4::test::load_without_experts(path.string());
+    const auto& map = loaded.map;
+    const auto& windowed = loaded.model;
+    int64_t total = 0;
+    for (const RoutedExperts& b : windowed->routed_experts()) total += b.n_expert();
+    std::mt19937_64 rng(ds4::test::test_seed());
+    std::vector<int32_t> prompt(40 + rng() % 40);
+    for (auto& t : prompt) t = int32_t(rng() % uint64_t(whole.model->info().n_vocab));
+    CudaBackend a;
+    a.attach_weights(*whole.map);
+    for (const int64_t chunk : {int64_t(prompt.size()), int64_t(3), int64_t(1)}) {
+        const auto want = CudaModelFixture::run_prompt_logits(a, *whole.model, prompt, chunk);
+        for (const int64_t slots : {int64_t(1), total / 2, total, int64_t(-1)}) {
+            CudaBackend b;
+            b.attach_weights(*map);
+            ExpertWindowOptions wo;
+            wo.device_slots = slots < 0 ? total / 2 : slots;
+            if (slots < 0) {  // churn: any hotter window takes a slot, every step
+                wo.policy.half_life_steps = 0;
+                wo.policy.swap_ratio = 0;
+                wo.policy.swap_margin = 0;
+                wo.policy.swaps_per_step = 1 << 20;
+            }
+            auto source = std::make_shared<ExpertWindowSource>(b, *map, windowed->routed_experts(), wo);
+            windowed->set_expert_source(source);
+            const auto got = CudaModelFixture::run_prompt_logits(b, *windowed, prompt, chunk);
+            const ExpertSourceStats st = source->stats();
+            EXPECT_EQ(got, want) << "chunk " << chunk << ", " << wo.device_slots << " slots"
+                                 << (slots < 0 ? " (churn)" : "") << ": the windows' GPU logits differ";
+            EXPECT_GT(st.promotions, 0u);
+            EXPECT_EQ(st.lookups, st.hits + st.misses);
+            if (slots < 0) EXPECT_GT(st.evictions, 0u) << "the churning policy never demoted a window";
+            std::printf("  expert windows, chunk %lld, %lld of %lld slots%s: %.0f%% on the device, %llu promoted, "
+                        "%llu demoted, identical: %s\n",
+                        static_cast<long long>(chunk), static_cast<long long>(wo.device_slots),
+                        static_cast<long long>(total), slots < 0 ? " (churn)" : "",
+                        100.0 * double(st.hits) / double(std::max<uint64_t>(st.lookups, 1)),
+                        static_cast<unsigned long long>(st.promotions), static_cast<unsigned long long>(st.evictions),
+                        got == want ? "yes" : "no");
+            windowed->set_expert_source(std::make_shared<ResidentExperts>());
+        }
+    }
+}
+
+TEST_P(CudaModel, ExpertWindowsMatchResident) { expect_windows_match_resident(make_model(GetParam())); }
 
 TEST_F(CudaModel, ExpertCacheInHostRegisteredMemoryMatchesResident) {
     expect_cache_matches_resident(make_model("q8_0"), true);

@@ -4,7 +4,8 @@
 # the cache and read whole blocks); /metrics carries the expert cache's
 # counters; a failed expert read (the test hook) fails that request with
 # HTTP 500 and one sentence, and the server keeps serving the same replies
-# as before (no wrong token after a failure).
+# as before (no wrong token after a failure); with expert windows the
+# replies are the same too.
 set -euo pipefail
 source "$(dirname "$0")/server_helpers.sh"
 "$bin/ds4-gguf" synth --arch qwen3moe --preset tiny --seed "$seed" --out "$tmp/m.gguf" >/dev/null
@@ -45,4 +46,23 @@ assert v["ds4_expert_cache_misses_total"] > 0 and v["ds4_expert_cache_read_bytes
 assert v["ds4_expert_cache_hits_total"] <= v["ds4_expert_cache_lookups_total"], v
 PY
 stop_server
-echo "ok: ds4-server --ssd-streaming replies equal the resident server's, a failed read is HTTP 500 (seed $seed)"
+
+# Expert windows (every expert in RAM, two promotable): the same replies from
+# batched steps whose experts are promoted and demoted between them, and
+# /metrics counting the promotions.
+start --ssd-streaming --ssd-streaming-windows on --ssd-streaming-cache-experts 2
+grep -q "^experts: [0-9]* windows of .* 2 device slots" "$tmp/log" || fail "no windows line at start: $(head -20 "$tmp/log")"
+both windows
+for i in 1 2; do
+  cmp -s "$tmp/resident.$i" "$tmp/windows.$i" \
+    || fail "request $i: '$(cat "$tmp/windows.$i")' with windows, '$(cat "$tmp/resident.$i")' resident (seed $seed)"
+done
+curl -s "$base/metrics" >"$tmp/metrics"
+python3 - "$tmp/metrics" <<'PY' || fail "expert windows series missing or idle"
+import sys
+v = {l.split()[0]: float(l.split()[1]) for l in open(sys.argv[1]) if l.startswith("ds4_expert_cache_")}
+assert v["ds4_expert_cache_promotions_total"] > 0 and v["ds4_expert_cache_lookups_total"] > 0, v
+assert v["ds4_expert_cache_hits_total"] + v["ds4_expert_cache_misses_total"] == v["ds4_expert_cache_lookups_total"], v
+PY
+stop_server
+echo "ok: ds4-server --ssd-streaming replies (expert cache and expert windows) equal the resident server's, a failed read is HTTP 500 (seed $seed)"

@@ -111,6 +111,31 @@ for arch in qwen3moe deepseek4 glm-dsa; do
     grep -q "recorded with another model file; ignoring it" "$tmp/err" || fail "$arch: foreign profile not refused"
   fi
 
+  # Expert windows through the CLI (--ssd-streaming-windows on; the CPU's
+  # windows are shared memory remapped like CUDA's device slots): a random
+  # budget and chunk, the resident logits byte for byte, the plan and the
+  # statistics printed; a profile written and read back (a warm start that
+  # promotes the profile's hottest experts); a trace refused in one sentence.
+  budget=$(( 1 + RANDOM % total )); chunk=$(( 1 + RANDOM % 40 ))
+  res=$tmp/res-$chunk.bin
+  [[ -f $res ]] || "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$res" --prefill-chunk "$chunk" -t 2 \
+    2>/dev/null || fail "$arch: resident run failed"
+  flags=(--ssd-streaming --ssd-streaming-windows on --ssd-streaming-cache-experts "$budget" --prefill-chunk "$chunk"
+         --ssd-streaming-profile "$tmp/$arch.windows.profile")
+  for pass in first warm; do
+    "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" -t 2 "${flags[@]}" 2>"$tmp/err" \
+      || fail "$arch: windows ($budget slots, chunk $chunk, $pass run) failed: $(cat "$tmp/err")"
+    cmp -s "$res" "$tmp/ssd.bin" || fail "$arch: windows ($budget slots, chunk $chunk, $pass run): logits differ (seed $seed)"
+    grep -q "^experts: $total windows of .* $budget device slots" "$tmp/err" || fail "$arch: no windows plan: $(cat "$tmp/err")"
+    grep -q "^ds4: expert windows: [0-9]* lookups" "$tmp/err" || fail "$arch: no windows statistics: $(cat "$tmp/err")"
+  done
+  grep -q "moved the hottest experts of .* into device memory ([1-9]" "$tmp/err" || fail "$arch: no warm start: $(cat "$tmp/err")"
+  if "$bin/ds4" -m "$m" --token-ids "$tmp/ids.txt" --dump-logits "$tmp/ssd.bin" -t 2 --ssd-streaming \
+       --ssd-streaming-windows on --ssd-streaming-trace-out "$tmp/t.trace" 2>"$tmp/err"; then
+    fail "$arch: a trace with windows was not refused"
+  fi
+  grep -q "ssd-streaming-trace-out records the expert cache's steps" "$tmp/err" || fail "$arch: unclear refusal: $(cat "$tmp/err")"
+
   # --simulate-used-memory NGB: the automatic budget is half of what is
   # available less N, less the reserve, and the plan shows both figures. The
   # whole RAM in GiB leaves less than the 2 GiB reserve: the cache shrinks

@@ -182,6 +182,12 @@ TEST_F(Ds4OptionsTest, SsdStreamingStrategyReadsAndProfile) {
     EXPECT_TRUE(parse({"--ssd-streaming", "--ssd-streaming-lookahead", "on"}).ssd.lookahead);
     EXPECT_FALSE(parse({"--ssd-streaming", "--ssd-streaming-lookahead", "off"}).ssd.lookahead);
     expect_usage({"--ssd-streaming", "--ssd-streaming-lookahead", "2"}, {"--ssd-streaming-lookahead", "'2'"});
+    EXPECT_EQ(d.ssd.windows, ExpertWindowsMode::automatic);
+    EXPECT_EQ(parse({"--ssd-streaming", "--ssd-streaming-windows", "on"}).ssd.windows, ExpertWindowsMode::on);
+    EXPECT_EQ(parse({"--ssd-streaming", "--ssd-streaming-windows", "off"}).ssd.windows, ExpertWindowsMode::off);
+    EXPECT_EQ(parse({"--ssd-streaming", "--ssd-streaming-windows", "auto"}).ssd.windows, ExpertWindowsMode::automatic);
+    expect_usage({"--ssd-streaming", "--ssd-streaming-windows", "yes"}, {"--ssd-streaming-windows", "'yes'"});
+    expect_usage({"--ssd-streaming-windows", "on"}, {"--ssd-streaming-windows", "needs --ssd-streaming"});
     expect_usage({"--ssd-streaming", "--ssd-streaming-preload-experts", "4"},
                  {"--ssd-streaming-preload-experts", "--ssd-streaming-profile"});
     expect_usage({"--ssd-streaming", "--ssd-streaming-profile", "/nonexistent/ds4/p.txt"},

@@ -60,7 +60,8 @@ const char* const kHelp =
     "  --ssd-streaming-io auto|io_uring|pread, --ssd-streaming-overlap on|off,\n"
     "  --ssd-streaming-lookahead on|off, --ssd-streaming-profile FILE,\n"
     "  --ssd-streaming-preload-experts N, --ssd-streaming-pack FILE,\n"
-    "  --ssd-streaming-trace-out FILE, --simulate-used-memory NGB\n"
+    "  --ssd-streaming-trace-out FILE, --ssd-streaming-windows auto|on|off,\n"
+    "  --simulate-used-memory NGB\n"
     "                         as ds4's (see ds4 --help)\n"
     "  -t, --threads N        CPU threads (default: all cores)\n"
     "  --check-tensors        read every weight of the layers run before the walk and\n"
@@ -357,6 +358,7 @@ int run_bench(const BenchArgs& a) {
                                  {"background_loads", es.background_loads},
                                  {"lookahead_reads", es.lookahead_reads},
                                  {"lookahead_hits", es.lookahead_hits},
+                                 {"promotions", es.promotions},
                                  {"read_gb_per_s", es.read_seconds > 0 ? double(es.bytes_read) / es.read_seconds / 1e9 : 0.0}};
         }
         j["rows"] = nlohmann::json::array();
