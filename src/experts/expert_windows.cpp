@@ -150,7 +150,7 @@ ExpertMatrices ExpertWindowSource::resolve(Backend& backend, const RoutedExperts
     counts.data += b->first;
     counts.n = block.n_expert();
     backend.count_experts(routing, counts);
-    counted_ = true;
+    counting_ = true;
     uint8_t* first = windows_->base() + uint64_t(b->first) * windows_->stride();
     auto view = [&](const WeightRef& w, uint64_t offset) {
         WeightRef v = w;
@@ -170,8 +170,7 @@ ExpertMatrices ExpertWindowSource::resolve(Backend& backend, const RoutedExperts
 }
 
 void ExpertWindowSource::between_steps(Backend& backend) {
-    if (!counted_) return;
-    counted_ = false;
+    if (!counting_) return;
     backend.synchronize();
     backend.download_ints(counts_, host_counts_.data());
     backend.upload_ints(counts_, zeros_.data());

@@ -93,7 +93,9 @@ private:
     std::vector<int32_t> host_counts_, zeros_;
     std::vector<uint64_t> totals_;  // per window, every step's counts added
     std::vector<float> scale_values_;  // every block's scales, attached to the backend
-    bool counted_ = false;         // a step ran since the last between_steps
+    // A step has been issued: from then on every between_steps reads the
+    // counts, since a replayed step counts without calling resolve().
+    bool counting_ = false;
     double fill_seconds_ = 0;
     uint64_t fill_bytes_ = 0;
     mutable std::mutex stats_mu_;

@@ -149,9 +149,11 @@ protected:
 public:
     // The prompt in chunks of `chunk`, all positions' logits, then those of
     // 8 single-token steps on greedy tokens (op by op: any expert source).
+    // `replayed`: where to put how many of the 8 decode steps replayed a
+    // recorded step (replay asked for with it).
     static std::vector<float> run_prompt_logits(Backend& be, const Model& m, const std::vector<int32_t>& tokens,
-                                                int64_t chunk) {
-        Session s(m, be, SessionOptions{int64_t(tokens.size()) + 9, chunk, false});
+                                                int64_t chunk, int64_t* replayed = nullptr) {
+        Session s(m, be, SessionOptions{int64_t(tokens.size()) + 9, chunk, replayed != nullptr});
         std::vector<float> all = s.eval(tokens, true);
         const int64_t V = m.info().n_vocab;
         for (int i = 0; i < 8; ++i) {
@@ -160,6 +162,7 @@ public:
             const auto l = s.eval(std::vector<int32_t>{next}, false);
             all.insert(all.end(), l.begin(), l.end());
         }
+        if (replayed) *replayed = s.decode_steps_replayed();
         return all;
     }
 
