@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "common/error.h"
@@ -254,6 +255,20 @@ void Engine::open_windows(const SsdStreaming& s, const std::vector<RoutedExperts
     if (s.experts == 0 && window > content) slots = int64_t(uint64_t(slots) * ExpertCache::slot_bytes_for(blocks) / window);
     ExpertWindowOptions wo;
     wo.device_slots = slots;
+    // DS4_WINDOW_SWAPS=N[:RATIO[:MARGIN]]: the policy's swaps a step and
+    // their threshold, for the benchmarks that choose the defaults (a swap
+    // costs two remaps of ~0.2 ms each on CUDA: bench/NOTES.md).
+    if (const char* v = std::getenv("DS4_WINDOW_SWAPS")) {
+        long long n = wo.policy.swaps_per_step;
+        double ratio = wo.policy.swap_ratio, margin = wo.policy.swap_margin;
+        if (std::sscanf(v, "%lld:%lf:%lf", &n, &ratio, &margin) < 1 || n < 0 || ratio < 0 || margin < 0)
+            throw Error(std::string("DS4_WINDOW_SWAPS='") + v + "' is not N[:RATIO[:MARGIN]] with N, RATIO, MARGIN >= 0.");
+        wo.policy.swaps_per_step = n;
+        wo.policy.swap_ratio = ratio;
+        wo.policy.swap_margin = margin;
+        log_info("ssd-streaming: window swaps " + std::to_string(n) + " a step, above " + std::to_string(ratio) +
+                 " x coldest + " + std::to_string(margin) + " (DS4_WINDOW_SWAPS)");
+    }
     if (!s.pack.empty()) log_info("ssd-streaming: windows are filled from the model file; the pack is not read.");
     auto windows = std::make_shared<ExpertWindowSource>(*backend_, *map_, blocks, wo);
     model_->set_expert_source(windows);
