@@ -157,7 +157,7 @@ std::string ssd_help_text() {
                             read by the GPU where it lies, the most used moved
                             into the device budget between steps; decode steps
                             replay as graphs (default: auto, the expert cache
-                            until the windows are measured on a GPU; on: the
+                            until the windows' swap budget is tuned; on: the
                             windows, also on the CPU, for tests; off: the cache)
       --ssd-streaming-profile FILE
                             routing counts: read at start to preload the experts

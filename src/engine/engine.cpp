@@ -144,9 +144,10 @@ bool use_windows(const Backend& backend, const SsdStreaming& s, const std::vecto
                         "--ssd-streaming-windows on.");
         return true;
     }
-    // Automatic only once the CUDA windows have been measured against the
-    // cache on a GPU (bench/NOTES.md, 2026-12-07 third session): until then
-    // `auto` keeps the cache and `on` asks for them.
+    // Not yet automatic: on an H100 the windows beat the cache once warm
+    // (72 vs 66 t/s) but lose while their slots fill and on short prompt
+    // chunks, and the swap budget is untuned (bench/RESULTS.md, 2026-12-07
+    // fourth session); until then `auto` keeps the cache and `on` asks.
     constexpr bool kAutomaticWindows = false;
     const int64_t total = total_experts(blocks);
     return kAutomaticWindows && !backend.reads_attached_buffers_in_place() && host_slots >= total &&

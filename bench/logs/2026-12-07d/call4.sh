@@ -4,7 +4,7 @@
 # DS4_WINDOW_SWAPS (stripped, with the Debian libraries they need); carry [".gpurun4"] (and ".gpu" with LLAMA=1:
 # llama.cpp's llama-bench built again for a same-machine baseline). The Qwen3-30B-A3B-shaped q4_k_m file, 3,072
 # of 6,144 experts on the GPU: the expert cache, then windows with swaps N:RATIO:MARGIN = 4:1.5:1 (the default),
-# 1:1.5:1, 1:2:4 and 0 (fill only), then resident.
+# 1:1.5:1, 1:2:4 and 0 (fill only), then resident. QUICK=1: the windows only; SWAPS='...': those variants.
 set -u
 O=${OUT:-/tmp/out}; T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 R=$O/r; mkdir -p "$R"
@@ -28,9 +28,9 @@ W="--ctx-start 16 --ctx-max 80 --step-incr 32 --gen-tokens 128 --prefill-chunk 1
 S="--ssd-streaming --ssd-streaming-cache-experts 3072"
 run() { local name=$1; shift; timeout 100 "$B/ds4-bench" -m $f $W "$@" --json "$R/q-$name.json" > /dev/null 2> "$R/q-$name.txt"
   echo "== $name rc=$? $(el) s"; grep -E "ctx |expert windows|window swaps|error" "$R/q-$name.txt" | cut -c1-200; }
-run cache $S --ssd-streaming-windows off
-for sw in 4:1.5:1 1:1.5:1 1:2:4 0; do DS4_WINDOW_SWAPS=$sw run "windows-$sw" $S --ssd-streaming-windows on; done
-run resident
+[ "${QUICK:-0}" = 1 ] || run cache $S --ssd-streaming-windows off
+for sw in ${SWAPS:-4:1.5:1 1:1.5:1 1:2:4 0}; do DS4_WINDOW_SWAPS=$sw run "windows-$sw" $S --ssd-streaming-windows on; done
+[ "${QUICK:-0}" = 1 ] || run resident
 if [ -x $L/build/bin/llama-bench ]; then
   timeout 100 $L/build/bin/llama-bench -m $f -ngl 99 -fa 1 -ot exps=CPU -p 16 -n 128 -d 0,48 -r 2 -o json \
     > "$R/llama-exps-cpu.json" 2> "$R/llama-exps-cpu.log"
