@@ -225,6 +225,14 @@ public:
     // complete (synchronize) and must not be written or freed until it
     // returns. Only downloads are thread-safe this way.
     virtual void download_aside(const Tensor& t, float* host) { download(t, host); }
+    // Copies between page-locked host memory (alloc_host_staging) and a
+    // tensor's memory that may be part of a recorded step (CUDA: async copies
+    // on the step's stream, nodes of the graph), so a replayed step brings its
+    // inputs in and its outputs out with no upload or download of its own.
+    // The host bytes must stay unchanged (in) or unread (out) until
+    // synchronize(). The CPU: plain copies, at once.
+    virtual void copy_in(void* dst, const void* staged, uint64_t bytes) { std::memcpy(dst, staged, bytes); }
+    virtual void copy_out(void* staged, const void* src, uint64_t bytes) { std::memcpy(staged, src, bytes); }
     virtual IntArray alloc_ints(int64_t n) = 0;
     virtual void upload_ints(IntArray& a, const int32_t* host) = 0;
     virtual void download_ints(const IntArray& a, int32_t* host) = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <numeric>
 
 #include "common/error.h"
@@ -168,7 +169,7 @@ std::vector<std::vector<float>> SlotPool::run_step(std::span<const SeqStep> requ
                 out.emplace_back();
             } else {
                 std::vector<float>& o = out.emplace_back(static_cast<size_t>(n * local.cols));
-                backend_.download(local.rows.row_view(row, n), o.data());
+                local.copy_rows(backend_, row, n, o.data());
             }
             row += n;
         }
@@ -273,11 +274,13 @@ SlotPool::LocalRows SlotPool::run_local(std::span<const SeqStep> requests, std::
     // the recording.
     const bool decode = std::all_of(requests.begin(), requests.end(),
                                     [](const SeqStep& r) { return r.tokens.size() == 1 && !r.all_logits; });
-    Tensor logits;
     bool done = false;
-    if (decode && replay_decode_ && !refused_rows_.count(rows) && model_.replayable_decode() && backend_.can_capture())
-        logits = replayed(tokens, positions, slots, logit_rows, hidden_in, &done);
-    if (!done) {
+    if (decode && replay_decode_ && !refused_rows_.count(rows) && model_.replayable_decode() && backend_.can_capture()) {
+        LocalRows r = replayed(tokens, positions, slots, logit_rows, hidden_in, &done);
+        if (done) return r;
+    }
+    Tensor logits;
+    {
         Batch b;
         b.n = static_cast<int64_t>(tokens.size());
         b.token_ids = backend_.ints(tokens.data(), b.n);
@@ -301,30 +304,80 @@ SlotPool::LocalRows SlotPool::run_local(std::span<const SeqStep> requests, std::
 
 std::vector<float> SlotPool::LocalRows::download(Backend& backend) const {
     std::vector<float> all(static_cast<size_t>(rows.rows * rows.cols));
-    if (!empty()) backend.download(rows, all.data());
+    if (!empty()) copy_rows(backend, 0, rows.rows, all.data());
     return all;
 }
 
-Tensor SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
-                          const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows,
-                          std::span<const float> hidden_in, bool* ran) {
+void SlotPool::LocalRows::copy_rows(Backend& backend, int64_t r0, int64_t n, float* host) const {
+    if (!staged) {
+        backend.download(rows.row_view(r0, n), host);
+        return;
+    }
+    backend.synchronize();  // the replay copied them out
+    std::memcpy(host, staged + r0 * rows.cols, sizeof(float) * size_t(n * rows.cols));
+}
+
+namespace {
+// Page-locked host memory of the backend, freed with it; null where it has
+// none to give (then the recording uploads its inputs one by one).
+std::shared_ptr<uint8_t> staging(Backend& backend, uint64_t bytes) {
+    uint8_t* p = backend.alloc_host_staging(bytes);
+    if (!p) return nullptr;
+    return std::shared_ptr<uint8_t>(p, [&backend](uint8_t* q) { backend.free_host_staging(q); });
+}
+}  // namespace
+
+// The recording's inputs: ids, positions, slots and logit rows (n each) and
+// a later stage's hidden rows, one device block in that order, so that one
+// copy from one page-locked block brings a step's inputs in.
+SlotPool::Recording SlotPool::record_inputs(int64_t n) {
+    const int64_t hidden = embeds() ? 0 : n * hidden_cols();
+    const int64_t id_words = (4 * n + 63) / 64 * 64;  // the hidden rows 256-byte aligned, as an allocation of their own
+    Recording rec;
+    rec.inputs = backend_.alloc(1, id_words + hidden);  // 4-byte words: four id arrays, then floats
+    auto ids = [&](int64_t k) {
+        return IntArray{reinterpret_cast<int32_t*>(rec.inputs.data + k * n), n, rec.inputs.owner};
+    };
+    rec.tokens = ids(0);
+    rec.positions = ids(1);
+    rec.slots = ids(2);
+    rec.logit_rows = ids(3);
+    if (hidden) {
+        rec.hidden = rec.inputs;
+        rec.hidden.data = rec.inputs.data + id_words;
+        rec.hidden.rows = n;
+        rec.hidden.cols = hidden_cols();
+    }
+    rec.staged_in = staging(backend_, sizeof(float) * uint64_t(rec.inputs.size()));
+    if (rec.staged_in && !local_head()) rec.staged_out = staging(backend_, sizeof(float) * uint64_t(n * hidden_cols()));
+    return rec;
+}
+
+SlotPool::LocalRows SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
+                                       const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows,
+                                       std::span<const float> hidden_in, bool* ran) {
     const int64_t n = static_cast<int64_t>(tokens.size());
     auto it = recordings_.find(n);
-    if (it == recordings_.end()) {
-        Recording rec;
-        rec.tokens = backend_.alloc_ints(n);
-        rec.positions = backend_.alloc_ints(n);
-        rec.slots = backend_.alloc_ints(n);
-        rec.logit_rows = backend_.alloc_ints(n);
-        if (!embeds()) rec.hidden = backend_.alloc(n, hidden_cols());
-        it = recordings_.emplace(n, std::move(rec)).first;
-    }
+    if (it == recordings_.end()) it = recordings_.emplace(n, record_inputs(n)).first;
     Recording& rec = it->second;
-    if (!embeds()) backend_.upload(rec.hidden, hidden_in.data());
-    backend_.upload_ints(rec.tokens, tokens.data());
-    backend_.upload_ints(rec.positions, positions.data());
-    backend_.upload_ints(rec.slots, slots.data());
-    backend_.upload_ints(rec.logit_rows, logit_rows.data());
+    if (rec.staged_in) {
+        // The previous replay may still read the block (its outputs were
+        // waited for in every path so far; this makes it a rule).
+        backend_.synchronize();
+        auto* w = reinterpret_cast<int32_t*>(rec.staged_in.get());
+        for (const std::vector<int32_t>* a : {&tokens, &positions, &slots, &logit_rows}) {
+            std::memcpy(w, a->data(), sizeof(int32_t) * size_t(n));
+            w += n;
+        }
+        if (!embeds()) std::memcpy(rec.staged_in.get() + sizeof(float) * size_t(rec.hidden.data - rec.inputs.data),
+                                   hidden_in.data(), sizeof(float) * size_t(n * hidden_cols()));
+    } else {
+        if (!embeds()) backend_.upload(rec.hidden, hidden_in.data());
+        backend_.upload_ints(rec.tokens, tokens.data());
+        backend_.upload_ints(rec.positions, positions.data());
+        backend_.upload_ints(rec.slots, slots.data());
+        backend_.upload_ints(rec.logit_rows, logit_rows.data());
+    }
     if (!rec.graph) {
         Batch b;  // no host copies: a replayable model reads only the backend arrays
         b.n = n;
@@ -334,7 +387,12 @@ Tensor SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<
         b.logit_rows = rec.logit_rows;
         backend_.begin_capture();
         try {
+            if (rec.staged_in) backend_.copy_in(rec.inputs.data, rec.staged_in.get(), sizeof(float) * size_t(rec.inputs.size()));
             rec.logits = model_.forward(backend_, *state_, b, embeds() ? nullptr : &rec.hidden);
+            if (rec.staged_out && rec.logits.size() != n * hidden_cols())
+                throw Error("a stage's recorded output is not its " + std::to_string(n) + " hidden rows.");
+            if (rec.staged_out)
+                backend_.copy_out(rec.staged_out.get(), rec.logits.data, sizeof(float) * size_t(rec.logits.size()));
         } catch (const Error& e) {
             // Some op cannot be recorded at this batch size (e.g. experts whose
             // rows the device kernels cannot read go through a host-grouped
@@ -350,7 +408,7 @@ Tensor SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<
             log_warning("decode steps of " + std::to_string(n) + (n == 1 ? " row" : " rows") + " run op by op (" +
                         replay_refused_ + ")");
             *ran = false;
-            return Tensor{};
+            return LocalRows{};
         } catch (...) {
             try {
                 backend_.end_capture();
@@ -364,7 +422,7 @@ Tensor SlotPool::replayed(const std::vector<int32_t>& tokens, const std::vector<
     backend_.replay(rec.graph);
     ++steps_replayed_;
     *ran = true;
-    return rec.logits;
+    return LocalRows{rec.logits, rec.logits.cols, reinterpret_cast<const float*>(rec.staged_out.get())};
 }
 
 SlotSnapshot SlotPool::snapshot(int slot) const {

@@ -162,11 +162,18 @@ private:
     // addresses (rewritten before each replay: ids, and a later stage's
     // hidden rows) and its output tensor (logits, or a stage's hidden rows),
     // all owned by the recording.
+    // Where the backend has page-locked memory (CUDA), the inputs are one
+    // block written on the host and copied in by the recording itself, and
+    // a stage's hidden rows out are copied out by it too: a replay costs one
+    // launch and one wait, not five uploads and a download.
     struct Recording {
         IntArray tokens, positions, slots, logit_rows;
         Tensor hidden;  // a later stage's input rows
         std::shared_ptr<void> graph;
         Tensor logits;
+        Tensor inputs;                        // the device block the ids and hidden rows above are views of
+        std::shared_ptr<uint8_t> staged_in;   // its page-locked host copy (null: uploads one by one)
+        std::shared_ptr<uint8_t> staged_out;  // a stage's hidden rows out, copied by the replay (null: downloaded)
     };
     void check_slot(int slot) const;
     std::vector<std::vector<float>> run_step(std::span<const SeqStep> requests, std::span<const float> hidden_in,
@@ -182,8 +189,11 @@ private:
     struct LocalRows {
         Tensor rows;
         int64_t cols = 0;
+        const float* staged = nullptr;  // the same rows in page-locked host memory once the backend synchronizes
         bool empty() const { return rows.data == nullptr || rows.rows == 0; }
         std::vector<float> download(Backend& backend) const;
+        // Rows [r0, r0 + n) into `host`.
+        void copy_rows(Backend& backend, int64_t r0, int64_t n, float* host) const;
     };
     // This process's part of a step: checks, the forward pass over the local
     // slice, its output rows ([rows x cols]: logits rows, or every row's
@@ -203,9 +213,10 @@ private:
                         std::vector<float>* out, int64_t* done, std::vector<int32_t>* lost,
                         const std::function<void(int64_t, int64_t)>& progress);
     void replay_history(int slot);
-    Tensor replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
-                    const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows,
-                    std::span<const float> hidden_in, bool* ran);
+    LocalRows replayed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
+                       const std::vector<int32_t>& slots, const std::vector<int32_t>& logit_rows,
+                       std::span<const float> hidden_in, bool* ran);
+    Recording record_inputs(int64_t n);
 
     const Model& model_;
     Backend& backend_;

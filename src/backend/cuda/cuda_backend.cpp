@@ -282,6 +282,16 @@ void CudaBackend::download(const Tensor& t, float* host) {
 
 void CudaBackend::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
+// Allowed while capturing: from page-locked memory the copy is a node of the
+// graph, replayed with the step.
+void CudaBackend::copy_in(void* dst, const void* staged, uint64_t bytes) {
+    check(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream_), "copying a step's inputs in");
+}
+
+void CudaBackend::copy_out(void* staged, const void* src, uint64_t bytes) {
+    check(cudaMemcpyAsync(staged, src, bytes, cudaMemcpyDeviceToHost, stream_), "copying a step's outputs out");
+}
+
 void CudaBackend::download_aside(const Tensor& t, float* host) {
     // The calling thread may never have used the device: bind it first.
     check(cudaSetDevice(device_), "download_aside: selecting the device");

@@ -87,6 +87,8 @@ public:
     void upload(Tensor& t, const float* host) override;
     void download(const Tensor& t, float* host) override;
     void synchronize() override;
+    void copy_in(void* dst, const void* staged, uint64_t bytes) override;
+    void copy_out(void* staged, const void* src, uint64_t bytes) override;
     void download_aside(const Tensor& t, float* host) override;
     // download_aside's page-locked halves, each this size.
     static constexpr size_t kAsideChunkBytes = size_t{16} << 20;
