@@ -7,6 +7,7 @@
 // step can be recorded as a CUDA graph.
 #include <cfloat>
 #include <climits>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -389,6 +390,28 @@ __global__ void __launch_bounds__(32 * kWideWarps)
 // expert_combine_kernel's expression.
 constexpr int kDownRows = 2;
 constexpr int kFusedMaxSlots = 16;
+// A down warp's 16-byte pieces of shared memory: its kDownRows rows and up
+// to 15 bytes before them.
+__host__ __device__ constexpr size_t down_stage_pieces(size_t row_bytes) { return (15 + kDownRows * row_bytes + 15) / 16; }
+// Whether the down rows may be staged although they are not 16-byte rows:
+// each expert's matrix starts and ends on 16 bytes (so the pieces around a
+// row never leave it) and rows are 2-byte aligned. DS4_CUDA_DOWN_STAGE=1
+// (A/B; read once): Q6_K downs (210-byte blocks) and the other short-block
+// types then read 16-byte pieces instead of the dot's own 2-4 byte loads.
+bool down_stage_any() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_DOWN_STAGE");
+        return v && v[0] == '1' && v[1] == 0;
+    }();
+    return on;
+}
+size_t down_stage_bytes(const uint8_t* down, size_t matrix_bytes, size_t row_bytes, int n_used) {
+    const size_t bytes = down_stage_pieces(row_bytes) * 16 * size_t(n_used);
+    if (bytes > 48 * 1024) return 0;
+    const bool whole_pieces = reinterpret_cast<uintptr_t>(down) % 16 == 0 && matrix_bytes % 16 == 0;
+    if (whole_pieces && row_bytes % 16 == 0) return bytes;
+    return whole_pieces && row_bytes % 2 == 0 && down_stage_any() ? bytes : 0;
+}
 template <GgmlType T, bool kStage>
 __global__ void __launch_bounds__(32 * kFusedMaxSlots)
     expert_down_combine_kernel(const uint8_t* __restrict__ dw, size_t matrix_bytes, size_t row_bytes, int64_t k,
@@ -407,16 +430,20 @@ __global__ void __launch_bounds__(32 * kFusedMaxSlots)
 #pragma unroll
     for (int i = 0; i < kDownRows; ++i)  // a row past the end repeats the last one; its sum is not stored
         rows[i] = dw + size_t(e) * matrix_bytes + size_t(c0 + i < n_embd ? c0 + i : n_embd - 1) * row_bytes;
-    if constexpr (kStage) {  // the block's rows are consecutive: one copy of kDownRows rows
+    if constexpr (kStage) {
+        // The block's rows are consecutive: one copy of the 16-byte pieces
+        // that cover them. Rows of a 2-byte aligned type (Q6_K: 210-byte
+        // blocks) start inside a piece; they keep that offset in shared
+        // memory, so every load the dot makes stays as aligned as it was.
         extern __shared__ uint4 stage[];
-        const int n16 = int(row_bytes / 16);
         const int n_rows = c0 + kDownRows <= n_embd ? kDownRows : int(n_embd - c0);
-        uint4* buf = stage + size_t(j) * kDownRows * n16;
-        warp_stage(buf, reinterpret_cast<const uint4*>(rows[0]), n16 * n_rows, lane);
+        const uintptr_t a0 = reinterpret_cast<uintptr_t>(rows[0]), lead = a0 & 15;
+        uint4* buf = stage + size_t(j) * down_stage_pieces(row_bytes);
+        warp_stage(buf, reinterpret_cast<const uint4*>(a0 - lead), int((lead + n_rows * row_bytes + 15) / 16), lane);
         warp_stage_wait();
 #pragma unroll
         for (int i = 0; i < kDownRows; ++i)
-            rows[i] = reinterpret_cast<const uint8_t*>(buf + (i < n_rows ? i : n_rows - 1) * n16);
+            rows[i] = reinterpret_cast<const uint8_t*>(buf) + lead + size_t(i < n_rows ? i : n_rows - 1) * row_bytes;
     }
     const float* xp = h + p * k;
     float acc[kDownRows];
@@ -603,7 +630,7 @@ void expert_down_combine(GgmlType type, const uint8_t* down, size_t matrix_bytes
     dispatch_type(type, [&](auto t) {
         constexpr GgmlType T = decltype(t)::value;
         if constexpr (kHasDotStep<T>) {
-            const size_t shmem = stage_bytes(down, down, matrix_bytes, row_bytes, size_t(kDownRows) * n_used);
+            const size_t shmem = down_stage_bytes(down, matrix_bytes, row_bytes, n_used);
             if (shmem)
                 launch(expert_down_combine_kernel<T, true>, grid, 32 * n_used, shmem, stream, 
                     down, matrix_bytes, row_bytes, n_ff, n_embd, experts, weights, down_scale, n_ds, n_used, h, out);
