@@ -33,6 +33,9 @@ for s in 0 1; do
     OUT=$O/ncu/stage$s timeout 120 bash .gpurun/cuda-ncu-step.sh 8 > "$O/ncu/stage$s.txt" 2>&1
   echo "== ncu stage=$s rc=$? $(el) s"
 done
+# Issue 11's design (bench/NOTES.md 2026-12-07 second session): a kernel reading mapped host memory. Built here:
+# /usr/local/cuda/bin/nvcc -O3 -arch=sm_90 -o .gpurun/host_read bench/host-read/host_read.cu
+[ -x .gpurun/host_read ] && timeout 60 .gpurun/host_read 2048 | tee "$O/host-read.txt"
 find "$O" -name '*.csv' -size +2M -delete
 tar czf "$O/call6.tgz" -C "$O" tests decode ncu && rm -rf "${O:?}/tests" "${O:?}/decode" "${O:?}/ncu"
 echo "all done $(el) s"
