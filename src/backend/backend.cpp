@@ -12,6 +12,13 @@ void Backend::throw_missing_pack(const char* family) const {
     throw Error("the " + name() + " backend cannot run " + family + " models (it has no " + family + " op pack).");
 }
 
+std::unique_ptr<ExpertWindows> Backend::expert_windows(int64_t n, uint64_t bytes, int64_t device_slots) {
+    if (n < 1 || device_slots < 0 || device_slots > n)
+        throw Error("expert windows: " + std::to_string(n) + " windows with " + std::to_string(device_slots) +
+                    " slots cannot be made.");
+    return make_expert_windows(n, bytes, device_slots);
+}
+
 void Backend::count_experts(const Routing& routing, IntArray& counts) {
     const int64_t pairs = routing.rows * routing.n_used;
     std::vector<int32_t> chosen(static_cast<size_t>(pairs)), n(static_cast<size_t>(counts.n));

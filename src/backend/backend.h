@@ -205,10 +205,9 @@ public:
     // mapping granularity) with `device_slots` slots of device memory
     // behind them; null where the backend has none to give (then a source
     // keeps its experts in slots of its own). Throws ds4::Error (one
-    // sentence) when the memory cannot be had.
-    virtual std::unique_ptr<ExpertWindows> expert_windows(int64_t /*n*/, uint64_t /*bytes*/, int64_t /*device_slots*/) {
-        return nullptr;
-    }
+    // sentence) for n < 1 or slots outside [0, n], and when the memory
+    // cannot be had.
+    std::unique_ptr<ExpertWindows> expert_windows(int64_t n, uint64_t bytes, int64_t device_slots);
     // What one window of `bytes` takes (expert_windows' rounding).
     virtual uint64_t expert_window_bytes(uint64_t bytes) const { return bytes; }
 
@@ -341,6 +340,11 @@ public:
     }
 
 protected:
+    // expert_windows' backend part, its arguments checked.
+    virtual std::unique_ptr<ExpertWindows> make_expert_windows(int64_t /*n*/, uint64_t /*bytes*/,
+                                                               int64_t /*device_slots*/) {
+        return nullptr;
+    }
     [[noreturn]] void throw_missing_pack(const char* family) const;
     // Throws one sentence when top_k_rows' k or output shapes do not fit x.
     static void check_top_k_shapes(const Tensor& x, int k, const Tensor& values, const IntArray& ids,

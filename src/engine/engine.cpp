@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "common/byte_size.h"
 #include "common/error.h"
 #include "common/host_memory.h"
 #include "common/log.h"
@@ -23,16 +24,6 @@
 namespace ds4 {
 
 namespace {
-
-constexpr double kGiB = double(uint64_t{1} << 30);
-
-// "1.25 GiB" or "3.0 MiB": small caches of tiny models still read as sizes.
-std::string size_text(double bytes) {
-    char b[32];
-    if (bytes >= kGiB) std::snprintf(b, sizeof b, "%.2f GiB", bytes / kGiB);
-    else std::snprintf(b, sizeof b, "%.1f MiB", bytes / double(1 << 20));
-    return b;
-}
 
 int64_t total_experts(const std::vector<RoutedExperts>& blocks) {
     int64_t n = 0;

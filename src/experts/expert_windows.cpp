@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "common/byte_size.h"
 #include "common/error.h"
 #include "experts/expert_reader.h"
 #include "experts/host_tier.h"
@@ -33,11 +34,6 @@ std::pair<uint64_t, uint64_t> part_offsets(const std::vector<RoutedExperts>& blo
     return {gate, gate + up};
 }
 
-std::string gib(double bytes) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.2f GiB", bytes / double(uint64_t{1} << 30));
-    return b;
-}
 
 }  // namespace
 
@@ -224,9 +220,9 @@ std::string ExpertWindowSource::describe() const {
                   "experts: %lld windows of %.1f MiB (%.1f MiB of experts each), %s in page-locked host memory read "
                   "where it lies; %lld device slots (%s) for the most used; filled from the file in %.1f s (%.2f GB/s)",
                   static_cast<long long>(windows_->size() - 1), stride / double(1 << 20),
-                  double(content_bytes_) / double(1 << 20), gib(stride * double(windows_->size())).c_str(),
+                  double(content_bytes_) / double(1 << 20), gib_text(stride * double(windows_->size())).c_str(),
                   static_cast<long long>(windows_->device_slots()),
-                  gib(stride * double(windows_->device_slots())).c_str(), fill_seconds_,
+                  gib_text(stride * double(windows_->device_slots())).c_str(), fill_seconds_,
                   fill_seconds_ > 0 ? double(fill_bytes_) / fill_seconds_ / 1e9 : 0.0);
     return line;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "common/byte_size.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "mapping/exact_view.h"
@@ -27,11 +28,6 @@ struct ModelMap::Impl {
 
 namespace {
 
-std::string gib(uint64_t bytes) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-    return buf;
-}
 
 void check_selection(const GgufFile& file, const MapSelection& sel) {
     const LayerRange& r = sel.layers;
@@ -80,8 +76,8 @@ std::unique_ptr<ModelMap> ModelMap::build(const GgufFile& file, const MapSelecti
         if (opts.lock && ::mlock(pages->base(), pages->length()) != 0) {
             const int err = errno;
             map->warnings_.push_back("could not lock region " + std::to_string(r + 1) + " of " +
-                                     std::to_string(map->regions_.size()) + " (" + gib(region.bytes()) +
-                                     " GiB) of model file " + file.path() + " in memory (" + std::strerror(err) +
+                                     std::to_string(map->regions_.size()) + " (" + gib_text(double(region.bytes())) +
+                                     ") of model file " + file.path() + " in memory (" + std::strerror(err) +
                                      "); it stays mapped and may be paged out.");
             log_warning(map->warnings_.back());
         }
@@ -102,8 +98,8 @@ uint64_t ModelMap::mapped_bytes() const {
 std::string ModelMap::summary() const {
     const size_t n = regions_.size();
     return "model map: " + std::to_string(n) + (n == 1 ? " region" : " regions") + " across " +
-           std::to_string(span_count_) + " tensor spans (" + gib(mapped_bytes()) + " GiB of " + gib(file_.file_size()) +
-           " GiB file)";
+           std::to_string(span_count_) + " tensor spans (" + gib_text(double(mapped_bytes())) + " of " +
+           gib_text(double(file_.file_size())) + " file)";
 }
 
 const Region* ModelMap::region_of(uint64_t offset, uint64_t size) const {

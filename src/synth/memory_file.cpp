@@ -5,8 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <sstream>
 
+#include "common/byte_size.h"
 #include "common/error.h"
 #include "common/host_memory.h"
 
@@ -14,12 +14,6 @@ namespace ds4 {
 
 namespace {
 
-std::string gib(uint64_t bytes) {
-    std::ostringstream s;
-    s.precision(2);
-    s << std::fixed << static_cast<double>(bytes) / double(uint64_t{1} << 30) << " GiB";
-    return s.str();
-}
 
 }  // namespace
 
@@ -40,8 +34,8 @@ std::unique_ptr<MemoryModelFile> MemoryModelFile::build(const SyntheticPreset& p
         const uint64_t avail = available_host_memory();
         if (avail != 0 && bytes > avail)
             throw Error("synthetic model " + preset.name + " (layers " + std::to_string(range.begin) + ":" +
-                        std::to_string(range.end) + ") needs " + gib(bytes) + " of memory, but only " + gib(avail) +
-                        " is available; run fewer layers with --layers.");
+                        std::to_string(range.end) + ") needs " + gib_text(double(bytes)) + " of memory, but only " +
+                        gib_text(double(avail)) + " is available; run fewer layers with --layers.");
     };
     m->result_ = write_synthetic_model(preset, seed, range, m->path_, fits);
     m->bytes_ = m->result_.file_bytes;

@@ -19,9 +19,6 @@ public:
     uint64_t available_memory() const override;
     bool reads_attached_buffers_in_place() const override { return true; }
     bool computes_experts_as_they_arrive() const override { return true; }
-    // Windows over shared memory (cpu_expert_windows.cpp), for the windows'
-    // source's tests: the CPU's two tiers are the same RAM.
-    std::unique_ptr<ExpertWindows> expert_windows(int64_t n, uint64_t bytes, int64_t device_slots) override;
     uint64_t expert_window_bytes(uint64_t bytes) const override;
 
     Tensor alloc(int64_t rows, int64_t cols) override;
@@ -100,6 +97,11 @@ public:
     // differ by ~1e-2. Such a test redraws that input instead of loosening
     // its bound (tests/support/clear_choices.h).
     void watch_selection_margins(std::vector<double>* margins) { margins_ = margins; }
+
+protected:
+    // Windows over shared memory (cpu_expert_windows.cpp), for the windows'
+    // source's tests: the CPU's two tiers are the same RAM.
+    std::unique_ptr<ExpertWindows> make_expert_windows(int64_t n, uint64_t bytes, int64_t device_slots) override;
 
 private:
     // Grows the watched margins to `rows` (before a parallel loop writes them).

@@ -86,10 +86,7 @@ private:
 
 uint64_t CpuBackend::expert_window_bytes(uint64_t bytes) const { return round_up(std::max<uint64_t>(bytes, 1), page_bytes()); }
 
-std::unique_ptr<ExpertWindows> CpuBackend::expert_windows(int64_t n, uint64_t bytes, int64_t device_slots) {
-    if (n < 1 || device_slots < 0 || device_slots > n)
-        throw Error("expert windows: " + std::to_string(n) + " windows with " + std::to_string(device_slots) +
-                    " slots cannot be made.");
+std::unique_ptr<ExpertWindows> CpuBackend::make_expert_windows(int64_t n, uint64_t bytes, int64_t device_slots) {
     return std::make_unique<CpuExpertWindows>(n, bytes, device_slots);
 }
 

@@ -68,8 +68,6 @@ public:
     void write_weights(uint8_t* dst, const uint8_t* src, uint64_t bytes) override;
     uint8_t* alloc_host_staging(uint64_t bytes) override;
     void free_host_staging(uint8_t* p) override;
-    // Windows through the driver's virtual memory (cuda_expert_windows.cpp).
-    std::unique_ptr<ExpertWindows> expert_windows(int64_t n, uint64_t bytes, int64_t device_slots) override;
     uint64_t expert_window_bytes(uint64_t bytes) const override;
     // The windows' address range, read where it lies (device_ptr passes its
     // addresses through); forgotten when the windows go.
@@ -166,6 +164,10 @@ public:
                           const RowSets& rows, int n_head, float scale, Tensor& out) override;
 
     cudaStream_t stream() const { return stream_; }
+
+protected:
+    // Windows through the driver's virtual memory (cuda_expert_windows.cpp).
+    std::unique_ptr<ExpertWindows> make_expert_windows(int64_t n, uint64_t bytes, int64_t device_slots) override;
 
 private:
     struct ResidentRegion {

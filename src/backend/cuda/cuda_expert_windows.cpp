@@ -19,6 +19,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "common/byte_size.h"
 #include "common/error.h"
 
 namespace ds4 {
@@ -110,13 +111,14 @@ public:
         access_[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         try {
             CUdeviceptr va = 0;
-            ck(d.reserve(&va, stride_ * uint64_t(n), g, 0, 0), "reserving " + gib(stride_ * uint64_t(n)) + " of addresses");
+            ck(d.reserve(&va, stride_ * uint64_t(n), g, 0, 0),
+               "reserving " + gib_text(double(stride_ * uint64_t(n))) + " of addresses");
             base_ = reinterpret_cast<uint8_t*>(va);
             host_.resize(size_t(n));
             for (int64_t w = 0; w < n; ++w) {
                 ck(d.create(&host_[size_t(w)], stride_, &host, 0),
                    "page-locking window " + std::to_string(w) + " of " + std::to_string(n) + " (" +
-                       gib(stride_ * uint64_t(n)) + " of host memory)");
+                       gib_text(double(stride_ * uint64_t(n))) + " of host memory)");
                 ck(d.map(window(w), stride_, 0, host_[size_t(w)], 0), "mapping a window");
                 mapped_.push_back(w);
                 ck(d.set_access(window(w), stride_, access_, 1), "opening a window to the device");
@@ -127,7 +129,7 @@ public:
                 for (int64_t s = 0; s < slots; ++s) {
                     ck(d.create(&slot_[size_t(s)], stride_, &dev, 0),
                        "allocating slot " + std::to_string(s) + " of " + std::to_string(slots) + " (" +
-                           gib(stride_ * uint64_t(slots)) + " of device memory)");
+                           gib_text(double(stride_ * uint64_t(slots))) + " of device memory)");
                     ck(d.map(slot_addr(s), stride_, 0, slot_[size_t(s)], 0), "mapping a slot");
                     ck(d.set_access(slot_addr(s), stride_, access_, 1), "opening a slot to the device");
                 }
@@ -164,11 +166,6 @@ public:
     }
 
 private:
-    static std::string gib(uint64_t b) {
-        char t[32];
-        std::snprintf(t, sizeof t, "%.2f GiB", double(b) / double(uint64_t{1} << 30));
-        return t;
-    }
     CUdeviceptr window(int64_t w) const { return reinterpret_cast<CUdeviceptr>(base_) + uint64_t(w) * stride_; }
     CUdeviceptr slot_addr(int64_t s) const { return slot_va_ + uint64_t(s) * stride_; }
     void remap(int64_t w, CUmemGenericAllocationHandle h) {
@@ -216,10 +213,7 @@ uint64_t CudaBackend::expert_window_bytes(uint64_t bytes) const {
     return (std::max<uint64_t>(bytes, 1) + g - 1) / g * g;
 }
 
-std::unique_ptr<ExpertWindows> CudaBackend::expert_windows(int64_t n, uint64_t bytes, int64_t device_slots) {
-    if (n < 1 || device_slots < 0 || device_slots > n)
-        throw Error("expert windows: " + std::to_string(n) + " windows with " + std::to_string(device_slots) +
-                    " slots cannot be made.");
+std::unique_ptr<ExpertWindows> CudaBackend::make_expert_windows(int64_t n, uint64_t bytes, int64_t device_slots) {
     return std::make_unique<CudaExpertWindows>(*this, device_, n, bytes, device_slots);
 }
 
