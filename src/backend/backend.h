@@ -310,6 +310,14 @@ public:
         rope(q, head_dim, positions, p);
         rope(k, head_dim, positions, p);
     }
+    // qk_norm_rope at rows.positions, then kv_store of the rotated k and of v
+    // (qwen3moe's attention input and its cache rows).
+    virtual void qk_norm_rope_store(Tensor& q, Tensor& k, const Tensor& v, const WeightRef& q_norm,
+                                    const WeightRef& k_norm, float eps, int head_dim, const RopeParams& p,
+                                    Tensor& k_cache, Tensor& v_cache, const CacheRows& rows) {
+        qk_norm_rope(q, k, q_norm, k_norm, eps, head_dim, rows.positions, p);
+        kv_store(k_cache, v_cache, k, v, rows);
+    }
     virtual void scale(Tensor& x, float s) = 0;                                  // x *= s
     virtual void mul_row(Tensor& x, const WeightRef& w) = 0;                     // x[t][i] *= w[i] (or w[0] if 1 element)
     virtual void add_row(Tensor& x, const WeightRef& b) = 0;                     // x[t][i] += b[i]
@@ -322,6 +330,13 @@ public:
     // the routing back; backends that record steps do it on their side.
     virtual void count_experts(const Routing& routing, IntArray& counts);
     virtual Routing route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) = 0;
+    // logits = matmul(router, x), then route_softmax_topk of them (a MoE
+    // block's router and its choice).
+    virtual Routing router_softmax_topk(const WeightRef& router, const Tensor& x, Tensor& logits, int n_used, bool norm,
+                                        float w_scale) {
+        matmul(router, x, logits);
+        return route_softmax_topk(logits, n_used, norm, w_scale);
+    }
     // out[t] = sum_j routing.weights[t][j] * FFN_expert(routing.experts[t][j])(x[t])
     // with SwiGLU experts gate/up/down (3-D weights); optional per-expert scales.
     virtual void moe_swiglu(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,

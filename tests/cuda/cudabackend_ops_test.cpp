@@ -382,6 +382,65 @@ TEST_F(CudaOps, KvStoreAndCausalGqaAttention) {
         }
 }
 
+// qwen3moe's attention input in one launch (qk_norm_rope_store): per-head
+// norms, RoPE, and the rotated k and v rows into their slots' cache rows.
+// On the GPU it is bit for bit its two ops (qk_norm_rope, kv_store) run one
+// after the other, and within the rope bound of the CPU's default (the two
+// ops); rows of three slots in a shuffled order, a cache row left as it was
+// where no row goes.
+TEST_F(CudaOps, QkNormRopeStoreIsNormRopeThenKvStore) {
+    struct Heads {
+        int n_head, n_kv, dk;
+    };
+    for (const Heads hd : {Heads{32, 4, 128}, Heads{8, 2, 64}, Heads{16, 1, 128}}) {
+        const int dk = hd.dk;
+        SCOPED_TRACE("heads " + std::to_string(hd.n_head) + "/" + std::to_string(hd.n_kv) + ", dim " + std::to_string(dk));
+        RopeParams p;
+        p.n_rot = dk;
+        p.neox = true;
+        p.freq_base = 1000000.0f;
+        const int64_t ctx = 40, slots = 3, T = 1 + int64_t(rng_() % 12);
+        const int64_t qd = int64_t(hd.n_head) * dk, kvd = int64_t(hd.n_kv) * dk;
+        std::vector<int32_t> pos, slot;
+        for (int64_t t = 0; t < T; ++t) {  // distinct (slot, position) pairs
+            slot.push_back(int32_t(t % slots));
+            pos.push_back(int32_t(t / slots * 3 + int64_t(rng_() % 3)));
+        }
+        const WeightRef qn = f32_vector(random_floats(rng_, size_t(dk), 0.5f, 1.5f));
+        const WeightRef kn = f32_vector(random_floats(rng_, size_t(dk), 0.5f, 1.5f));
+        const std::vector<float> qv = random_floats(rng_, size_t(T * qd), -2.0f, 2.0f);
+        const std::vector<float> kv = random_floats(rng_, size_t(T * kvd), -2.0f, 2.0f);
+        const std::vector<float> vv = random_floats(rng_, size_t(T * kvd), -2.0f, 2.0f);
+        const std::vector<float> cache0 = random_floats(rng_, size_t(slots * ctx * kvd), -1.0f, 1.0f);
+        auto [pc, pg] = ints(pos);
+        auto [sc, sg] = ints(slot);
+        const CacheRows rc{pc, sc, ctx}, rg{pg, sg, ctx};
+        // Fused on the GPU, the two ops on the GPU, and the CPU's default.
+        auto [q_c, q_f] = same(qv, T, qd);
+        auto [k_c, k_f] = same(kv, T, kvd);
+        auto [v_c, v_f] = same(vv, T, kvd);
+        auto [kc_c, kc_f] = same(cache0, slots * ctx, kvd);
+        auto [vc_c, vc_f] = same(cache0, slots * ctx, kvd);
+        Tensor q_u = gpu_->alloc(T, qd), k_u = gpu_->alloc(T, kvd), kc_u = gpu_->alloc(slots * ctx, kvd),
+               vc_u = gpu_->alloc(slots * ctx, kvd);
+        gpu_->upload(q_u, qv.data());
+        gpu_->upload(k_u, kv.data());
+        gpu_->upload(kc_u, cache0.data());
+        gpu_->upload(vc_u, cache0.data());
+        cpu_->qk_norm_rope_store(q_c, k_c, v_c, qn, kn, 1e-6f, dk, p, kc_c, vc_c, rc);
+        gpu_->qk_norm_rope_store(q_f, k_f, v_f, qn, kn, 1e-6f, dk, p, kc_f, vc_f, rg);
+        gpu_->qk_norm_rope(q_u, k_u, qn, kn, 1e-6f, dk, pg, p);
+        gpu_->kv_store(kc_u, vc_u, k_u, v_f, rg);
+        EXPECT_EQ(host(q_f), host(q_u)) << "q";
+        EXPECT_EQ(host(k_f), host(k_u)) << "k";
+        EXPECT_EQ(host(kc_f), host(kc_u)) << "key cache";
+        EXPECT_EQ(host(vc_f), host(vc_u)) << "value cache";
+        EXPECT_TRUE(close(q_c, q_f, 2e-5, "q vs CPU"));
+        EXPECT_TRUE(close(kc_c, kc_f, 2e-5, "key cache vs CPU"));
+        EXPECT_TRUE(close(vc_c, vc_f, 0.0, "value cache vs CPU"));
+    }
+}
+
 TEST_F(CudaOps, GatherRowsMatchesCpu) {
     auto [sc, sg] = pair(37, 300);
     std::vector<int32_t> rows = {36, 0, 5, 5, 17};
@@ -546,6 +605,40 @@ TEST_F(CudaOps, RoutingIsIdentical) {
         EXPECT_EQ(host_ints(*cpu_, rc.experts), host_ints(*gpu_, rg.experts));
         EXPECT_TRUE(close(rc.weights, rg.weights, 1e-6, "routing weights"));
     }
+}
+
+// A router's product and its routing in one launch (router_softmax_topk,
+// 1-4 tokens; more take the two ops): on the GPU bit for bit the matmul and
+// route_softmax_topk it replaces, every call (the launch's block count
+// returns to zero), and the CPU's choice within the routing bound.
+TEST_F(CudaOps, RouterSoftmaxTopkIsMatmulThenRouting) {
+    for (const int64_t n_exp : {128, 256})
+        for (const int64_t T : {1, 2, 3, 4, 6}) {
+            SCOPED_TRACE(std::to_string(n_exp) + " experts, " + std::to_string(T) + " tokens");
+            const int64_t k = 512;
+            const int n_used = n_exp == 128 ? 8 : 6;
+            const WeightRef w = weight(GgmlType::F32, k, n_exp);
+            auto [xc, xg] = pair(T, k, -2.0f, 2.0f);
+            for (int call = 0; call < 2; ++call) {
+                auto [lc, lf] = zeros(T, n_exp);
+                Tensor lu = gpu_->alloc(T, n_exp);
+                const Routing rf = gpu_->router_softmax_topk(w, xg, lf, n_used, true, 1.5f);
+                gpu_->matmul(w, xg, lu);
+                const Routing ru = gpu_->route_softmax_topk(lu, n_used, true, 1.5f);
+                cpu_->router_softmax_topk(w, xc, lc, n_used, true, 1.5f);
+                EXPECT_EQ(host(lf), host(lu)) << "logits, call " << call;
+                EXPECT_EQ(host_ints(*gpu_, rf.experts), host_ints(*gpu_, ru.experts)) << "experts, call " << call;
+                EXPECT_EQ(host(rf.weights), host(ru.weights)) << "weights, call " << call;
+                EXPECT_TRUE(close(lc, lf, 1e-5, "logits vs CPU"));
+                // The CPU's routing of the GPU's logits: a near tie cannot flip it.
+                const std::vector<float> lf_host = host(lf);
+                Tensor lcg = cpu_->alloc(T, n_exp);
+                cpu_->upload(lcg, lf_host.data());
+                const Routing rc = cpu_->route_softmax_topk(lcg, n_used, true, 1.5f);
+                EXPECT_EQ(host_ints(*cpu_, rc.experts), host_ints(*gpu_, rf.experts)) << "experts vs CPU";
+                EXPECT_TRUE(close(rc.weights, rf.weights, 1e-6, "routing weights vs CPU"));
+            }
+        }
 }
 
 TEST_F(CudaOps, SqrtSoftplusRoutingWithBiasAndForcedExperts) {

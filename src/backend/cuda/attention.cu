@@ -36,12 +36,68 @@ struct AttnArgs {
     int n_split;
 };
 
+// One block per (query row, head): merges its n_split partial results.
+// Each split's factor exp(m_s - max) is computed once, by one thread, into
+// shared memory (n_split floats each for the factors and the splits' l):
+// the loop over splits then issues only the partial outputs' loads, not a
+// dependent read of the split's (m, l) and an expf per split and element
+// (at one sequence a decode merge of 33 splits took 7 us a layer, H200 ncu,
+// 2026-12-02). Same expressions in the same split order as that loop, so
+// the same bits; nor does the block's thread count change a value. The
+// partial results are read through L2 (__ldcg): attention_kernel's last
+// split block merges what the other blocks of its launch wrote.
+__device__ __forceinline__ void merge_splits(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+                                             const AttnArgs& a, int64_t row_head, float* merge_sh,
+                                             float* __restrict__ out) {
+    float* f = merge_sh;               // n_split factors
+    float* ls = merge_sh + a.n_split;  // n_split sums l (0: an empty split)
+    __shared__ float red[32];
+    const int64_t t = row_head / a.n_head;
+    const int h = int(row_head % a.n_head);
+    const int64_t base = row_head * a.n_split;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = int(blockDim.x >> 5);
+    float mx = -FLT_MAX;
+    for (int s = threadIdx.x; s < a.n_split; s += blockDim.x) {
+        const float m = __ldcg(part_ml + 2 * (base + s)), l = __ldcg(part_ml + 2 * (base + s) + 1);
+        ls[s] = l;
+        f[s] = m;
+        if (l > 0.0f) mx = fmaxf(mx, m);
+    }
+    // The maximum does not depend on the order it is taken in.
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (lane == 0) red[warp] = mx;
+    __syncthreads();
+    mx = -FLT_MAX;
+    for (int w = 0; w < nw; ++w) mx = fmaxf(mx, red[w]);
+    for (int s = threadIdx.x; s < a.n_split; s += blockDim.x) f[s] = ls[s] > 0.0f ? expf(f[s] - mx) : 0.0f;
+    __syncthreads();
+    float total = 0.0f;
+    for (int s = 0; s < a.n_split; ++s)
+        if (ls[s] > 0.0f) total += ls[s] * f[s];
+    float* o = out + t * a.ld_o + int64_t(h) * a.dv;
+    for (int d = threadIdx.x; d < a.dv; d += blockDim.x) {
+        float v = 0.0f;
+#pragma unroll 8
+        for (int s = 0; s < a.n_split; ++s)
+            if (ls[s] > 0.0f) v += __ldcg(part_o + (base + s) * a.dv + d) * f[s];
+        o[d] = v / total;
+    }
+}
+
+__global__ void attention_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_ml, AttnArgs a,
+                                       float* __restrict__ out) {
+    wait_for_inputs();
+    extern __shared__ float merge_sh[];
+    merge_splits(part_o, part_ml, a, blockIdx.x, merge_sh, out);
+}
+
 // DPL: head-dimension elements per lane (dk, dv <= 32 * DPL).
 template <int DPL>
 __global__ void attention_kernel(const float* __restrict__ q, const float* __restrict__ kc,
                                  const float* __restrict__ vc, const int32_t* __restrict__ positions,
                                  const int32_t* __restrict__ slots, int64_t slot_rows, AttnArgs a,
-                                 float* __restrict__ out, float* __restrict__ part_o, float* __restrict__ part_ml) {
+                                 float* __restrict__ out, float* __restrict__ part_o, float* __restrict__ part_ml,
+                                 unsigned* __restrict__ merge_count) {
     wait_for_inputs();
     const int64_t t = blockIdx.x / a.n_head;
     // The row's own sequence: its slot's part of the caches.
@@ -141,6 +197,20 @@ __global__ void attention_kernel(const float* __restrict__ q, const float* __res
         part_ml[2 * slot] = mx;
         part_ml[2 * slot + 1] = total;
     }
+    if (!merge_count) return;
+    // The last of the row's and head's splits to finish merges them (the
+    // merge launch folded in: ~5 us of a ~70 us Qwen3 decode layer), then
+    // leaves the count at zero for the next launch.
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(merge_count + blockIdx.x, 1u) == unsigned(a.n_split) - 1u;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    extern __shared__ float merge_sh[];
+    merge_splits(part_o, part_ml, a, blockIdx.x, merge_sh, out);
+    if (threadIdx.x == 0) merge_count[blockIdx.x] = 0u;
 }
 
 // Decode attention grouped by KV head: one block per (query row, KV head,
@@ -298,53 +368,6 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
     }
 }
 
-// One block per (query row, head): merges its n_split partial results.
-// Each split's factor exp(m_s - max) is computed once, by one thread, into
-// shared memory (dynamic: n_split floats each for the factors and the
-// splits' l): the loop over splits then issues only the partial outputs'
-// loads, not a dependent read of the split's (m, l) and an expf per split
-// and element (at one sequence a decode merge of 33 splits took 7 us a
-// layer, H200 ncu, 2026-12-02). Same expressions in the same split order as
-// that loop, so the same bits.
-__global__ void attention_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_ml, AttnArgs a,
-                                       float* __restrict__ out) {
-    wait_for_inputs();
-    extern __shared__ float merge_sh[];
-    float* f = merge_sh;            // n_split factors
-    float* ls = merge_sh + a.n_split;  // n_split sums l (0: an empty split)
-    __shared__ float red[32];
-    const int64_t t = blockIdx.x / a.n_head;
-    const int h = int(blockIdx.x % a.n_head);
-    const int64_t base = int64_t(blockIdx.x) * a.n_split;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = int(blockDim.x >> 5);
-    float mx = -FLT_MAX;
-    for (int s = threadIdx.x; s < a.n_split; s += blockDim.x) {
-        const float m = part_ml[2 * (base + s)], l = part_ml[2 * (base + s) + 1];
-        ls[s] = l;
-        f[s] = m;
-        if (l > 0.0f) mx = fmaxf(mx, m);
-    }
-    // The maximum does not depend on the order it is taken in.
-    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    if (lane == 0) red[warp] = mx;
-    __syncthreads();
-    mx = -FLT_MAX;
-    for (int w = 0; w < nw; ++w) mx = fmaxf(mx, red[w]);
-    for (int s = threadIdx.x; s < a.n_split; s += blockDim.x) f[s] = ls[s] > 0.0f ? expf(f[s] - mx) : 0.0f;
-    __syncthreads();
-    float total = 0.0f;
-    for (int s = 0; s < a.n_split; ++s)
-        if (ls[s] > 0.0f) total += ls[s] * f[s];
-    float* o = out + t * a.ld_o + int64_t(h) * a.dv;
-    for (int d = threadIdx.x; d < a.dv; d += blockDim.x) {
-        float v = 0.0f;
-#pragma unroll 8
-        for (int s = 0; s < a.n_split; ++s)
-            if (ls[s] > 0.0f) v += part_o[(base + s) * a.dv + d] * f[s];
-        o[d] = v / total;
-    }
-}
-
 // Row t of k/v goes to cache row slots[t] * slot_rows + positions[t]; rows
 // outside their slot or the cache are dropped (the session checks positions
 // before a step runs).
@@ -434,7 +457,8 @@ int attention_splits(int64_t n_tok, const AttentionParams& p, int64_t slot_rows)
 
 void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k, const float* v_cache,
                int64_t ld_v, const int32_t* positions, const int32_t* slots, int64_t slot_rows,
-               const AttentionParams& p, int n_split, float* part_o, float* part_ml, float* out, cudaStream_t stream) {
+               const AttentionParams& p, int n_split, float* part_o, float* part_ml, float* out, cudaStream_t stream,
+               unsigned* merge_count, int64_t merge_counts) {
     if (n_tok <= 0) return;
     if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
         throw Error("CUDA attention needs n_head to be a positive multiple of n_head_kv.");
@@ -458,9 +482,12 @@ void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k
         check_launch("attention_gqa_kernel");
     } else {
         const dim3 grid(unsigned(n_tok * p.n_head), unsigned(n_split));
-#define DS4_ATTN(DPL)                                                                                                \
-    launch(attention_kernel<DPL>, grid, threads, 0, stream, q, k_cache, v_cache, positions, slots, slot_rows, a, out, \
-           part_o, part_ml)
+        // The splits merged by their last block where a count per (row, head) is given.
+        unsigned* count = n_split > 1 && merge_count && n_tok * p.n_head <= merge_counts ? merge_count : nullptr;
+        const size_t merge_bytes = count ? 2 * sizeof(float) * size_t(n_split) : 0;
+#define DS4_ATTN(DPL)                                                                                                 \
+    launch(attention_kernel<DPL>, grid, threads, merge_bytes, stream, q, k_cache, v_cache, positions, slots, slot_rows, \
+           a, out, part_o, part_ml, count)
         if (dmax <= 32) DS4_ATTN(1);
         else if (dmax <= 64) DS4_ATTN(2);
         else if (dmax <= 128) DS4_ATTN(4);
@@ -469,6 +496,7 @@ void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k
         else throw Error("CUDA attention supports head dimensions up to 512, not " + std::to_string(dmax) + ".");
 #undef DS4_ATTN
         check_launch("attention_kernel");
+        if (count) return;
     }
     attention_merge(part_o, part_ml, n_tok, p.n_head, n_split, p.head_dim_v, a.ld_o, out, stream);
 }

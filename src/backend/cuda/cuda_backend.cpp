@@ -105,6 +105,10 @@ CudaBackend::CudaBackend(const CudaOptions& options)
     // the 512-token projections at ~3.6 TFLOP/s on the H200 (bench/NOTES.md).
     check(cuda::cublas().set_math_mode(cublas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     cuda::init_quant_tables();
+    check(cudaMalloc(&router_counter_, sizeof(unsigned)), "allocating the router's block count");
+    check(cudaMemset(router_counter_, 0, sizeof(unsigned)), "zeroing the router's block count");
+    check(cudaMalloc(&merge_counts_, sizeof(unsigned) * kMergeCounts), "allocating the attention's split counts");
+    check(cudaMemset(merge_counts_, 0, sizeof(unsigned) * kMergeCounts), "zeroing the attention's split counts");
 }
 
 CudaBackend::~CudaBackend() {
@@ -118,6 +122,8 @@ CudaBackend::~CudaBackend() {
         else cudaFree(r.device);
     }
     if (dequant_) cudaFree(dequant_);
+    if (router_counter_) cudaFree(router_counter_);
+    if (merge_counts_) cudaFree(merge_counts_);
     if (stream_) cudaStreamDestroy(stream_);
     if (aside_) cudaStreamDestroy(aside_);
     if (aside_bounce_) cudaFreeHost(aside_bounce_);
@@ -634,8 +640,14 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
     const auto t = timed("attention");
     const int n_split = cuda::attention_splits(q.rows, p, rows.slot_rows);
     const SplitParts parts = split_parts(q.rows, p.n_head, n_split, p.head_dim_v);
+    // DS4_CUDA_FUSE_MERGE=0: the splits merged by a launch of their own (A/B). Read once.
+    static const bool fuse_merge = [] {
+        const char* v = std::getenv("DS4_CUDA_FUSE_MERGE");
+        return !(v && std::string(v) == "0");
+    }();
     cuda::attention(q.data, q.rows, k_cache.data, k_cache.cols, v_cache.data, v_cache.cols, rows.positions.data,
-                    rows.slots.data, rows.slot_rows, p, n_split, parts.o, parts.ml, out.data, stream_);
+                    rows.slots.data, rows.slot_rows, p, n_split, parts.o, parts.ml, out.data, stream_,
+                    fuse_merge ? merge_counts_ : nullptr, kMergeCounts);
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -669,6 +681,37 @@ void CudaBackend::qk_norm_rope(Tensor& q, Tensor& k, const WeightRef& q_norm, co
                        positions.data, p, stream_);
 }
 
+// DS4_CUDA_FUSE_KV=0: qk_norm_rope then kv_store, two launches (A/B of the
+// fused one). Read once.
+static bool fuse_kv_store() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_FUSE_KV");
+        return !(v && std::string(v) == "0");
+    }();
+    return on;
+}
+
+void CudaBackend::qk_norm_rope_store(Tensor& q, Tensor& k, const Tensor& v, const WeightRef& q_norm,
+                                     const WeightRef& k_norm, float eps, int head_dim, const RopeParams& p,
+                                     Tensor& k_cache, Tensor& v_cache, const CacheRows& rows) {
+    const bool fits = cuda::qk_norm_rope_supported(head_dim, p) && q.rows == k.rows && k.rows == v.rows &&
+                      q.cols % head_dim == 0 && k.cols % head_dim == 0 && k.cols == k_cache.cols &&
+                      v.cols == v_cache.cols && rows.positions.n >= q.rows && rows.slots.n >= q.rows &&
+                      rows.slot_rows > 0 && k_cache.rows % rows.slot_rows == 0 && v_cache.rows == k_cache.rows;
+    if (!fits || !fuse_kv_store()) {
+        Backend::qk_norm_rope_store(q, k, v, q_norm, k_norm, eps, head_dim, p, k_cache, v_cache, rows);  // two ops
+        return;
+    }
+    if (q.rows <= 0) return;
+    const auto t = timed("qk norm+rope+kv_store");
+    std::shared_ptr<void> keep_q, keep_k;
+    const float* qw = weight_vector(q_norm, head_dim, keep_q);
+    const float* kw = weight_vector(k_norm, head_dim, keep_k);
+    cuda::qk_norm_rope_store(q.data, k.data, v.data, q.rows, int(q.cols / head_dim), int(k.cols / head_dim), head_dim,
+                             v.cols, qw, kw, eps, rows.positions.data, rows.slots.data, rows.slot_rows, k_cache.rows,
+                             k_cache.data, v_cache.data, p, stream_);
+}
+
 void CudaBackend::scale(Tensor& x, float s) {
     const auto prof = timed("scale");
     cuda::scale(x.data, s, x.size(), stream_);
@@ -700,6 +743,33 @@ Routing CudaBackend::route_softmax_topk(const Tensor& logits, int n_used, bool n
     cuda::route_topk(cuda::RouteScore::Softmax, logits.data, logits.rows, int(logits.cols), n_used, nullptr, nullptr, nullptr,
                      norm, w_scale, r.experts.data, r.weights.data, stream_);
     return r;
+}
+
+// DS4_CUDA_FUSE_ROUTER=0: the router's product and the routing as two
+// launches (A/B of router_topk). Read once.
+static bool fuse_router() {
+    static const bool on = [] {
+        const char* v = std::getenv("DS4_CUDA_FUSE_ROUTER");
+        return !(v && std::string(v) == "0");
+    }();
+    return on;
+}
+
+Routing CudaBackend::router_softmax_topk(const WeightRef& router, const Tensor& x, Tensor& logits, int n_used,
+                                         bool norm, float w_scale) {
+    // What product() would run for it: the F32 matvec (not int8 activations).
+    const bool fits = fuse_router() && !int8_activations_ && router.type == GgmlType::F32 && router.ne[2] == 1 &&
+                      router.ne[0] == x.cols && logits.rows == x.rows && logits.cols == router.ne[1] &&
+                      x.rows >= 1 && x.rows <= 4;
+    if (fits) {
+        const uint8_t* base = device_ptr(router.data, router.row_bytes * uint64_t(router.ne[1]), router.name);
+        Routing r = new_routing(logits.rows, n_used);
+        const auto t = timed("router+route", "f32", router.row_bytes * uint64_t(router.ne[1]));
+        if (cuda::router_topk(base, router.row_bytes, router.ne[0], router.ne[1], x.data, x.cols, x.rows, logits.data,
+                              n_used, norm, w_scale, r.experts.data, r.weights.data, router_counter_, stream_))
+            return r;
+    }
+    return Backend::router_softmax_topk(router, x, logits, n_used, norm, w_scale);  // two launches
 }
 
 void CudaBackend::count_experts(const Routing& routing, IntArray& counts) {

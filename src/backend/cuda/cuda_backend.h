@@ -116,12 +116,17 @@ public:
     void add_rms_norm(Tensor& x, const Tensor& delta, const WeightRef* weight, float eps, Tensor& y) override;
     void qk_norm_rope(Tensor& q, Tensor& k, const WeightRef& q_norm, const WeightRef& k_norm, float eps, int head_dim,
                       const IntArray& positions, const RopeParams& p) override;
+    void qk_norm_rope_store(Tensor& q, Tensor& k, const Tensor& v, const WeightRef& q_norm, const WeightRef& k_norm,
+                            float eps, int head_dim, const RopeParams& p, Tensor& k_cache, Tensor& v_cache,
+                            const CacheRows& rows) override;
     void scale(Tensor& x, float s) override;
     void mul_row(Tensor& x, const WeightRef& w) override;
     void add_row(Tensor& x, const WeightRef& b) override;
     void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override;
     void count_experts(const Routing& routing, IntArray& counts) override;
     Routing route_softmax_topk(const Tensor& logits, int n_used, bool norm, float w_scale) override;
+    Routing router_softmax_topk(const WeightRef& router, const Tensor& x, Tensor& logits, int n_used, bool norm,
+                                float w_scale) override;
     void moe_swiglu(const Tensor& x, const Routing& routing, const WeightRef& gate, const WeightRef& up,
                     const WeightRef& down, const WeightRef* gate_scale, const WeightRef* up_scale,
                     const WeightRef* down_scale, Tensor& out) override;
@@ -260,6 +265,12 @@ private:
     bool int8_activations_ = false;  // CudaOptions::int8_activations
     bool f16_prefill_ = false;       // CudaOptions::f16_prefill
     cudaStream_t stream_ = nullptr;
+    // router_topk's count of finished blocks: zero between launches.
+    unsigned* router_counter_ = nullptr;
+    // attention's finished splits per (row, head), zero between launches:
+    // decode splits keys only while rows x heads stay under ~1,056 blocks.
+    static constexpr int64_t kMergeCounts = 4096;
+    unsigned* merge_counts_ = nullptr;
     std::shared_ptr<Arena> capturing_;     // the open recording's memory, while capturing
     cublasHandle_t cublas_ = nullptr;
     std::vector<ResidentRegion> regions_;  // sorted by host address

@@ -104,6 +104,13 @@ bool qk_norm_rope_supported(int head_dim, const RopeParams& p);
 // at positions[t], of the n_head_q heads of q's rows and the n_head_k of k's.
 void qk_norm_rope(float* q, float* k, int64_t n_tok, int n_head_q, int n_head_k, int head_dim, const float* q_norm,
                   const float* k_norm, float eps, const int32_t* positions, const RopeParams& p, cudaStream_t stream);
+// qk_norm_rope, then row t's rotated k and its v (v_cols values) into cache
+// row slots[t] * slot_rows + positions[t] of k_cache / v_cache (rows outside
+// their slot or the cache_rows are dropped, as kv_store does): one launch.
+void qk_norm_rope_store(float* q, float* k, const float* v, int64_t n_tok, int n_head_q, int n_head_k, int head_dim,
+                        int64_t v_cols, const float* q_norm, const float* k_norm, float eps, const int32_t* positions,
+                        const int32_t* slots, int64_t slot_rows, int64_t cache_rows, float* k_cache, float* v_cache,
+                        const RopeParams& p, cudaStream_t stream);
 
 // ---- attention.cu -------------------------------------------------------------
 // Key splits for n_tok query rows of the heads p against sequences of up to
@@ -113,10 +120,13 @@ int attention_splits(int64_t n_tok, const AttentionParams& p, int64_t slot_rows)
 // slots[t] * slot_rows + [0, positions[t]] (slots, positions on the device).
 // Rows are contiguous: q [T x n_head*dk], caches [slots*slot_rows x n_kv*d].
 // With n_split > 1, part_o holds T*n_head*n_split*dv floats and part_ml
-// twice T*n_head*n_split.
+// twice T*n_head*n_split. merge_count (merge_counts unsigned values, zero
+// before and after): the last split block of each (row, head) merges them,
+// one launch instead of two, where T*n_head <= merge_counts.
 void attention(const float* q, int64_t n_tok, const float* k_cache, int64_t ld_k, const float* v_cache,
                int64_t ld_v, const int32_t* positions, const int32_t* slots, int64_t slot_rows,
-               const AttentionParams& p, int n_split, float* part_o, float* part_ml, float* out, cudaStream_t stream);
+               const AttentionParams& p, int n_split, float* part_o, float* part_ml, float* out, cudaStream_t stream,
+               unsigned* merge_count = nullptr, int64_t merge_counts = 0);
 // ---- attention_tc.cu ------------------------------------------------------------
 // The same causal GQA attention on the tensor cores (TF32 operands, f32
 // sums), for batches where sequences have many query rows (prefill): a warp
@@ -162,6 +172,13 @@ enum class RouteScore { Softmax, SqrtSoftplus };
 void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, int n_used, const float* bias,
                 const int32_t* forced, const int32_t* forced_rows, bool norm, float w_scale, int32_t* experts,
                 float* weights, cudaStream_t stream);
+// logits = W x (W: n_exp F32 rows of k) for n_tok <= 4 tokens, then
+// route_topk's softmax choice of them, in one launch; counter: a device
+// unsigned, zero before and after. False (nothing launched) for shapes it
+// does not take: the caller runs the two.
+bool router_topk(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_exp, const float* x, int64_t ld_x,
+                 int64_t n_tok, float* logits, int n_used, bool norm, float w_scale, int32_t* experts, float* weights,
+                 unsigned* counter, cudaStream_t stream);
 // counts[e] += the pairs among experts[0..n_pairs) that chose e, e < n_counts.
 void count_experts(const int32_t* experts, int64_t n_pairs, int32_t* counts, int64_t n_counts, cudaStream_t stream);
 // Whether expert_matvec handles expert rows of k elements of this type.

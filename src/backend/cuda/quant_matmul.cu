@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_decode.cuh"
+#include "backend/cuda/route_warp.cuh"
 #include "backend/cuda/warp_dot.cuh"
 
 namespace ds4::cuda {
@@ -329,6 +330,58 @@ void dequantize_matrices(GgmlType type, const uint8_t* w, size_t matrix_bytes, s
                                                                                   matrices, dst);
     });
     check_launch("dequantize_matrices_kernel");
+}
+
+namespace {
+// A router's F32 product and its softmax top-k in one launch: each block its
+// row of logits (matvec_warp_body, the matvec's sums), then the last block
+// to finish routes every token, a warp a token (route_warp_row, the bits of
+// route_warp_kernel). The separate routing launch cost ~3 us of a ~70 us
+// Qwen3 decode layer. counter: zero before the launch and after it (the last
+// block resets it), so a recorded step replays.
+template <int NT, int kPer>
+__global__ void router_topk_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_exp,
+                                   const float* __restrict__ x, int64_t ld_x, int n_tok, float* logits, int n_used,
+                                   bool norm, float w_scale, int32_t* experts, float* weights, unsigned* counter) {
+    matvec_warp_body<GgmlType::F32, NT>(w, row_bytes, k, n_exp, x, ld_x, n_tok, logits, n_exp);
+    __shared__ bool last;
+    __threadfence();  // this block's logits before its count
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int t = int(threadIdx.x >> 5); t < n_tok; t += int(blockDim.x >> 5))
+        route_warp_row<true, kPer>(logits + int64_t(t) * n_exp, int(n_exp), n_used, nullptr, norm, w_scale,
+                                   experts + int64_t(t) * n_used, weights + int64_t(t) * n_used);
+    if (threadIdx.x == 0) *counter = 0u;
+}
+}  // namespace
+
+bool router_topk(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_exp, const float* x, int64_t ld_x,
+                 int64_t n_tok, float* logits, int n_used, bool norm, float w_scale, int32_t* experts, float* weights,
+                 unsigned* counter, cudaStream_t stream) {
+    if (n_tok < 1 || n_tok > 4 || n_exp < 1 || n_exp > 256 || n_used < 1 || n_used > 32 || n_used > n_exp ||
+        !warp_dot_usable(GgmlType::F32, k, w, row_bytes, x, ld_x))
+        return false;
+    static_assert(kMatvecRows<GgmlType::F32, 4> == 1, "a block a row of logits");
+    const int nt = int(n_tok);
+#define DS4_ROUTER(NT, PER)                                                                                            \
+    launch(router_topk_kernel<NT, PER>, unsigned(n_exp), 32 * kRowWarps, 0, stream, w, row_bytes, k, n_exp, x, ld_x, nt, \
+           logits, n_used, norm, w_scale, experts, weights, counter)
+    // The matvec's token tiles (1, 2, 4): a token's sums do not depend on the tile.
+    if (n_exp <= 128) {
+        if (nt == 1) DS4_ROUTER(1, 4);
+        else if (nt == 2) DS4_ROUTER(2, 4);
+        else DS4_ROUTER(4, 4);
+    } else {
+        if (nt == 1) DS4_ROUTER(1, 8);
+        else if (nt == 2) DS4_ROUTER(2, 8);
+        else DS4_ROUTER(4, 8);
+    }
+#undef DS4_ROUTER
+    check_launch("router_topk_kernel");
+    return true;
 }
 
 void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,

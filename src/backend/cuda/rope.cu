@@ -59,15 +59,48 @@ __global__ void rope_partial_kernel(float* x, const int32_t* positions, RopePart
     }
 }
 
+// Where qk_norm_rope_kernel also stores the rotated k rows and the v rows
+// (kv_store_kernel's rule: row t goes to cache row slots[t] * slot_rows +
+// positions[t]; a row outside its slot or the cache is dropped). kc null:
+// nothing is stored and no v blocks run.
+struct KvStoreArgs {
+    const float* v;
+    int64_t k_cols, v_cols, slot_rows, cache_rows;
+    const int32_t* slots;
+    float* kc;
+    float* vc;
+    int n_v_blocks;  // blocks per row copying v
+};
+__device__ __forceinline__ int64_t cache_row(const KvStoreArgs& s, const int32_t* positions, int64_t t) {
+    if (positions[t] < 0 || positions[t] >= s.slot_rows || s.slots[t] < 0) return -1;
+    const int64_t pos = int64_t(s.slots[t]) * s.slot_rows + positions[t];
+    return pos < s.cache_rows ? pos : -1;
+}
+
 // qwen3moe's attention input in one launch: per-head RMS norm (rms_norm_kernel's
 // arithmetic: squares summed in double, x * inv * w) then whole-head RoPE, for
 // the q heads and then the k heads of every row. One block per (row, head),
-// one thread per rotated pair holding the pair's two values throughout.
+// one thread per rotated pair holding the pair's two values throughout. With
+// a cache (st.kc), the k heads' blocks also write their rotated values into
+// the key cache and st.n_v_blocks more blocks a row copy v into the value
+// cache: the step's kv_store launch (3 us a Qwen3 layer) folded in, the same
+// values in the same places.
 __global__ void qk_norm_rope_kernel(float* q, float* k, int n_head_q, int n_head_k, const float* qw,
-                                    const float* kw, float eps, const int32_t* positions, RopePartialArgs a) {
+                                    const float* kw, float eps, const int32_t* positions, RopePartialArgs a,
+                                    KvStoreArgs st) {
     wait_for_inputs();
-    const int64_t t = blockIdx.x / (n_head_q + n_head_k);
-    const int hh = int(blockIdx.x % (n_head_q + n_head_k));
+    const int per_row = n_head_q + n_head_k + (st.kc ? st.n_v_blocks : 0);
+    const int64_t t = blockIdx.x / per_row;
+    const int hh = int(blockIdx.x % per_row);
+    if (hh >= n_head_q + n_head_k) {  // a share of row t of v into the value cache
+        const int64_t pos = cache_row(st, positions, t);
+        if (pos < 0) return;
+        const int64_t chunk = (st.v_cols + st.n_v_blocks - 1) / st.n_v_blocks;
+        const int64_t c0 = int64_t(hh - n_head_q - n_head_k) * chunk;
+        const int64_t c1 = c0 + chunk < st.v_cols ? c0 + chunk : st.v_cols;
+        for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) st.vc[pos * st.v_cols + c] = st.v[t * st.v_cols + c];
+        return;
+    }
     const bool is_q = hh < n_head_q;
     float* v = is_q ? q + (t * n_head_q + hh) * a.head_dim : k + (t * n_head_k + (hh - n_head_q)) * a.head_dim;
     const float* w = is_q ? qw : kw;
@@ -91,8 +124,16 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, int n_head_q, int n_head
     x0 = x0 * inv * (w ? w[ia] : 1.0f);
     x1 = x1 * inv * (w ? w[ic] : 1.0f);
     const float2 c = pair_cos_sin(positions[t], pair, a);
-    v[ia] = __fsub_rn(__fmul_rn(x0, c.x), __fmul_rn(x1, c.y));
-    v[ic] = __fadd_rn(__fmul_rn(x0, c.y), __fmul_rn(x1, c.x));
+    const float r0 = __fsub_rn(__fmul_rn(x0, c.x), __fmul_rn(x1, c.y));
+    const float r1 = __fadd_rn(__fmul_rn(x0, c.y), __fmul_rn(x1, c.x));
+    v[ia] = r0;
+    v[ic] = r1;
+    if (is_q || !st.kc) return;
+    const int64_t pos = cache_row(st, positions, t);
+    if (pos < 0) return;
+    float* dst = st.kc + pos * st.k_cols + int64_t(hh - n_head_q) * a.head_dim;
+    dst[ia] = r0;
+    dst[ic] = r1;
 }
 
 // YaRN correction range, as in the CPU backend (ggml_rope_yarn_corr_dims).
@@ -148,15 +189,42 @@ bool qk_norm_rope_supported(int head_dim, const RopeParams& p) {
     return p.n_rot == head_dim && head_dim % 2 == 0 && head_dim / 2 <= 1024;
 }
 
-void qk_norm_rope(float* q, float* k, int64_t n_tok, int n_head_q, int n_head_k, int head_dim, const float* q_norm,
-                  const float* k_norm, float eps, const int32_t* positions, const RopeParams& p, cudaStream_t stream) {
+namespace {
+void launch_qk_norm_rope(float* q, float* k, int64_t n_tok, int n_head_q, int n_head_k, int head_dim,
+                         const float* q_norm, const float* k_norm, float eps, const int32_t* positions,
+                         const RopeParams& p, const KvStoreArgs& st, cudaStream_t stream) {
     if (n_tok <= 0) return;
-    if (n_tok * (n_head_q + n_head_k) > INT32_MAX) throw Error("CUDA qk_norm_rope: too many rows.");
+    const int64_t per_row = int64_t(n_head_q) + n_head_k + (st.kc ? st.n_v_blocks : 0);
+    if (n_tok * per_row > INT32_MAX) throw Error("CUDA qk_norm_rope: too many rows.");
     const RopePartialArgs a = rope_args(p, head_dim, 0, int64_t(n_head_q) * head_dim, false);
     const int threads = (head_dim / 2 + 31) / 32 * 32;
-    launch(qk_norm_rope_kernel, unsigned(n_tok * (n_head_q + n_head_k)), threads, 0, stream, q, k, n_head_q, n_head_k, q_norm,
-                                                                                        k_norm, eps, positions, a);
+    launch(qk_norm_rope_kernel, unsigned(n_tok * per_row), threads, 0, stream, q, k, n_head_q, n_head_k, q_norm, k_norm,
+           eps, positions, a, st);
     check_launch("qk_norm_rope_kernel");
+}
+}  // namespace
+
+void qk_norm_rope(float* q, float* k, int64_t n_tok, int n_head_q, int n_head_k, int head_dim, const float* q_norm,
+                  const float* k_norm, float eps, const int32_t* positions, const RopeParams& p, cudaStream_t stream) {
+    launch_qk_norm_rope(q, k, n_tok, n_head_q, n_head_k, head_dim, q_norm, k_norm, eps, positions, p, KvStoreArgs{},
+                        stream);
+}
+
+void qk_norm_rope_store(float* q, float* k, const float* v, int64_t n_tok, int n_head_q, int n_head_k, int head_dim,
+                        int64_t v_cols, const float* q_norm, const float* k_norm, float eps, const int32_t* positions,
+                        const int32_t* slots, int64_t slot_rows, int64_t cache_rows, float* k_cache, float* v_cache,
+                        const RopeParams& p, cudaStream_t stream) {
+    KvStoreArgs st{};
+    st.v = v;
+    st.k_cols = int64_t(n_head_k) * head_dim;
+    st.v_cols = v_cols;
+    st.slot_rows = slot_rows;
+    st.cache_rows = cache_rows;
+    st.slots = slots;
+    st.kc = k_cache;
+    st.vc = v_cache;
+    st.n_v_blocks = std::max(1, n_head_k);  // a kv head's share of v each
+    launch_qk_norm_rope(q, k, n_tok, n_head_q, n_head_k, head_dim, q_norm, k_norm, eps, positions, p, st, stream);
 }
 
 }  // namespace ds4::cuda

@@ -118,7 +118,6 @@ public:
         Tensor attn = be.alloc(n, o_dim), proj = be.alloc(n, E), router = be.alloc(n, hp_.n_expert);
         if (hidden_in) be.copy(*hidden_in, x);
         else be.get_rows(tok_embd_, in.token_ids, x);
-        const IntArray& positions = in.cache.positions;
 
         for (size_t l = 0; l < layers_.size(); ++l) {
             const Layer& L = layers_[l];
@@ -127,14 +126,13 @@ public:
             if (l == 0) be.rms_norm(x, &L.attn_norm, hp_.rms_eps, E, h);
             else be.add_rms_norm(x, proj, &L.attn_norm, hp_.rms_eps, h);
             project3(be, h, L.q, q, L.k, k, L.v, v);
-            be.qk_norm_rope(q, k, L.q_norm, L.k_norm, hp_.rms_eps, hp_.head_dim_k, positions, hp_.rope);
-            be.kv_store(state.k[l], state.v[l], k, v, in.cache);
+            be.qk_norm_rope_store(q, k, v, L.q_norm, L.k_norm, hp_.rms_eps, hp_.head_dim_k, hp_.rope, state.k[l],
+                                  state.v[l], in.cache);
             be.attention(q, state.k[l], state.v[l], in.cache, ap, attn);
             project(be, L.o, attn, proj);
 
             be.add_rms_norm(x, proj, &L.ffn_norm, hp_.rms_eps, h);
-            be.matmul(L.gate_inp, h, router);
-            Routing r = be.route_softmax_topk(router, hp_.n_expert_used, true, hp_.expert_weights_scale);
+            Routing r = be.router_softmax_topk(L.gate_inp, h, router, hp_.n_expert_used, true, hp_.expert_weights_scale);
             const ExpertMatrices m = expert_source().resolve(be, L.experts, r);
             be.moe_swiglu(h, r, m.gate, m.up, m.down, m.scale_of(m.gate_scale), m.scale_of(m.up_scale),
                           m.scale_of(m.down_scale), proj);
@@ -142,8 +140,8 @@ public:
                 // Router lookahead: the next block's router on this block's
                 // FFN input guesses its experts, read while its attention runs.
                 const Layer& N = layers_[l + 1];
-                be.matmul(N.gate_inp, h, router);
-                const Routing guess = be.route_softmax_topk(router, hp_.n_expert_used, true, hp_.expert_weights_scale);
+                const Routing guess =
+                    be.router_softmax_topk(N.gate_inp, h, router, hp_.n_expert_used, true, hp_.expert_weights_scale);
                 expert_source().prefetch(be, N.experts, guess);
             }
         }
