@@ -156,9 +156,10 @@ std::string ssd_help_text() {
                             CUDA: keep every routed expert in page-locked RAM,
                             read by the GPU where it lies, the most used moved
                             into the device budget between steps; decode steps
-                            replay as graphs (default: auto, the expert cache
-                            until the windows' swap budget is tuned; on: the
-                            windows, also on the CPU, for tests; off: the cache)
+                            replay as graphs (default: auto, the windows where
+                            every expert fits in RAM but not on the GPU, else
+                            the expert cache; on: the windows, also on the CPU,
+                            for tests; off: the cache)
       --ssd-streaming-profile FILE
                             routing counts: read at start to preload the experts
                             used most, written back (added to) at exit

@@ -122,10 +122,10 @@ int64_t host_tier_slots(const Backend& backend, const SsdStreaming& s, const std
 }
 
 // Whether --ssd-streaming keeps the routed experts in expert windows
-// (experts/expert_windows.h): as asked, or (once measured) automatically
-// where the backend reads host memory over a link (CUDA), the host tier
-// would hold every expert and the device budget would not, and no routing
-// trace is asked for (the trace is the expert cache's).
+// (experts/expert_windows.h): as asked, or automatically where the backend
+// reads host memory over a link (CUDA), the host tier would hold every
+// expert and the device budget would not, and no routing trace is asked for
+// (the trace is the expert cache's).
 bool use_windows(const Backend& backend, const SsdStreaming& s, const std::vector<RoutedExperts>& blocks,
                  int64_t device_slots, int64_t host_slots) {
     if (s.windows == ExpertWindowsMode::off || blocks.empty()) return false;
@@ -135,14 +135,16 @@ bool use_windows(const Backend& backend, const SsdStreaming& s, const std::vecto
                         "--ssd-streaming-windows on.");
         return true;
     }
-    // Not yet automatic: on an H100 the windows beat the cache once warm
-    // (72 vs 66 t/s) but lose while their slots fill and on short prompt
-    // chunks, and the swap budget is untuned (bench/RESULTS.md, 2026-12-07
-    // fourth session); until then `auto` keeps the cache and `on` asks.
-    constexpr bool kAutomaticWindows = false;
+    // Measured on an H100 (Qwen3-30B-A3B q4_k_m, half the experts on the
+    // GPU, one swap a step): decode 58-77 t/s against the cache's 51-63 once
+    // the slots are full, 2.4x llama.cpp -ot exps=CPU; slower only while they
+    // fill (53 vs 62 t/s over the first 128 tokens of a 16-token prompt,
+    // equal after a 512-token one) and on the prompt chunks of a long prompt
+    // (983 vs 1,412 t/s at 2,048 tokens). bench/RESULTS.md, 2026-12-07
+    // fourth and fifth sessions.
     const int64_t total = total_experts(blocks);
-    return kAutomaticWindows && !backend.reads_attached_buffers_in_place() && host_slots >= total &&
-           device_slots < total && s.trace_out.empty();
+    return !backend.reads_attached_buffers_in_place() && host_slots >= total && device_slots < total &&
+           s.trace_out.empty();
 }
 
 }  // namespace
