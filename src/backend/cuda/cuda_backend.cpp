@@ -10,6 +10,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/env_switch.h"
+#include "backend/cuda/op_knockout.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "mapping/model_map.h"
@@ -105,6 +107,9 @@ CudaBackend::CudaBackend(const CudaOptions& options)
     // the 512-token projections at ~3.6 TFLOP/s on the H200 (bench/NOTES.md).
     check(cuda::cublas().set_math_mode(cublas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     cuda::init_quant_tables();
+    if (*cuda::knockout_patterns())
+        log_warning(std::string("DS4_CUDA_KNOCKOUT=") + cuda::knockout_patterns() +
+                    ": those ops are skipped and every result is wrong (timing only).");
     check(cudaMalloc(&router_counter_, sizeof(unsigned)), "allocating the router's block count");
     check(cudaMemset(router_counter_, 0, sizeof(unsigned)), "zeroing the router's block count");
     check(cudaMalloc(&merge_counts_, sizeof(unsigned) * kMergeCounts), "allocating the attention's split counts");
@@ -493,8 +498,18 @@ bool CudaBackend::takes_split(const WeightRef& w, const uint8_t* base, const Ten
            x.rows < dense_tc_from() && cuda::dense_split_supported(w.type, w.ne[0], base, w.row_bytes, x.rows, x.data, x.cols);
 }
 
+// A knocked-out op's output (op_knockout.h): zeros, so that what follows
+// stays finite and in range (uniform routing, token 0), in the step's order.
+void CudaBackend::knock_out(float* y, int64_t n) {
+    check(cudaMemsetAsync(y, 0, sizeof(float) * size_t(std::max<int64_t>(n, 0)), stream_), "zeroing a knocked-out op's output");
+}
+
 Tensor CudaBackend::split_rows(const Tensor& x) {
     Tensor xs = alloc(x.rows, cuda::split_activation_bytes(x.cols) / 4);
+    if (cuda::knocked_out("split")) {
+        knock_out(xs.data, xs.size());
+        return xs;
+    }
     const auto t = timed("split rows");
     cuda::quantize_rows_split(x.data, x.cols, x.rows, x.cols, reinterpret_cast<int8_t*>(xs.data), stream_);
     return xs;
@@ -524,6 +539,10 @@ void CudaBackend::product(const WeightRef& w, const Tensor& x, Tensor& y, int64_
     const uint64_t bytes = w.row_bytes * uint64_t(n_rows);
     const uint8_t* base = device_ptr(w.data + size_t(matrix) * w.matrix_bytes, bytes, w.name);
     if (T <= 0 || n_rows <= 0) return;
+    if (cuda::knocked_out(w.name)) {
+        knock_out(y.data, T * y.cols);
+        return;
+    }
     const bool tensor_cores = T >= dense_tc_from() && f16_prefill_ && cuda::gemm_f16_supported(w.type, k);
     const bool matvec = T <= cuda::kMatvecMaxTokens && !tensor_cores;
     if (matvec && takes_split(w, base, x)) {
@@ -582,6 +601,10 @@ void CudaBackend::rms_norm(const Tensor& x, const WeightRef* weight, float eps, 
     if (group <= 0 || x.cols % group != 0)
         throw Error("CUDA rms_norm: group " + std::to_string(group) + " does not divide rows of " +
                     std::to_string(x.cols) + ".");
+    if (cuda::knocked_out("rms_norm")) {
+        knock_out(y.data, y.size());
+        return;
+    }
     const auto t = timed("rms_norm");
     std::shared_ptr<void> keep;
     const float* wf = weight ? weight_vector(*weight, group, keep) : nullptr;
@@ -598,6 +621,7 @@ void CudaBackend::kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, co
     if (k.rows != v.rows || k.cols != k_cache.cols || v.cols != v_cache.cols || rows.positions.n < k.rows ||
         rows.slots.n < k.rows || rows.slot_rows <= 0 || k_cache.rows % rows.slot_rows != 0)
         throw Error("CUDA kv_store: key/value rows do not match the cache, the positions or the slots.");
+    if (cuda::knocked_out("kv_store")) return;
     const auto t = timed("kv_store");
     cuda::kv_store(k.data, k.cols, v.data, v.cols, rows.positions.data, rows.slots.data, rows.slot_rows, k.rows,
                    k_cache.rows, k_cache.data, v_cache.data, stream_);
@@ -637,14 +661,15 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
                            rows.slots.data, rows.slot_rows, p, out.data, stream_);
         return;
     }
+    if (cuda::knocked_out("attention")) {
+        knock_out(out.data, out.size());
+        return;
+    }
     const auto t = timed("attention");
     const int n_split = cuda::attention_splits(q.rows, p, rows.slot_rows);
     const SplitParts parts = split_parts(q.rows, p.n_head, n_split, p.head_dim_v);
     // DS4_CUDA_FUSE_MERGE=0: the splits merged by a launch of their own (A/B). Read once.
-    static const bool fuse_merge = [] {
-        const char* v = std::getenv("DS4_CUDA_FUSE_MERGE");
-        return !(v && std::string(v) == "0");
-    }();
+    static const bool fuse_merge = cuda::env_switch("DS4_CUDA_FUSE_MERGE", true);
     cuda::attention(q.data, q.rows, k_cache.data, k_cache.cols, v_cache.data, v_cache.cols, rows.positions.data,
                     rows.slots.data, rows.slot_rows, p, n_split, parts.o, parts.ml, out.data, stream_,
                     fuse_merge ? merge_counts_ : nullptr, kMergeCounts);
@@ -659,6 +684,10 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
 void CudaBackend::add_rms_norm(Tensor& x, const Tensor& delta, const WeightRef* weight, float eps, Tensor& y) {
     require_same_size(x, delta, "add_rms_norm");
     if (y.rows != x.rows || y.cols != x.cols) throw Error("CUDA add_rms_norm: the output's shape differs from the input's.");
+    if (cuda::knocked_out("rms_norm")) {
+        knock_out(y.data, y.size());
+        return;
+    }
     const auto t = timed("add+rms_norm");
     std::shared_ptr<void> keep;
     const float* wf = weight ? weight_vector(*weight, x.cols, keep) : nullptr;
@@ -672,7 +701,7 @@ void CudaBackend::qk_norm_rope(Tensor& q, Tensor& k, const WeightRef& q_norm, co
         Backend::qk_norm_rope(q, k, q_norm, k_norm, eps, head_dim, positions, p);  // one op at a time
         return;
     }
-    if (q.rows <= 0) return;
+    if (q.rows <= 0 || cuda::knocked_out("qk_norm_rope")) return;
     const auto t = timed("qk norm+rope");
     std::shared_ptr<void> keep_q, keep_k;
     const float* qw = weight_vector(q_norm, head_dim, keep_q);
@@ -684,10 +713,7 @@ void CudaBackend::qk_norm_rope(Tensor& q, Tensor& k, const WeightRef& q_norm, co
 // DS4_CUDA_FUSE_KV=0: qk_norm_rope then kv_store, two launches (A/B of the
 // fused one). Read once.
 static bool fuse_kv_store() {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_FUSE_KV");
-        return !(v && std::string(v) == "0");
-    }();
+    static const bool on = cuda::env_switch("DS4_CUDA_FUSE_KV", true);
     return on;
 }
 
@@ -702,7 +728,7 @@ void CudaBackend::qk_norm_rope_store(Tensor& q, Tensor& k, const Tensor& v, cons
         Backend::qk_norm_rope_store(q, k, v, q_norm, k_norm, eps, head_dim, p, k_cache, v_cache, rows);  // two ops
         return;
     }
-    if (q.rows <= 0) return;
+    if (q.rows <= 0 || cuda::knocked_out("qk_norm_rope")) return;
     const auto t = timed("qk norm+rope+kv_store");
     std::shared_ptr<void> keep_q, keep_k;
     const float* qw = weight_vector(q_norm, head_dim, keep_q);
@@ -748,10 +774,7 @@ Routing CudaBackend::route_softmax_topk(const Tensor& logits, int n_used, bool n
 // DS4_CUDA_FUSE_ROUTER=0: the router's product and the routing as two
 // launches (A/B of router_topk). Read once.
 static bool fuse_router() {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_FUSE_ROUTER");
-        return !(v && std::string(v) == "0");
-    }();
+    static const bool on = cuda::env_switch("DS4_CUDA_FUSE_ROUTER", true);
     return on;
 }
 

@@ -195,6 +195,8 @@ private:
     void product(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix, const int8_t* x_split);
     // Whether a product of w (its device rows at base) and x runs on split activations.
     bool takes_split(const WeightRef& w, const uint8_t* base, const Tensor& x) const;
+    // Zeros over a knocked-out op's output (op_knockout.h).
+    void knock_out(float* y, int64_t n);
     // x's rows split for those products (quantize_rows_split), in step memory.
     Tensor split_rows(const Tensor& x);
     // Device memory of `bytes` for a tensor or scratch: stream-ordered from

@@ -16,6 +16,7 @@
 #include "backend/cuda/cublas_library.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/op_knockout.h"
 #include "common/error.h"
 
 namespace ds4 {
@@ -156,6 +157,10 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
     const int64_t pairs = x.rows * routing.n_used;
     if (x.rows <= 0) return;
     if (routing.rows != x.rows) throw Error("CUDA MoE: routing rows do not match the tokens.");
+    if (cuda::knocked_out("moe")) {
+        knock_out(out.data, out.size());
+        return;
+    }
     auto supported = [](const WeightRef& w) { return cuda::expert_matvec_supported(w.type, w.ne[0]); };
     if (pairs > max_device_pairs() || !supported(gate) || !supported(up) || !supported(down)) {
         moe_ffn_grouped(x, routing, gate, up, down, gate_scale, up_scale, down_scale, limit, out);
