@@ -117,6 +117,66 @@ int main(int argc, char** argv) {
   }
   std::printf("remap device -> host: %.1f us each\n", (now() - t0) / n_win * 1e6);
   run("all windows host-backed again:");
+  // Which of the three calls a remap pays for, and whether one access call can serve many remapped windows
+  // (the range must be wholly mapped, which every window always is): host -> device for the first half, timed
+  // call by call, then back, then again with one cuMemSetAccess over each run of k consecutive windows.
+  {
+    const int half = n_win / 2;
+    double t_un = 0, t_map = 0, t_acc = 0;
+    for (int i = 0; i < half; ++i) {
+      double a = now(); DK(cuMemUnmap(va + i * stride, stride));
+      double b = now(); DK(cuMemMap(va + i * stride, stride, 0, devm[i], 0));
+      double c = now(); DK(cuMemSetAccess(va + i * stride, stride, acc, 1));
+      double d = now();
+      t_un += b - a; t_map += c - b; t_acc += d - c;
+    }
+    std::printf("remap by call: unmap %.1f us, map %.1f us, set access %.1f us (each, %d windows)\n",
+                t_un / half * 1e6, t_map / half * 1e6, t_acc / half * 1e6, half);
+    for (int i = 0; i < half; ++i) {
+      DK(cuMemUnmap(va + i * stride, stride));
+      DK(cuMemMap(va + i * stride, stride, 0, host[i], 0));
+      DK(cuMemSetAccess(va + i * stride, stride, acc, host_access == CUDA_SUCCESS ? 2 : 1));
+    }
+    for (const int k : {4, 16, 64}) {
+      if (k > half) break;
+      const int runs = half / k;
+      t0 = now();
+      for (int q = 0; q < runs; ++q) {
+        for (int i = q * k; i < (q + 1) * k; ++i) {
+          DK(cuMemUnmap(va + i * stride, stride));
+          DK(cuMemMap(va + i * stride, stride, 0, devm[i], 0));
+        }
+        DK(cuMemSetAccess(va + size_t(q) * k * stride, stride * k, acc, 1));
+      }
+      const double to_dev = (now() - t0) / (runs * k);
+      t0 = now();
+      for (int q = 0; q < runs; ++q) {
+        for (int i = q * k; i < (q + 1) * k; ++i) {
+          DK(cuMemUnmap(va + i * stride, stride));
+          DK(cuMemMap(va + i * stride, stride, 0, host[i], 0));
+        }
+        DK(cuMemSetAccess(va + size_t(q) * k * stride, stride * k, acc, host_access == CUDA_SUCCESS ? 2 : 1));
+      }
+      std::printf("remap in runs of %d, one set access a run: host -> device %.1f us, back %.1f us (each)\n", k,
+                  to_dev * 1e6, (now() - t0) / (runs * k) * 1e6);
+    }
+    // One window remapped, access set over a span of 64 windows around it (a scattered step's batch).
+    if (n_win >= 64) {
+      t0 = now();
+      for (int i = 0; i < 8; ++i) {
+        DK(cuMemUnmap(va + i * 8 * stride, stride));
+        DK(cuMemMap(va + i * 8 * stride, stride, 0, devm[i * 8], 0));
+      }
+      DK(cuMemSetAccess(va, stride * 64, acc, 1));
+      std::printf("8 scattered windows remapped, one set access over 64: %.1f us each\n", (now() - t0) / 8 * 1e6);
+      for (int i = 0; i < 8; ++i) {
+        DK(cuMemUnmap(va + i * 8 * stride, stride));
+        DK(cuMemMap(va + i * 8 * stride, stride, 0, host[i * 8], 0));
+      }
+      DK(cuMemSetAccess(va, stride * 64, acc, host_access == CUDA_SUCCESS ? 2 : 1));
+    }
+    run("all windows host-backed after the runs:");
+  }
   // A kernel in flight while the host remaps another window: does the remap wait for it?
   t0 = now();
   // (windows 1.. only: window 0 is the one remapped)
