@@ -14,6 +14,7 @@
 
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cache_row.cuh"
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -376,9 +377,8 @@ __global__ void kv_store_kernel(const float* __restrict__ k, int64_t k_cols, con
                                 int64_t slot_rows, int64_t cache_rows, float* __restrict__ kc, float* __restrict__ vc) {
     wait_for_inputs();
     const int64_t t = blockIdx.x;
-    if (positions[t] < 0 || positions[t] >= slot_rows || slots[t] < 0) return;
-    const int64_t pos = int64_t(slots[t]) * slot_rows + positions[t];
-    if (pos >= cache_rows) return;
+    const int64_t pos = cache_row(positions, slots, t, slot_rows, cache_rows);
+    if (pos < 0) return;
     for (int64_t i = threadIdx.x; i < k_cols; i += blockDim.x) kc[pos * k_cols + i] = k[t * k_cols + i];
     for (int64_t i = threadIdx.x; i < v_cols; i += blockDim.x) vc[pos * v_cols + i] = v[t * v_cols + i];
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cache_row.cuh"
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -60,9 +61,8 @@ __global__ void rope_partial_kernel(float* x, const int32_t* positions, RopePart
 }
 
 // Where qk_norm_rope_kernel also stores the rotated k rows and the v rows
-// (kv_store_kernel's rule: row t goes to cache row slots[t] * slot_rows +
-// positions[t]; a row outside its slot or the cache is dropped). kc null:
-// nothing is stored and no v blocks run.
+// (at cache_row, kv_store_kernel's rule). kc null: nothing is stored and no
+// v blocks run.
 struct KvStoreArgs {
     const float* v;
     int64_t k_cols, v_cols, slot_rows, cache_rows;
@@ -71,11 +71,6 @@ struct KvStoreArgs {
     float* vc;
     int n_v_blocks;  // blocks per row copying v
 };
-__device__ __forceinline__ int64_t cache_row(const KvStoreArgs& s, const int32_t* positions, int64_t t) {
-    if (positions[t] < 0 || positions[t] >= s.slot_rows || s.slots[t] < 0) return -1;
-    const int64_t pos = int64_t(s.slots[t]) * s.slot_rows + positions[t];
-    return pos < s.cache_rows ? pos : -1;
-}
 
 // qwen3moe's attention input in one launch: per-head RMS norm (rms_norm_kernel's
 // arithmetic: squares summed in double, x * inv * w) then whole-head RoPE, for
@@ -93,7 +88,7 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, int n_head_q, int n_head
     const int64_t t = blockIdx.x / per_row;
     const int hh = int(blockIdx.x % per_row);
     if (hh >= n_head_q + n_head_k) {  // a share of row t of v into the value cache
-        const int64_t pos = cache_row(st, positions, t);
+        const int64_t pos = cache_row(positions, st.slots, t, st.slot_rows, st.cache_rows);
         if (pos < 0) return;
         const int64_t chunk = (st.v_cols + st.n_v_blocks - 1) / st.n_v_blocks;
         const int64_t c0 = int64_t(hh - n_head_q - n_head_k) * chunk;
@@ -129,7 +124,7 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, int n_head_q, int n_head
     v[ia] = r0;
     v[ic] = r1;
     if (is_q || !st.kc) return;
-    const int64_t pos = cache_row(st, positions, t);
+    const int64_t pos = cache_row(positions, st.slots, t, st.slot_rows, st.cache_rows);
     if (pos < 0) return;
     float* dst = st.kc + pos * st.k_cols + int64_t(hh - n_head_q) * a.head_dim;
     dst[ia] = r0;
