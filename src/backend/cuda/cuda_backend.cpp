@@ -710,13 +710,6 @@ void CudaBackend::qk_norm_rope(Tensor& q, Tensor& k, const WeightRef& q_norm, co
                        positions.data, p, stream_);
 }
 
-// DS4_CUDA_FUSE_KV=0: qk_norm_rope then kv_store, two launches (A/B of the
-// fused one). Read once.
-static bool fuse_kv_store() {
-    static const bool on = cuda::env_switch("DS4_CUDA_FUSE_KV", true);
-    return on;
-}
-
 void CudaBackend::qk_norm_rope_store(Tensor& q, Tensor& k, const Tensor& v, const WeightRef& q_norm,
                                      const WeightRef& k_norm, float eps, int head_dim, const RopeParams& p,
                                      Tensor& k_cache, Tensor& v_cache, const CacheRows& rows) {
@@ -724,7 +717,9 @@ void CudaBackend::qk_norm_rope_store(Tensor& q, Tensor& k, const Tensor& v, cons
                       q.cols % head_dim == 0 && k.cols % head_dim == 0 && k.cols == k_cache.cols &&
                       v.cols == v_cache.cols && rows.positions.n >= q.rows && rows.slots.n >= q.rows &&
                       rows.slot_rows > 0 && k_cache.rows % rows.slot_rows == 0 && v_cache.rows == k_cache.rows;
-    if (!fits || !fuse_kv_store()) {
+    // DS4_CUDA_FUSE_KV=0: qk_norm_rope then kv_store, two launches (A/B). Read once.
+    static const bool fuse_kv = cuda::env_switch("DS4_CUDA_FUSE_KV", true);
+    if (!fits || !fuse_kv) {
         Backend::qk_norm_rope_store(q, k, v, q_norm, k_norm, eps, head_dim, p, k_cache, v_cache, rows);  // two ops
         return;
     }
@@ -771,17 +766,12 @@ Routing CudaBackend::route_softmax_topk(const Tensor& logits, int n_used, bool n
     return r;
 }
 
-// DS4_CUDA_FUSE_ROUTER=0: the router's product and the routing as two
-// launches (A/B of router_topk). Read once.
-static bool fuse_router() {
-    static const bool on = cuda::env_switch("DS4_CUDA_FUSE_ROUTER", true);
-    return on;
-}
-
 Routing CudaBackend::router_softmax_topk(const WeightRef& router, const Tensor& x, Tensor& logits, int n_used,
                                          bool norm, float w_scale) {
+    // DS4_CUDA_FUSE_ROUTER=0: the router's product and the routing as two launches (A/B). Read once.
+    static const bool fuse_router = cuda::env_switch("DS4_CUDA_FUSE_ROUTER", true);
     // What product() would run for it: the F32 matvec (not int8 activations).
-    const bool fits = fuse_router() && !int8_activations_ && router.type == GgmlType::F32 && router.ne[2] == 1 &&
+    const bool fits = fuse_router && !int8_activations_ && router.type == GgmlType::F32 && router.ne[2] == 1 &&
                       router.ne[0] == x.cols && logits.rows == x.rows && logits.cols == router.ne[1] &&
                       x.rows >= 1 && x.rows <= 4;
     if (fits) {
