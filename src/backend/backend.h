@@ -260,6 +260,10 @@ public:
     // y[t][r] = sum_k W[r][k] x[t][k]   (W: ne[0] = k columns, ne[1] rows).
     // For a 3-D weight, `matrix` picks the expert matrix.
     virtual void matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix = 0) = 0;
+    // A hint with no effect on results: the n weights are read soon (an op
+    // or two later), so a backend may bring them nearer meanwhile (CUDA: into
+    // L2 on a side branch of a recorded step, cuda/l2_ahead.h).
+    virtual void prefetch(const WeightRef* const* /*w*/, int /*n*/) {}
     // y[i] = matmul(*w[i], x) for i < n: several products of one input (a
     // block's q, k and v), which a backend may prepare once for all of them.
     virtual void matmuls(const Tensor& x, const WeightRef* const* w, Tensor* const* y, int n) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/cublas_library.h"
 #include "backend/cuda/cuda_check.h"
@@ -110,10 +111,10 @@ CudaBackend::CudaBackend(const CudaOptions& options)
     if (*cuda::knockout_patterns())
         log_warning(std::string("DS4_CUDA_KNOCKOUT=") + cuda::knockout_patterns() +
                     ": those ops are skipped and every result is wrong (timing only).");
-    check(cudaMalloc(&router_counter_, sizeof(unsigned)), "allocating the router's block count");
-    check(cudaMemset(router_counter_, 0, sizeof(unsigned)), "zeroing the router's block count");
-    check(cudaMalloc(&merge_counts_, sizeof(unsigned) * kMergeCounts), "allocating the attention's split counts");
-    check(cudaMemset(merge_counts_, 0, sizeof(unsigned) * kMergeCounts), "zeroing the attention's split counts");
+    // The last-block counts of the fused kernels, one allocation.
+    check(cudaMalloc(&router_counter_, sizeof(unsigned) * (1 + kMergeCounts)), "allocating the fused kernels' counts");
+    check(cudaMemset(router_counter_, 0, sizeof(unsigned) * (1 + kMergeCounts)), "zeroing the fused kernels' counts");
+    merge_counts_ = router_counter_ + 1;
 }
 
 CudaBackend::~CudaBackend() {
@@ -127,8 +128,7 @@ CudaBackend::~CudaBackend() {
         else cudaFree(r.device);
     }
     if (dequant_) cudaFree(dequant_);
-    if (router_counter_) cudaFree(router_counter_);
-    if (merge_counts_) cudaFree(merge_counts_);
+    if (router_counter_) cudaFree(router_counter_);  // merge_counts_ too
     if (stream_) cudaStreamDestroy(stream_);
     if (aside_) cudaStreamDestroy(aside_);
     if (aside_bounce_) cudaFreeHost(aside_bounce_);
@@ -252,6 +252,31 @@ const uint8_t* CudaBackend::device_ptr(const uint8_t* p, uint64_t bytes, const s
     }
     throw Error("weight '" + what + "' is not in device memory: the CUDA backend reads only the model map's regions (" +
                 std::to_string(regions_.size()) + " resident).");
+}
+
+const uint8_t* CudaBackend::device_copy(const uint8_t* p, uint64_t bytes) const {
+    auto it = std::upper_bound(regions_.begin(), regions_.end(), p,
+                               [](const uint8_t* q, const ResidentRegion& r) { return q < r.host; });
+    if (it == regions_.begin()) return nullptr;
+    const ResidentRegion& r = *std::prev(it);
+    const uint64_t off = uint64_t(p - r.host);
+    if (p < r.host || off + bytes > r.bytes || r.registered || r.window) return nullptr;
+    return r.device + off;
+}
+
+// Only inside a recorded step: that is where the kernels wait on their first
+// loads (a replayed decode step), and a branch recorded there is joined when
+// the recording ends; op by op (prefill) the products are long enough.
+void CudaBackend::prefetch(const WeightRef* const* w, int n) {
+    if (!capturing_ || !cuda::L2Ahead::enabled()) return;
+    cuda::L2Ahead::Range r[cuda::L2Ahead::kMaxRanges];
+    int m = 0;
+    for (int i = 0; i < n && m < cuda::L2Ahead::kMaxRanges; ++i) {
+        if (!w[i] || !*w[i]) continue;
+        const uint64_t bytes = w[i]->row_bytes * uint64_t(w[i]->ne[1]) * uint64_t(w[i]->ne[2]) * uint64_t(w[i]->ne[3]);
+        if (const uint8_t* dev = device_copy(w[i]->data, bytes)) r[m++] = {dev, bytes};
+    }
+    l2_ahead_.ranges(stream_, r, m);
 }
 
 // ---- activations -----------------------------------------------------------
@@ -400,6 +425,7 @@ void CudaBackend::begin_capture() {
 
 std::shared_ptr<void> CudaBackend::end_capture() {
     if (!capturing_) return nullptr;
+    const cudaError_t joined = l2_ahead_.join(stream_);
     auto rec = std::make_shared<Recording>();
     rec->arena = capturing_;
     capturing_.reset();
@@ -407,6 +433,7 @@ std::shared_ptr<void> CudaBackend::end_capture() {
     // not stay behind as the runtime's last error, where the next kernel
     // launch's check would report it as its own.
     cudaError_t e = cudaStreamEndCapture(stream_, &rec->graph);
+    if (e == cudaSuccess) e = joined;
     if (e == cudaSuccess) e = cudaGraphInstantiate(&rec->exec, rec->graph, 0);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -515,13 +542,40 @@ Tensor CudaBackend::split_rows(const Tensor& x) {
     return xs;
 }
 
+// The products that take x's split rows share one split; those among them of
+// one type and row length also share one launch (matmuls_split: a block's q,
+// k and v, or q and k where v is Q6_K), one kernel boundary fewer each in a
+// decode layer's chain. Opt-in (DS4_CUDA_FUSE_QKV=1) until measured on a GPU.
 void CudaBackend::matmuls(const Tensor& x, const WeightRef* const* w, Tensor* const* y, int n) {
+    static const bool one_launch = cuda::env_switch("DS4_CUDA_FUSE_QKV", false);
+    auto base_of = [&](int i) { return device_ptr(w[i]->data, w[i]->row_bytes * uint64_t(w[i]->ne[1]), w[i]->name); };
+    auto split_product = [&](int i) {
+        return w[i]->ne[0] == x.cols && y[i]->cols == w[i]->ne[1] && takes_split(*w[i], base_of(i), x) &&
+               !cuda::knocked_out(w[i]->name);
+    };
     Tensor xs;
+    std::vector<bool> done(size_t(std::max(n, 0)), false);
     for (int i = 0; i < n; ++i) {
-        if (!xs.data && w[i]->ne[0] == x.cols &&
-            takes_split(*w[i], device_ptr(w[i]->data, w[i]->row_bytes * uint64_t(w[i]->ne[1]), w[i]->name), x))
-            xs = split_rows(x);
-        product(*w[i], x, *y[i], 0, reinterpret_cast<const int8_t*>(xs.data));
+        if (done[i]) continue;
+        if (!split_product(i)) {
+            product(*w[i], x, *y[i], 0, reinterpret_cast<const int8_t*>(xs.data));
+            continue;
+        }
+        if (!xs.data) xs = split_rows(x);
+        cuda::SplitProduct group[cuda::kMaxSplitMatrices];
+        int m = 0;
+        uint64_t bytes = 0;
+        for (int j = i; j < n && m < (one_launch ? cuda::kMaxSplitMatrices : 1); ++j) {
+            if (done[j] || w[j]->type != w[i]->type || w[j]->row_bytes != w[i]->row_bytes || !split_product(j))
+                continue;
+            group[m++] = {base_of(j), w[j]->ne[1], y[j]->data, y[j]->cols};
+            bytes += w[j]->row_bytes * uint64_t(w[j]->ne[1]);
+            done[j] = true;
+        }
+        if (x.rows <= 0) continue;
+        const auto t = timed("matvec split", ggml_type_name(w[i]->type), bytes);
+        cuda::matmuls_split(w[i]->type, w[i]->row_bytes, x.cols, group, m, reinterpret_cast<const int8_t*>(xs.data),
+                            x.rows, stream_);
     }
 }
 
@@ -774,15 +828,16 @@ Routing CudaBackend::router_softmax_topk(const WeightRef& router, const Tensor& 
     const bool fits = fuse_router && !int8_activations_ && router.type == GgmlType::F32 && router.ne[2] == 1 &&
                       router.ne[0] == x.cols && logits.rows == x.rows && logits.cols == router.ne[1] &&
                       x.rows >= 1 && x.rows <= 4;
-    if (fits) {
-        const uint8_t* base = device_ptr(router.data, router.row_bytes * uint64_t(router.ne[1]), router.name);
-        Routing r = new_routing(logits.rows, n_used);
-        const auto t = timed("router+route", "f32", router.row_bytes * uint64_t(router.ne[1]));
-        if (cuda::router_topk(base, router.row_bytes, router.ne[0], router.ne[1], x.data, x.cols, x.rows, logits.data,
-                              n_used, norm, w_scale, r.experts.data, r.weights.data, router_counter_, stream_))
-            return r;
-    }
-    return Backend::router_softmax_topk(router, x, logits, n_used, norm, w_scale);  // two launches
+    const uint8_t* base =
+        fits ? device_ptr(router.data, router.row_bytes * uint64_t(router.ne[1]), router.name) : nullptr;
+    if (!fits || !cuda::router_topk_supported(base, router.row_bytes, router.ne[0], router.ne[1], x.data, x.cols,
+                                              x.rows, n_used))
+        return Backend::router_softmax_topk(router, x, logits, n_used, norm, w_scale);  // two launches
+    Routing r = new_routing(logits.rows, n_used);
+    const auto t = timed("router+route", "f32", router.row_bytes * uint64_t(router.ne[1]));
+    cuda::router_topk(base, router.row_bytes, router.ne[0], router.ne[1], x.data, x.cols, x.rows, logits.data, n_used,
+                      norm, w_scale, r.experts.data, r.weights.data, router_counter_, stream_);
+    return r;
 }
 
 void CudaBackend::count_experts(const Routing& routing, IntArray& counts) {

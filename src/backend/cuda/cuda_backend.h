@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "models/deepseek4/dsv4_ops.h"
 #include "models/glm_dsa/glm_dsa_ops.h"
+#include "backend/cuda/l2_ahead.h"
 #include "backend/cuda/op_profile.h"
 #include "backend/cuda/step_timing.h"
 
@@ -104,6 +105,7 @@ public:
     void matmul(const WeightRef& w, const Tensor& x, Tensor& y, int64_t matrix = 0) override;
     // One split of x (dense_split_mma.cu) for every product that takes it.
     void matmuls(const Tensor& x, const WeightRef* const* w, Tensor* const* y, int n) override;
+    void prefetch(const WeightRef* const* w, int n) override;
     void rms_norm(const Tensor& x, const WeightRef* weight, float eps, int64_t group, Tensor& y) override;
     void rope(Tensor& x, int head_dim, const IntArray& positions, const RopeParams& p) override;
     void kv_store(Tensor& k_cache, Tensor& v_cache, const Tensor& k, const Tensor& v, const CacheRows& rows) override;
@@ -182,6 +184,9 @@ private:
         bool registered = false;  // host memory mapped for the device, not a copy
         bool window = false;      // expert windows: the addresses are the device's own, owned elsewhere
     };
+    // The device copy of [p, p + bytes) when it is device memory (not
+    // registered host memory or an expert window), else nullptr.
+    const uint8_t* device_copy(const uint8_t* p, uint64_t bytes) const;
     // A short-lived device array (ids, positions, small weight vectors),
     // freed in stream order when the last reference goes.
     std::shared_ptr<void> device_scratch(size_t bytes);
@@ -267,13 +272,15 @@ private:
     bool int8_activations_ = false;  // CudaOptions::int8_activations
     bool f16_prefill_ = false;       // CudaOptions::f16_prefill
     cudaStream_t stream_ = nullptr;
-    // router_topk's count of finished blocks: zero between launches.
+    // router_topk's count of finished blocks: zero between launches (one
+    // allocation with merge_counts_, which follows it).
     unsigned* router_counter_ = nullptr;
     // attention's finished splits per (row, head), zero between launches:
     // decode splits keys only while rows x heads stay under ~1,056 blocks.
     static constexpr int64_t kMergeCounts = 4096;
     unsigned* merge_counts_ = nullptr;
     std::shared_ptr<Arena> capturing_;     // the open recording's memory, while capturing
+    cuda::L2Ahead l2_ahead_;               // prefetch's side branch (recorded steps only)
     cublasHandle_t cublas_ = nullptr;
     std::vector<ResidentRegion> regions_;  // sorted by host address
     float* dequant_ = nullptr;             // weight rows decoded for cuBLAS (prefill)

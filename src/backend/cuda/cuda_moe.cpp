@@ -172,6 +172,19 @@ void CudaBackend::moe_ffn(const Tensor& x, const Routing& routing, const WeightR
     const ExpertScales sc = expert_scales(gate_scale, up_scale, down_scale);
     std::optional<cuda::OpProfile::Scope> t;
     const int32_t* experts = routing.experts.data;
+    // The chosen experts' matrices on their way to L2 (l2_ahead.h): gate and
+    // up beside the kernel that reads them, down while they are computed.
+    if (capturing_ && cuda::L2Ahead::enabled()) {
+        auto ahead = [&](const WeightRef& w) {
+            if (const uint8_t* dev = device_copy(w.data, w.matrix_bytes * uint64_t(n_exp)))
+                l2_ahead_.matrices(stream_, dev, w.matrix_bytes, experts, int(pairs));
+        };
+        if (cuda::L2Ahead::level() >= 2) {
+            ahead(gate);
+            ahead(up);
+        }
+        ahead(down);
+    }
 
     // Both fused decode paths: gate and up alike, down from n_ff back to n_embd.
     const bool fused_shapes = up.matrix_bytes == gate.matrix_bytes && up.row_bytes == gate.row_bytes &&

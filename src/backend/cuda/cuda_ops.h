@@ -174,9 +174,11 @@ void route_topk(RouteScore kind, const float* logits, int64_t n_tok, int n_exp, 
                 float* weights, cudaStream_t stream);
 // logits = W x (W: n_exp F32 rows of k) for n_tok <= 4 tokens, then
 // route_topk's softmax choice of them, in one launch; counter: a device
-// unsigned, zero before and after. False (nothing launched) for shapes it
-// does not take: the caller runs the two.
-bool router_topk(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_exp, const float* x, int64_t ld_x,
+// unsigned, zero before and after. For the shapes router_topk_supported
+// takes (else it throws; the caller runs the two).
+bool router_topk_supported(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_exp, const float* x, int64_t ld_x,
+                           int64_t n_tok, int n_used);
+void router_topk(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_exp, const float* x, int64_t ld_x,
                  int64_t n_tok, float* logits, int n_used, bool norm, float w_scale, int32_t* experts, float* weights,
                  unsigned* counter, cudaStream_t stream);
 // counts[e] += the pairs among experts[0..n_pairs) that chose e, e < n_counts.
@@ -309,6 +311,17 @@ bool dense_split_supported(GgmlType type, int64_t k, const void* w, size_t row_b
 // y[t][r] = W[r] . x[t] for t < n_tok (<= 64) over xs (rows of quantize_rows_split, one per token).
 void matmul_split(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const int8_t* xs,
                   int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream);
+// matmul_split over up to kMaxSplitMatrices matrices of one type and row length (a block's q, k and v) in
+// one launch; each output the same bits as its own matmul_split.
+constexpr int kMaxSplitMatrices = 4;
+struct SplitProduct {
+    const uint8_t* w;
+    int64_t n_rows;
+    float* y;
+    int64_t ld_y;
+};
+void matmuls_split(GgmlType type, size_t row_bytes, int64_t k, const SplitProduct* p, int n, const int8_t* xs,
+                   int64_t n_tok, cudaStream_t stream);
 
 // ---- moe_split_mma.cu: routed experts of a decode step on the int8 tensor cores, split activations ----
 // Whether expert_products_split_mma reads these matrices: Q4_K or Q6_K rows of whole 256-value blocks,

@@ -51,18 +51,42 @@ constexpr int kMmaWarps = 8;
 constexpr int kMmaRows = 16;
 constexpr int kMaxTokens = 64;
 
+struct SplitMatrices {
+    const uint8_t* w[kMaxSplitMatrices];
+    float* y[kMaxSplitMatrices];
+    int64_t n_rows[kMaxSplitMatrices], ld_y[kMaxSplitMatrices];
+    int64_t first_block[kMaxSplitMatrices];  // the matrix's first block of the grid
+    int n;
+};
+
 // y[tok][r] = W[r] . x[tok] for tok < n_tok (<= kMaxTokens); xs: n_tok
 // split rows (quantize_rows_split) of ld_xs bytes. Tokens go in tiles of 8,
 // one tile at a time (the partial sums of a tile in registers, then in
-// shared memory), so registers do not grow with the batch.
+// shared memory), so registers do not grow with the batch. Up to
+// kMaxSplitMatrices matrices of one input (a block's q, k and v) in one
+// launch, each its own run of blocks: one kernel boundary instead of three
+// in a decode layer's chain, and every row's sum the same expression.
 template <class F>
 __global__ void __launch_bounds__(32 * kMmaWarps, 2)
-    split_mma_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t k, int64_t n_rows,
-                     const int8_t* __restrict__ xs, int64_t ld_xs, int n_tok, float* __restrict__ y, int64_t ld_y) {
+    split_mma_kernel(SplitMatrices m, size_t row_bytes, int64_t k, const int8_t* __restrict__ xs, int64_t ld_xs,
+                     int n_tok) {
     __shared__ float part[kMmaWarps][kMmaRows][kMaxTokens];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int64_t r0 = int64_t(blockIdx.x) * kMmaRows;
+    // This block's matrix (constant indices: the parameters stay in their bank).
+    const uint8_t* w = m.w[0];
+    float* y = m.y[0];
+    int64_t n_rows = m.n_rows[0], ld_y = m.ld_y[0], first = 0;
+#pragma unroll
+    for (int i = 1; i < kMaxSplitMatrices; ++i)
+        if (i < m.n && int64_t(blockIdx.x) >= m.first_block[i]) {
+            w = m.w[i];
+            y = m.y[i];
+            n_rows = m.n_rows[i];
+            ld_y = m.ld_y[i];
+            first = m.first_block[i];
+        }
+    const int64_t r0 = (int64_t(blockIdx.x) - first) * kMmaRows;
     // Rows past the end read the last row again (not stored).
     const uint8_t* row_lo = w + size_t(min(r0 + g, n_rows - 1)) * row_bytes;
     const uint8_t* row_hi = w + size_t(min(r0 + g + 8, n_rows - 1)) * row_bytes;
@@ -150,17 +174,35 @@ bool dense_split_supported(GgmlType type, int64_t k, const void* w, size_t row_b
 
 void matmul_split(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const int8_t* xs,
                   int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream) {
-    if (n_rows <= 0 || n_tok <= 0) return;
+    const SplitProduct one{w, n_rows, y, ld_y};
+    matmuls_split(type, row_bytes, k, &one, 1, xs, n_tok, stream);
+}
+
+void matmuls_split(GgmlType type, size_t row_bytes, int64_t k, const SplitProduct* p, int n, const int8_t* xs,
+                   int64_t n_tok, cudaStream_t stream) {
+    if (n < 1 || n > kMaxSplitMatrices) throw Error("matmuls_split: 1 to " + std::to_string(kMaxSplitMatrices) + " matrices a call.");
+    if (n_tok <= 0) return;
     if (n_tok > kMaxTokens) throw Error("matmul_split: at most 64 tokens a call, not " + std::to_string(n_tok) + ".");
-    const int64_t blocks = (n_rows + kMmaRows - 1) / kMmaRows;
+    SplitMatrices m{};
+    int64_t blocks = 0;
+    for (int i = 0; i < n; ++i) {
+        if (p[i].n_rows <= 0) continue;
+        m.w[m.n] = p[i].w;
+        m.y[m.n] = p[i].y;
+        m.n_rows[m.n] = p[i].n_rows;
+        m.ld_y[m.n] = p[i].ld_y;
+        m.first_block[m.n++] = blocks;
+        blocks += (p[i].n_rows + kMmaRows - 1) / kMmaRows;
+    }
+    if (blocks == 0) return;
     if (blocks > INT32_MAX) throw Error("matmul_split: too many rows.");
     const int64_t ld_xs = split_activation_bytes(k);
     if (type == GgmlType::Q4_K)
-        launch(split_mma_kernel<Q4kFormat>, unsigned(blocks), 32 * kMmaWarps, 0, stream, w, row_bytes, k, n_rows, xs,
-               ld_xs, int(n_tok), y, ld_y);
+        launch(split_mma_kernel<Q4kFormat>, unsigned(blocks), 32 * kMmaWarps, 0, stream, m, row_bytes, k, xs, ld_xs,
+               int(n_tok));
     else if (type == GgmlType::Q6_K)
-        launch(split_mma_kernel<Q6kFormat>, unsigned(blocks), 32 * kMmaWarps, 0, stream, w, row_bytes, k, n_rows, xs,
-               ld_xs, int(n_tok), y, ld_y);
+        launch(split_mma_kernel<Q6kFormat>, unsigned(blocks), 32 * kMmaWarps, 0, stream, m, row_bytes, k, xs, ld_xs,
+               int(n_tok));
     else
         throw Error("matmul_split: no split product for " + std::string(ggml_type_name(type)) + " rows.");
     check_launch("split_mma_kernel");

@@ -358,12 +358,17 @@ __global__ void router_topk_kernel(const uint8_t* __restrict__ w, size_t row_byt
 }
 }  // namespace
 
-bool router_topk(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_exp, const float* x, int64_t ld_x,
+bool router_topk_supported(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_exp, const float* x, int64_t ld_x,
+                           int64_t n_tok, int n_used) {
+    return n_tok >= 1 && n_tok <= 4 && n_exp >= 1 && n_exp <= 256 && n_used >= 1 && n_used <= 32 && n_used <= n_exp &&
+           warp_dot_usable(GgmlType::F32, k, w, row_bytes, x, ld_x);
+}
+
+void router_topk(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_exp, const float* x, int64_t ld_x,
                  int64_t n_tok, float* logits, int n_used, bool norm, float w_scale, int32_t* experts, float* weights,
                  unsigned* counter, cudaStream_t stream) {
-    if (n_tok < 1 || n_tok > 4 || n_exp < 1 || n_exp > 256 || n_used < 1 || n_used > 32 || n_used > n_exp ||
-        !warp_dot_usable(GgmlType::F32, k, w, row_bytes, x, ld_x))
-        return false;
+    if (!router_topk_supported(w, row_bytes, k, n_exp, x, ld_x, n_tok, n_used))
+        throw Error("router_topk: a shape it does not take (ask router_topk_supported first).");
     static_assert(kMatvecRows<GgmlType::F32, 4> == 1, "a block a row of logits");
     const int nt = int(n_tok);
 #define DS4_ROUTER(NT, PER)                                                                                            \
@@ -381,7 +386,6 @@ bool router_topk(const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_exp, c
     }
 #undef DS4_ROUTER
     check_launch("router_topk_kernel");
-    return true;
 }
 
 void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,

@@ -128,12 +128,23 @@ public:
             project3(be, h, L.q, q, L.k, k, L.v, v);
             be.qk_norm_rope_store(q, k, v, L.q_norm, L.k_norm, hp_.rms_eps, hp_.head_dim_k, hp_.rope, state.k[l],
                                   state.v[l], in.cache);
+            {
+                // Read after the attention, which reads none: on their way meanwhile.
+                const WeightRef* soon[2] = {&L.o.w, &L.gate_inp};
+                be.prefetch(soon, 2);
+            }
             be.attention(q, state.k[l], state.v[l], in.cache, ap, attn);
             project(be, L.o, attn, proj);
 
             be.add_rms_norm(x, proj, &L.ffn_norm, hp_.rms_eps, h);
             Routing r = be.router_softmax_topk(L.gate_inp, h, router, hp_.n_expert_used, true, hp_.expert_weights_scale);
             const ExpertMatrices m = expert_source().resolve(be, L.experts, r);
+            if (l + 1 < layers_.size()) {
+                // The next block's first products, while the experts run.
+                const Layer& N = layers_[l + 1];
+                const WeightRef* soon[3] = {&N.q.w, &N.k.w, &N.v.w};
+                be.prefetch(soon, 3);
+            }
             be.moe_swiglu(h, r, m.gate, m.up, m.down, m.scale_of(m.gate_scale), m.scale_of(m.up_scale),
                           m.scale_of(m.down_scale), proj);
             if (l + 1 < layers_.size() && expert_source().wants_lookahead(n)) {
