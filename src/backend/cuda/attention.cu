@@ -17,6 +17,7 @@
 #include "backend/cuda/cache_row.cuh"
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/env_switch.h"
 
 namespace ds4::cuda {
 namespace {
@@ -402,10 +403,7 @@ __global__ void gather_rows_kernel(const float* __restrict__ src, int64_t src_ro
 // a recorded step keeps its kernel and splits. DS4_CUDA_ATTN_GQA=0 keeps
 // every row on attention_kernel (A/B).
 bool gqa_decode_shape(int64_t n_tok, const AttentionParams& p) {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_ATTN_GQA");
-        return !(v && std::strcmp(v, "0") == 0);
-    }();
+    static const bool on = env_switch("DS4_CUDA_ATTN_GQA", true);
     if (!on || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) return false;
     const int g = p.n_head / p.n_head_kv;
     return n_tok >= 2 && n_tok * p.n_head < kTargetBlocks && (g == 2 || g == 4 || g == 8 || g == 16) && p.head_dim_k > 0 &&

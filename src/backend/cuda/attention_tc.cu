@@ -32,6 +32,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/env_switch.h"
 
 namespace ds4::cuda {
 namespace {
@@ -262,10 +263,7 @@ void launch_tc_g(int d, int64_t n_tok, int n_head_kv, cudaStream_t stream, const
 
 bool attention_tc_shape(const AttentionParams& p, const float* k_cache, int64_t ld_k, const float* v_cache, int64_t ld_v) {
     // DS4_CUDA_ATTN_TC=0 keeps prefill rows on attention.cu's FP32 kernels (A/B).
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_ATTN_TC");
-        return !(v && std::strcmp(v, "0") == 0);
-    }();
+    static const bool on = env_switch("DS4_CUDA_ATTN_TC", true);
     if (!on || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) return false;
     const int g = p.n_head / p.n_head_kv;
     // Key rows are copied in 16-byte pieces.

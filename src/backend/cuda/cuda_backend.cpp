@@ -509,10 +509,8 @@ void CudaBackend::get_rows(const WeightRef& table, const IntArray& ids, Tensor& 
 // DS4_CUDA_DENSE_TC_TOKENS=N: the tensor cores from N rows on (A/B of
 // batched decode; default past the matvec's reach), read once.
 static int64_t dense_tc_from() {
-    static const int64_t from = [] {
-        const char* v = std::getenv("DS4_CUDA_DENSE_TC_TOKENS");
-        return v && *v ? std::max<int64_t>(1, std::strtoll(v, nullptr, 10)) : cuda::kMatvecMaxTokens + 1;
-    }();
+    static const int64_t from =
+        std::max<int64_t>(1, cuda::env_int("DS4_CUDA_DENSE_TC_TOKENS", cuda::kMatvecMaxTokens + 1));
     return from;
 }
 

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_switch.h"
 
 namespace ds4::cuda {
 
@@ -52,8 +53,7 @@ __device__ __forceinline__ void prefetch_l2(const uint8_t* p, size_t bytes, int 
 // later, and DS4_CUDA_PDL not "0". Read once per process.
 inline bool pdl_enabled() {
     static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_PDL");
-        if (v && std::strcmp(v, "0") == 0) return false;
+        if (!env_switch("DS4_CUDA_PDL", true)) return false;
         int dev = 0, major = 0;
         if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
             return false;

@@ -16,6 +16,7 @@
 #include "backend/cuda/cublas_library.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/op_knockout.h"
 #include "common/error.h"
 
@@ -37,10 +38,7 @@ constexpr int64_t kMaxDevicePairs = 512;
 // decode rows) lost to the device path on an H100 (2026-12-06, Qwen3-30B-A3B
 // q4_k_m, ctx 512): 8 rows 319 vs 804 t/s, 16: 419 vs 938, 32: 576 vs 1014.
 int64_t max_device_pairs() {
-    static const int64_t n = [] {
-        const char* v = std::getenv("DS4_CUDA_MOE_DEVICE_PAIRS");
-        return v && *v ? std::max<int64_t>(0, std::strtoll(v, nullptr, 10)) : kMaxDevicePairs;
-    }();
+    static const int64_t n = std::max<int64_t>(0, cuda::env_int("DS4_CUDA_MOE_DEVICE_PAIRS", kMaxDevicePairs));
     return n;
 }
 
@@ -51,10 +49,7 @@ constexpr size_t kGroupedGemmFloats = size_t(1) << 28;
 // DS4_CUDA_MOE_FUSED=0 keeps decode on the five-launch path: an A/B switch for
 // benchmarks and for comparing the two paths' rounding on the device, read once.
 bool fused_moe_enabled() {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_MOE_FUSED");
-        return !(v && std::string(v) == "0");
-    }();
+    static const bool on = cuda::env_switch("DS4_CUDA_MOE_FUSED", true);
     return on;
 }
 
@@ -70,8 +65,8 @@ bool fused_moe_enabled() {
 // two or more tokens (A/B and tests), read once.
 bool grouped_moe_wanted(int64_t rows, int64_t pairs, int64_t n_exp) {
     static const int mode = [] {
-        const char* v = std::getenv("DS4_CUDA_MOE_GROUPED");
-        return v && std::string(v) == "0" ? 0 : v && std::string(v) == "1" ? 1 : 2;
+        const long long v = cuda::env_int("DS4_CUDA_MOE_GROUPED", 2);
+        return v == 0 || v == 1 ? int(v) : 2;
     }();
     if (rows < 2 || mode == 0) return false;
     return mode == 1 || pairs >= n_exp;
@@ -82,10 +77,7 @@ bool grouped_moe_wanted(int64_t rows, int64_t pairs, int64_t n_exp) {
 // a token's output does not depend on its batch. DS4_CUDA_MOE_SPLIT=0 keeps
 // the float kernels (A/B and tests), read once.
 bool split_moe_enabled() {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_MOE_SPLIT");
-        return !(v && std::string(v) == "0");
-    }();
+    static const bool on = cuda::env_switch("DS4_CUDA_MOE_SPLIT", true);
     return on;
 }
 
@@ -95,10 +87,7 @@ bool split_moe_enabled() {
 // 2026-12-06, Qwen3-30B-A3B q4_k_m, ctx 512: 1 sequence 234 vs 262 t/s, 8:
 // 623 vs 837); bench/NOTES.md says where its time goes.
 bool moe_mma_enabled() {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_MOE_MMA");
-        return v && std::string(v) == "1";
-    }();
+    static const bool on = cuda::env_switch("DS4_CUDA_MOE_MMA", false);
     return on;
 }
 
@@ -107,10 +96,7 @@ bool moe_mma_enabled() {
 // are the same either way. DS4_CUDA_MOE_MMA_GROUP_FROM=N moves it (A/B),
 // read once.
 int64_t moe_mma_group_from() {
-    static const int64_t n = [] {
-        const char* v = std::getenv("DS4_CUDA_MOE_MMA_GROUP_FROM");
-        return v && *v ? std::max<int64_t>(1, std::strtoll(v, nullptr, 10)) : int64_t(2);
-    }();
+    static const int64_t n = std::max<int64_t>(1, cuda::env_int("DS4_CUDA_MOE_MMA_GROUP_FROM", 2));
     return n;
 }
 

@@ -42,6 +42,7 @@
 
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/split_mma.cuh"
 
 namespace ds4::cuda {
@@ -147,17 +148,11 @@ __global__ void __launch_bounds__(32 * kMmaWarps, 2)
 // Qwen3 head 2.4x slower at one token and 1.4x at eight (H100 ncu,
 // 2026-12-06; bench/logs/2026-12-06c-h100). Read once.
 bool dense_split_enabled() {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_DENSE_SPLIT");
-        return !(v && v[0] == '0');
-    }();
+    static const bool on = env_switch("DS4_CUDA_DENSE_SPLIT", true);
     return on;
 }
 static bool dense_split_q6k() {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_DENSE_SPLIT_Q6K");
-        return v && v[0] == '1';
-    }();
+    static const bool on = env_switch("DS4_CUDA_DENSE_SPLIT_Q6K", false);
     return on;
 }
 

@@ -1,8 +1,9 @@
 #include "backend/cuda/l2_ahead.h"
 
-#include <cstdlib>
+#include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_switch.h"
 
 namespace ds4::cuda {
 namespace {
@@ -43,10 +44,7 @@ __global__ void __launch_bounds__(kAheadThreads)
 }  // namespace
 
 int L2Ahead::level() {
-    static const int on = [] {
-        const char* v = std::getenv("DS4_CUDA_L2_AHEAD");
-        return v && *v ? std::atoi(v) : 0;
-    }();
+    static const int on = int(std::clamp<long long>(env_int("DS4_CUDA_L2_AHEAD", 0), 0, 2));
     return on;
 }
 

@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/moe_epilogue.cuh"
 #include "backend/cuda/q4k_wide_dot.cuh"
 #include "backend/cuda/quant_decode.cuh"
@@ -305,10 +306,7 @@ __host__ __device__ constexpr size_t down_stage_pieces(size_t row_bytes) { retur
 // (A/B; read once): Q6_K downs (210-byte blocks) and the other short-block
 // types then read 16-byte pieces instead of the dot's own 2-4 byte loads.
 bool down_stage_any() {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_DOWN_STAGE");
-        return v && v[0] == '1' && v[1] == 0;
-    }();
+    static const bool on = env_switch("DS4_CUDA_DOWN_STAGE", false);
     return on;
 }
 size_t down_stage_bytes(const uint8_t* down, size_t matrix_bytes, size_t row_bytes, int n_used) {

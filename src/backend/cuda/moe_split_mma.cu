@@ -33,6 +33,7 @@
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/moe_epilogue.cuh"
 #include "backend/cuda/split_dot.cuh"
 #include "backend/cuda/split_mma.cuh"
@@ -438,10 +439,8 @@ void launch_stream(int nw, int64_t n_blocks_y, cudaStream_t stream, const uint8_
     }();
     const int64_t n_groups = (n_rows + kMmaRows - 1) / kMmaRows * (w1 ? 2 : 1);
     const int64_t want_warps = int64_t(sms) * 32;
-    static const int asked_gpw = [] {
-        const char* v = std::getenv("DS4_CUDA_MOE_MMA_GPW");  // row groups a warp (A/B), read once
-        return v ? std::clamp(std::atoi(v), 0, 64) : 0;
-    }();
+    // Row groups a warp (A/B), read once.
+    static const int asked_gpw = int(std::clamp<long long>(env_int("DS4_CUDA_MOE_MMA_GPW", 0), 0, 64));
     const int gpw = asked_gpw > 0 ? asked_gpw : int(std::clamp<int64_t>(n_groups * n_blocks_y / want_warps, 1, 16));
     const dim3 grid(unsigned((n_groups + int64_t(nw) * gpw - 1) / (int64_t(nw) * gpw)), unsigned(n_blocks_y));
     auto go = [&](auto kernel) {
@@ -455,19 +454,15 @@ void launch_stream(int nw, int64_t n_blocks_y, cudaStream_t stream, const uint8_
 
 // DS4_CUDA_MOE_MMA_STREAM=1: the streaming kernel (A/B), read once.
 bool mma_stream() {
-    static const bool on = [] {
-        const char* v = std::getenv("DS4_CUDA_MOE_MMA_STREAM");
-        return v && v[0] == '1';
-    }();
+    static const bool on = env_switch("DS4_CUDA_MOE_MMA_STREAM", false);
     return on;
 }
 
 // DS4_CUDA_MOE_MMA_WARPS=2|4|8: warps a block (A/B; default 8), read once.
 int mma_block_warps() {
     static const int nw = [] {
-        const char* v = std::getenv("DS4_CUDA_MOE_MMA_WARPS");
-        const int n = v ? std::atoi(v) : 8;
-        return n == 2 || n == 4 ? n : 8;
+        const long long n = env_int("DS4_CUDA_MOE_MMA_WARPS", 8);
+        return n == 2 || n == 4 ? int(n) : 8;
     }();
     return nw;
 }

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/quant_decode.cuh"
 #include "backend/cuda/route_warp.cuh"
 #include "backend/cuda/warp_dot.cuh"
@@ -152,9 +153,8 @@ __global__ void matvec_warp_kernel(const uint8_t* __restrict__ w, size_t row_byt
 // forces one (A/B). Read once.
 int one_token_rows(int64_t n_rows) {
     static const int forced = [] {
-        const char* v = std::getenv("DS4_CUDA_MATVEC_NR");
-        const int n = v ? std::atoi(v) : 0;
-        return n == 1 || n == 2 || n == 4 ? n : 0;
+        const long long n = env_int("DS4_CUDA_MATVEC_NR", 0);
+        return n == 1 || n == 2 || n == 4 ? int(n) : 0;
     }();
     if (forced) return forced;
     return n_rows >= 2048 ? 4 : 1;
@@ -180,9 +180,8 @@ __global__ void __launch_bounds__(32 * kRowWarps, MB)
 // matvec_warp_kernel, unbounded. Read once.
 int matvec_min_blocks() {
     static const int mb = [] {
-        const char* v = std::getenv("DS4_CUDA_MATVEC_MB");
-        const int n = v ? std::atoi(v) : 4;
-        return n == 0 || n == 1 || n == 3 ? n : 4;
+        const long long n = env_int("DS4_CUDA_MATVEC_MB", 4);
+        return n == 0 || n == 1 || n == 3 ? int(n) : 4;
     }();
     return mb;
 }
@@ -202,11 +201,8 @@ int matvec_min_blocks() {
 // step): rows 2 / unroll 2 6.32 ms, 4 / 2 6.63, 2 / 4 5.75, 4 / 4 6.13
 // (bench/logs/2026-12-04c-h200). Read once.
 std::pair<int, int> step_shape() {
-    static const std::pair<int, int> v = [] {
-        const char* r = std::getenv("DS4_CUDA_STEP_ROWS");
-        const char* u = std::getenv("DS4_CUDA_STEP_UNROLL");
-        return std::pair<int, int>{r && std::atoi(r) == 4 ? 4 : 2, u && std::atoi(u) == 2 ? 2 : 4};
-    }();
+    static const std::pair<int, int> v{env_int("DS4_CUDA_STEP_ROWS", 2) == 4 ? 4 : 2,
+                                       env_int("DS4_CUDA_STEP_UNROLL", 4) == 2 ? 2 : 4};
     return v;
 }
 template <GgmlType T>
