@@ -39,7 +39,9 @@ import re, sys
 rows = {m[1]: (float(m[2]), float(m[3]), m[4]) for m in re.finditer(r"^\| (\S+) \| ([\d.e+-]+) \| ([\d.e+-]+) \| (\d+/\d+) \|$", open(sys.argv[1]).read(), re.M)}
 assert set(rows) == {"ds4-fast", "llama"}, rows
 assert rows["ds4-fast"][:2] == (0.0, 0.0) and rows["ds4-fast"][2] == "10/10", rows   # the reference's own path
-assert 1e-4 < rows["llama"][0] <= rows["llama"][1] < 0.5, rows                         # 8-bit activations: ~1e-2
+# 8-bit activations: ~1e-2 at the median; one position's worst reached 0.525 (seed 7034: a position whose logits
+# are small), so the worst is held only below unrelated logits' ~1.4.
+assert 1e-4 < rows["llama"][0] < 0.1 and rows["llama"][0] <= rows["llama"][1] < 1.0, rows
 PY
 grep -q "at least as accurate" "$tmp/out/accuracy.md" || fail "no verdict: $(cat "$tmp/out/accuracy.md")"
 echo "ok"
