@@ -242,26 +242,23 @@ uint64_t CudaBackend::resident_bytes() const {
     return n;
 }
 
-const uint8_t* CudaBackend::device_ptr(const uint8_t* p, uint64_t bytes, const std::string& what) const {
+const CudaBackend::ResidentRegion* CudaBackend::region_of(const uint8_t* p, uint64_t bytes) const {
     auto it = std::upper_bound(regions_.begin(), regions_.end(), p,
                                [](const uint8_t* q, const ResidentRegion& r) { return q < r.host; });
-    if (it != regions_.begin()) {
-        const ResidentRegion& r = *std::prev(it);
-        const uint64_t off = uint64_t(p - r.host);
-        if (p >= r.host && off + bytes <= r.bytes) return r.device + off;
-    }
+    if (it == regions_.begin()) return nullptr;
+    const ResidentRegion& r = *std::prev(it);
+    return p >= r.host && uint64_t(p - r.host) + bytes <= r.bytes ? &r : nullptr;
+}
+
+const uint8_t* CudaBackend::device_ptr(const uint8_t* p, uint64_t bytes, const std::string& what) const {
+    if (const ResidentRegion* r = region_of(p, bytes)) return r->device + (p - r->host);
     throw Error("weight '" + what + "' is not in device memory: the CUDA backend reads only the model map's regions (" +
                 std::to_string(regions_.size()) + " resident).");
 }
 
 const uint8_t* CudaBackend::device_copy(const uint8_t* p, uint64_t bytes) const {
-    auto it = std::upper_bound(regions_.begin(), regions_.end(), p,
-                               [](const uint8_t* q, const ResidentRegion& r) { return q < r.host; });
-    if (it == regions_.begin()) return nullptr;
-    const ResidentRegion& r = *std::prev(it);
-    const uint64_t off = uint64_t(p - r.host);
-    if (p < r.host || off + bytes > r.bytes || r.registered || r.window) return nullptr;
-    return r.device + off;
+    const ResidentRegion* r = region_of(p, bytes);
+    return r && !r->registered && !r->window ? r->device + (p - r->host) : nullptr;
 }
 
 // Only inside a recorded step: that is where the kernels wait on their first

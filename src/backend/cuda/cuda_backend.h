@@ -184,6 +184,8 @@ private:
         bool registered = false;  // host memory mapped for the device, not a copy
         bool window = false;      // expert windows: the addresses are the device's own, owned elsewhere
     };
+    // The region holding all of [p, p + bytes), or nullptr.
+    const ResidentRegion* region_of(const uint8_t* p, uint64_t bytes) const;
     // The device copy of [p, p + bytes) when it is device memory (not
     // registered host memory or an expert window), else nullptr.
     const uint8_t* device_copy(const uint8_t* p, uint64_t bytes) const;

@@ -37,15 +37,16 @@ __device__ __forceinline__ void wait_for_inputs() {
 #endif
 }
 
-// Asks L2 for [p, p + bytes) without waiting (one 128-byte line per lane
-// per round). Weights are read-only during a step, so a kernel may ask for
+// Asks L2 for [p, p + bytes) without waiting: thread `index` of `count`
+// (a warp's lanes by default) asks for every count-th 128-byte line from
+// its own. Weights are read-only during a step, so a kernel may ask for
 // its rows before wait_for_inputs(): they are on the way while the kernel
 // before it finishes. A decode matvec of a few MB is bound by the latency
 // of its first loads, not by bandwidth.
-__device__ __forceinline__ void prefetch_l2(const uint8_t* p, size_t bytes, int lane) {
+__device__ __forceinline__ void prefetch_l2(const uint8_t* p, size_t bytes, uint64_t index, uint64_t count = 32) {
     const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(127);
     const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
-    for (uintptr_t a = first + 128 * uintptr_t(lane); a < end; a += 128 * 32)
+    for (uintptr_t a = first + 128 * uintptr_t(index); a < end; a += 128 * uintptr_t(count))
         asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/env_switch.h"
 
 namespace ds4::cuda {
@@ -20,16 +21,9 @@ struct RangeList {
     int n;
 };
 
-__device__ __forceinline__ void ask_l2(const uint8_t* p, uint64_t bytes, uint64_t first_line, uint64_t lines_step) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(127);
-    const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
-    for (uintptr_t a = begin + 128 * first_line; a < end; a += 128 * lines_step)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-}
-
 __global__ void __launch_bounds__(kAheadThreads) l2_ranges_kernel(RangeList r) {
     const uint64_t t = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x, step = uint64_t(gridDim.x) * blockDim.x;
-    for (int i = 0; i < r.n; ++i) ask_l2(r.p[i], r.bytes[i], t, step);
+    for (int i = 0; i < r.n; ++i) prefetch_l2(r.p[i], r.bytes[i], t, step);
 }
 
 // Block (x, i): part x of kBlocksPerMatrix of matrix ids[i].
@@ -38,7 +32,7 @@ __global__ void __launch_bounds__(kAheadThreads)
     const uint8_t* m = base + uint64_t(ids[blockIdx.y]) * matrix_bytes;
     const uint64_t part = (matrix_bytes + kBlocksPerMatrix - 1) / kBlocksPerMatrix;
     const uint64_t lo = part * blockIdx.x, hi = lo + part < matrix_bytes ? lo + part : matrix_bytes;
-    if (lo < hi) ask_l2(m + lo, hi - lo, threadIdx.x, blockDim.x);
+    if (lo < hi) prefetch_l2(m + lo, hi - lo, threadIdx.x, blockDim.x);
 }
 
 }  // namespace
