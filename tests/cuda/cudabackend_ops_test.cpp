@@ -92,6 +92,25 @@ TEST_P(CudaTypedOps, MatmulMatchesCpuForDecodeAndPrefillBatches) {
     }
 }
 
+// Small F32 matrices (routers) over prefill-sized batches: the tiled kernel
+// (small_f32_gemm.cu) at tile edges in rows (32), tokens (16) and k (64).
+TEST_F(CudaOps, SmallF32PrefillProductsMatchCpu) {
+    std::uniform_int_distribution<int64_t> extra(0, 15);
+    for (const int64_t k : {int64_t(1000), int64_t(2048)}) {
+        for (const int64_t rows : {int64_t(67), int64_t(128)}) {
+            const WeightRef w = weight(GgmlType::F32, k, rows, 2);
+            for (const int64_t T : {int64_t(65), 200 + extra(rng_), int64_t(513)}) {
+                auto [xc, xg] = pair(T, k);
+                auto [yc, yg] = zeros(T, rows);
+                cpu_->matmul(w, xc, yc, 1);
+                gpu_->matmul(w, xg, yg, 1);
+                EXPECT_TRUE(close(yc, yg, 1e-5, "F32 k=" + std::to_string(k) + " rows=" + std::to_string(rows) +
+                                                     " T=" + std::to_string(T)));
+            }
+        }
+    }
+}
+
 // A decode batch gives every token the product it gets alone, bit for bit:
 // each row of a batch of up to 64 equals a one-token matmul of that row.
 TEST_P(CudaTypedOps, MatmulBatchRowsEqualEachRowAlone) {

@@ -617,10 +617,18 @@ void CudaBackend::product(const WeightRef& w, const Tensor& x, Tensor& y, int64_
                        stream_);
         return;
     }
-    // Small F32 matrices (a Qwen3 router: 128 x 2048) by the matvec kernels,
-    // 64 tokens a call: cuBLAS took 1.28 ms a call for that router at 512
-    // tokens on the H200 (2026-12-04 profile), ~15 % of the prefill.
+    // Small F32 matrices (a Qwen3 router: 128 x 2048) by a tiled kernel of
+    // our own: cuBLAS took 1.28 ms a call for that router at 512 tokens on the
+    // H200, the matvec kernels 64 tokens at a time 165 us (2026-12-04
+    // profiles). Opt-in (DS4_CUDA_SMALL_F32_GEMM=1) until it has run on a GPU;
+    // otherwise the matvec kernels.
     if (w.type == GgmlType::F32 && n_rows * k <= kSmallF32Floats) {
+        static const bool tiled = cuda::env_switch("DS4_CUDA_SMALL_F32_GEMM", false);
+        if (tiled) {
+            cuda::small_f32_gemm(reinterpret_cast<const float*>(base), int64_t(w.row_bytes / sizeof(float)), k,
+                                 n_rows, x.data, x.cols, T, y.data, y.cols, stream_);
+            return;
+        }
         for (int64_t t0 = 0; t0 < T; t0 += cuda::kMatvecMaxTokens)
             cuda::matvec(w.type, base, w.row_bytes, k, n_rows, x.data + t0 * x.cols, x.cols,
                          std::min(cuda::kMatvecMaxTokens, T - t0), y.data + t0 * y.cols, y.cols, stream_);

@@ -46,6 +46,12 @@ struct MatvecGroups {
 void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
             int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream, const MatvecGroups& groups = {});
 
+// ---- small_f32_gemm.cu ----
+// y[t][r] = sum_i W[r][i] x[t][i] in FP32 for any number of tokens: small F32
+// matrices (routers) in prefill, where cuBLAS and the matvec kernels were slow.
+void small_f32_gemm(const float* w, int64_t ld_w, int64_t k, int64_t n_rows, const float* x, int64_t ld_x,
+                    int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream);
+
 // ---- mma_gemm.cu: prefill products on the tensor cores (f16 in, f32 out) ----
 // Tokens a gemm_f16 block computes: a tile list entry holds at most this many.
 constexpr int64_t kGemmTileTokens = 64;

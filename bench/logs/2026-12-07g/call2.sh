@@ -1,0 +1,24 @@
+#!/bin/bash
+# Session 2026-12-07g call 2 (same pack as call 1; carry [".gpurun"]): (1) prefill of a 512-token prompt with the
+# small F32 products (routers) on small_f32_gemm.cu (DS4_CUDA_SMALL_F32_GEMM=1) or on the matvec kernels, t/s and the
+# op profile (DS4_CUDA_PROFILE=1: today's prefill made of what); (2) the knockout table of a replayed decode step
+# (bench/cuda-knockout.sh) with the L2 level call 1 chose (AHEAD); (3) vmm_probe's remap parts (issue 11).
+set -u
+O=${OUT:-/tmp/out}; T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+mkdir -p "$O/n"; nvidia-smi -L
+B=$(mktemp -d); xz -dc .gpurun/pk.tar.xz | tar xf - -C "$B"; export LD_LIBRARY_PATH=$B
+f=/dev/shm/q30b-q4km.gguf
+[ -f $f ] || "$B/ds4-gguf" synth --arch qwen3moe --preset qwen3-30b-a3b --type q4_k_m --no-tokenizer --seed 1 --out $f > "$O/n/synth.txt" 2>&1
+P="--ctx-start 512 --ctx-max 512 --step-incr 1 --gen-tokens 4 --prefill-chunk 512"
+for i in 1 2; do for s in 1 0; do
+  DS4_CUDA_SMALL_F32_GEMM=$s timeout 60 "$B/ds4-bench" -m $f --backend cuda $P > /dev/null 2> "$O/n/pp-f32gemm$s-$i.txt"
+  echo "== prefill small_f32_gemm=$s rc=$? $(el) s: $(grep -E 'ctx ' "$O/n/pp-f32gemm$s-$i.txt" | head -1 | sed 's/.*prefill/prefill/' | cut -c1-30)"
+done; done
+DS4_CUDA_SMALL_F32_GEMM=1 DS4_CUDA_PROFILE=1 timeout 60 "$B/ds4-bench" -m $f --backend cuda $P > /dev/null 2> "$O/n/pp-profile.txt"
+echo "== profile rc=$? $(el) s"; grep -A 14 "op  " "$O/n/pp-profile.txt" | head -16
+export DS4_CUDA_L2_AHEAD=${AHEAD:-0}
+OUT=$O/n timeout 400 bash bench/cuda-knockout.sh .gpurun; echo "== knockout (L2_AHEAD=$DS4_CUDA_L2_AHEAD) $(el) s"
+timeout 40 .gpurun/vmm_probe 256 2.92 > "$O/n/vmm-probe.txt" 2>&1; echo "== vmm_probe rc=$? $(el) s"
+grep -E "remap|set access" "$O/n/vmm-probe.txt"
+tar czf "$O/call2.tgz" -C "$O" n && rm -rf "$O/n"
+echo "all done $(el) s"
