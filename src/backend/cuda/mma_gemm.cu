@@ -23,6 +23,8 @@
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/env_switch.h"
+#include "backend/cuda/mma_f16.cuh"
 #include "backend/cuda/quant_decode.cuh"
 #include "backend/cuda/warp_dot.cuh"  // small_u2f, small_u2f_minus, s8_to_f: exact conversions without I2F
 
@@ -56,22 +58,6 @@ __device__ __forceinline__ void cp_async(void* dst, const void* src) {
         cp_async16(dst, src);
     else
         cp_async4(dst, src);
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __half* p) {
-    const unsigned a = unsigned(__cvta_generic_to_shared(p));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-
-// c += a (16 x 16, rows = weight rows) * b (16 x 8, columns = tokens).
-__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // One block per row: xh[r] = x[rows ? rows[r] : r] / scale[r] as f16, zero
@@ -408,6 +394,13 @@ void gemm_f16(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_b
               const float* scale, float* y, int64_t ld_y, cudaStream_t stream) {
     if (n_rows <= 0 || k <= 0) return;
     if (!gemm_f16_supported(type, k)) throw Error("CUDA gemm_f16: unsupported weight type or row length.");
+    // Q4_K rows decoded straight into the mma fragments (gemm_q4k_frag.cu):
+    // opt-in (DS4_CUDA_GEMM_FRAG=1) until it has run on a GPU. Read once.
+    static const bool frag = env_switch("DS4_CUDA_GEMM_FRAG", false);
+    if (frag && gemm_q4k_frag_usable(type, w, matrix_bytes, row_bytes, k)) {
+        gemm_q4k_frag(w, matrix_bytes, row_bytes, k, n_rows, tiles, n_tiles, n_tok, xh, ld_h, scale, y, ld_y, stream);
+        return;
+    }
     if (!tiles) n_tiles = (n_tok + kBN - 1) / kBN;
     if (n_tiles <= 0) return;
     if (n_tiles > 65535) throw Error("CUDA gemm_f16: more than 65535 token tiles in one call.");
