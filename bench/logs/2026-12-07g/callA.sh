@@ -22,7 +22,7 @@ wait $SY; echo "== synth $(el) s"
 D="--ctx-start 512 --ctx-max 512 --step-incr 1 --gen-tokens 128 --prefill-chunk 512"
 dec() { local name=$1; shift; env DS4_CUDA_STEP_TIMING=1 "$@" timeout 60 "$B/ds4-bench" -m $f --backend cuda $D > /dev/null 2> "$R/d-$name.txt"
   echo "== $name rc=$? $(el) s $(grep -E 'ctx ' "$R/d-$name.txt" | head -1 | sed 's/.*prefill/pp/' | cut -c1-60) | $(sed -n 's/.*device time per replay median \([0-9.]*\) ms.*/\1 ms/p' "$R/d-$name.txt" | tail -1)"; }
-for i in 1 2; do
+for i in $(seq 1 ${ROUNDS:-2}); do
   dec ahead0-$i DS4_CUDA_L2_AHEAD=0
   dec ahead1-$i DS4_CUDA_L2_AHEAD=1
   dec ahead2-$i DS4_CUDA_L2_AHEAD=2
