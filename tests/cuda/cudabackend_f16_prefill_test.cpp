@@ -193,82 +193,85 @@ TEST_F(CudaF16Prefill, MoeRoundsTheInputAndTheHiddenRows) {
 }
 
 
-// gemm_q4k_frag.cu (Q4_K weights decoded into the mma fragments; the backend
-// takes it with DS4_CUDA_GEMM_FRAG=1) called directly, so it is tested
+// gemm_frag.cu (Q4_K and Q6_K weights decoded into the mma fragments; the
+// backend takes it with DS4_CUDA_GEMM_FRAG=1) called directly, so it is tested
 // whatever the switch says: tiles of 1 to 64 tokens over three matrices (an
 // idle entry too), and the plain token-major form with a partial last tile.
 // Each output against the float product of the rounded operands, within
 // 1e-5 of the sum of its terms' magnitudes (f32 accumulation of k = 768
-// terms stays far inside); a wrong fragment, nibble, factor or tile is off
+// terms stays far inside); a wrong fragment, nibble, scale or tile is off
 // by the size of the terms.
-TEST_F(CudaF16Prefill, Q4kFragmentKernelIsTheFloatProductOfTheRoundedOperands) {
-    const int64_t k = 768, rows = 67, n_mat = 3, T = 161;
-    const WeightRef w = weight(GgmlType::Q4_K, k, rows, n_mat);
-    ASSERT_TRUE(cuda::gemm_q4k_frag_usable(GgmlType::Q4_K, w.data, w.matrix_bytes, w.row_bytes, k));
-    // The weights as the kernel rounds them: decoded, then f16.
-    std::vector<float> w16(size_t(n_mat * rows * k));
-    for (int64_t r = 0; r < n_mat * rows; ++r) {
-        dequantize_row(GgmlType::Q4_K, w.data + size_t(r) * w.row_bytes, w16.data() + r * k, k);
-        for (int64_t i = 0; i < k; ++i) w16[size_t(r * k + i)] = fp16_to_fp32(fp32_to_fp16(w16[size_t(r * k + i)]));
-    }
-    const auto x = activations(T, k);
-    const auto xr = round_rows_to_f16(x, k);
-    // (matrix, first token, tokens): every partial n-tile count, an idle entry.
-    const std::vector<int32_t> tiles = {0, 0, 64, 2, 64, 1, 1, 65, 9, 2, 74, 33, 0, 107, 0, 1, 107, 20, 0, 127, 34};
-    const int64_t n_tiles = int64_t(tiles.size() / 3);
+TEST_F(CudaF16Prefill, FragmentKernelIsTheFloatProductOfTheRoundedOperands) {
+    for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+        SCOPED_TRACE(ggml_type_name(type));
+        const int64_t k = 768, rows = 67, n_mat = 3, T = 161;
+        const WeightRef w = weight(type, k, rows, n_mat);
+        ASSERT_TRUE(cuda::gemm_frag_usable(type, w.data, w.matrix_bytes, w.row_bytes, k));
+        // The weights as the kernel rounds them: decoded, then f16.
+        std::vector<float> w16(size_t(n_mat * rows * k));
+        for (int64_t r = 0; r < n_mat * rows; ++r) {
+            dequantize_row(type, w.data + size_t(r) * w.row_bytes, w16.data() + r * k, k);
+            for (int64_t i = 0; i < k; ++i) w16[size_t(r * k + i)] = fp16_to_fp32(fp32_to_fp16(w16[size_t(r * k + i)]));
+        }
+        const auto x = activations(T, k);
+        const auto xr = round_rows_to_f16(x, k);
+        // (matrix, first token, tokens): every partial n-tile count, an idle entry.
+        const std::vector<int32_t> tiles = {0, 0, 64, 2, 64, 1, 1, 65, 9, 2, 74, 33, 0, 107, 0, 1, 107, 20, 0, 127, 34};
+        const int64_t n_tiles = int64_t(tiles.size() / 3);
 
-    const size_t w_bytes = w.matrix_bytes * size_t(n_mat);
-    const int64_t ld_h = cuda::half_row_stride(k);
-    uint8_t* d_w = nullptr;
-    float *d_x = nullptr, *d_scale = nullptr, *d_y = nullptr;
-    uint16_t* d_xh = nullptr;
-    int32_t* d_tiles = nullptr;
-    ASSERT_EQ(cudaMalloc(&d_w, w_bytes), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_x, sizeof(float) * x.size()), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_xh, sizeof(uint16_t) * size_t(T * ld_h)), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_scale, sizeof(float) * size_t(T)), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_y, sizeof(float) * size_t(T * rows)), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&d_tiles, sizeof(int32_t) * tiles.size()), cudaSuccess);
-    cudaMemcpy(d_w, w.data, w_bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_x, x.data(), sizeof(float) * x.size(), cudaMemcpyHostToDevice);
-    cudaMemcpy(d_tiles, tiles.data(), sizeof(int32_t) * tiles.size(), cudaMemcpyHostToDevice);
-    cuda::rows_to_half(d_x, k, nullptr, T, k, d_xh, ld_h, d_scale, nullptr);
+        const size_t w_bytes = w.matrix_bytes * size_t(n_mat);
+        const int64_t ld_h = cuda::half_row_stride(k);
+        uint8_t* d_w = nullptr;
+        float *d_x = nullptr, *d_scale = nullptr, *d_y = nullptr;
+        uint16_t* d_xh = nullptr;
+        int32_t* d_tiles = nullptr;
+        ASSERT_EQ(cudaMalloc(&d_w, w_bytes), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&d_x, sizeof(float) * x.size()), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&d_xh, sizeof(uint16_t) * size_t(T * ld_h)), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&d_scale, sizeof(float) * size_t(T)), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&d_y, sizeof(float) * size_t(T * rows)), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&d_tiles, sizeof(int32_t) * tiles.size()), cudaSuccess);
+        cudaMemcpy(d_w, w.data, w_bytes, cudaMemcpyHostToDevice);
+        cudaMemcpy(d_x, x.data(), sizeof(float) * x.size(), cudaMemcpyHostToDevice);
+        cudaMemcpy(d_tiles, tiles.data(), sizeof(int32_t) * tiles.size(), cudaMemcpyHostToDevice);
+        cuda::rows_to_half(d_x, k, nullptr, T, k, d_xh, ld_h, d_scale, nullptr);
 
-    auto check = [&](const std::vector<float>& y, const std::vector<int32_t>& tl, const std::string& what) {
-        int bad = 0;
-        for (size_t i = 0; i < tl.size() / 3; ++i)
-            for (int64_t n = 0; n < tl[3 * i + 2]; ++n) {
-                const int64_t tok = tl[3 * i + 1] + n;
-                for (int64_t m = 0; m < rows; ++m) {
-                    const float* wr = w16.data() + (int64_t(tl[3 * i]) * rows + m) * k;
-                    double ref = 0.0, mag = 0.0;
-                    for (int64_t j = 0; j < k; ++j) {
-                        ref += double(wr[j]) * double(xr[size_t(tok * k + j)]);
-                        mag += std::fabs(double(wr[j]) * double(xr[size_t(tok * k + j)]));
+        auto check = [&](const std::vector<float>& y, const std::vector<int32_t>& tl, const std::string& what) {
+            int bad = 0;
+            for (size_t i = 0; i < tl.size() / 3; ++i)
+                for (int64_t n = 0; n < tl[3 * i + 2]; ++n) {
+                    const int64_t tok = tl[3 * i + 1] + n;
+                    for (int64_t m = 0; m < rows; ++m) {
+                        const float* wr = w16.data() + (int64_t(tl[3 * i]) * rows + m) * k;
+                        double ref = 0.0, mag = 0.0;
+                        for (int64_t j = 0; j < k; ++j) {
+                            ref += double(wr[j]) * double(xr[size_t(tok * k + j)]);
+                            mag += std::fabs(double(wr[j]) * double(xr[size_t(tok * k + j)]));
+                        }
+                        const double got = y[size_t(tok * rows + m)];
+                        if (std::fabs(got - ref) > 1e-5 * mag + 1e-30 && bad++ < 5)
+                            ADD_FAILURE() << what << ": token " << tok << ", row " << m << ": " << got << " vs " << ref;
                     }
-                    const double got = y[size_t(tok * rows + m)];
-                    if (std::fabs(got - ref) > 1e-5 * mag + 1e-30 && bad++ < 5)
-                        ADD_FAILURE() << what << ": token " << tok << ", row " << m << ": " << got << " vs " << ref;
                 }
-            }
-        EXPECT_EQ(bad, 0) << what;
-    };
-    std::vector<float> y(size_t(T * rows));
-    cudaMemset(d_y, 0, sizeof(float) * y.size());
-    cuda::gemm_q4k_frag(d_w, w.matrix_bytes, w.row_bytes, k, rows, d_tiles, n_tiles, T, d_xh, ld_h,
-                        d_scale, d_y, rows, nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    cudaMemcpy(y.data(), d_y, sizeof(float) * y.size(), cudaMemcpyDeviceToHost);
-    check(y, tiles, "tile list");
-    // Token-major: matrix 0, tokens [0, T) in tiles of 64 (the last of 33).
-    cuda::gemm_q4k_frag(d_w, w.matrix_bytes, w.row_bytes, k, rows, nullptr, 0, T, d_xh, ld_h, d_scale, d_y, rows,
-                        nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    cudaMemcpy(y.data(), d_y, sizeof(float) * y.size(), cudaMemcpyDeviceToHost);
-    check(y, {0, 0, int32_t(T)}, "token-major");
-    for (void* p : {static_cast<void*>(d_w), static_cast<void*>(d_x), static_cast<void*>(d_xh),
-                    static_cast<void*>(d_scale), static_cast<void*>(d_y), static_cast<void*>(d_tiles)})
-        cudaFree(p);
+            EXPECT_EQ(bad, 0) << what;
+        };
+        std::vector<float> y(size_t(T * rows));
+        cudaMemset(d_y, 0, sizeof(float) * y.size());
+        cuda::gemm_frag(type, d_w, w.matrix_bytes, w.row_bytes, k, rows, d_tiles, n_tiles, T, d_xh, ld_h, d_scale,
+                        d_y, rows, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        cudaMemcpy(y.data(), d_y, sizeof(float) * y.size(), cudaMemcpyDeviceToHost);
+        check(y, tiles, "tile list");
+        // Token-major: matrix 0, tokens [0, T) in tiles of 64 (the last of 33).
+        cuda::gemm_frag(type, d_w, w.matrix_bytes, w.row_bytes, k, rows, nullptr, 0, T, d_xh, ld_h, d_scale, d_y,
+                        rows, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        cudaMemcpy(y.data(), d_y, sizeof(float) * y.size(), cudaMemcpyDeviceToHost);
+        check(y, {0, 0, int32_t(T)}, "token-major");
+        for (void* p : {static_cast<void*>(d_w), static_cast<void*>(d_x), static_cast<void*>(d_xh),
+                        static_cast<void*>(d_scale), static_cast<void*>(d_y), static_cast<void*>(d_tiles)})
+            cudaFree(p);
+    }
 }
 
 // ---- prefill attention on the tensor cores (attention_tc.cu) ----------------

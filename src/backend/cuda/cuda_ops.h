@@ -46,13 +46,13 @@ struct MatvecGroups {
 void matvec(GgmlType type, const uint8_t* w, size_t row_bytes, int64_t k, int64_t n_rows, const float* x,
             int64_t ld_x, int64_t n_tok, float* y, int64_t ld_y, cudaStream_t stream, const MatvecGroups& groups = {});
 
-// ---- gemm_q4k_frag.cu: gemm_f16 for Q4_K rows, weights decoded into the mma fragments ----
-// Whether it takes these rows: Q4_K, whole super-blocks, 16-byte aligned.
-bool gemm_q4k_frag_usable(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k);
-// gemm_f16's contract (same arguments, same numbers) for rows gemm_q4k_frag_usable takes.
-void gemm_q4k_frag(const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows,
-                   const int32_t* tiles, int64_t n_tiles, int64_t n_tok, const uint16_t* xh, int64_t ld_h,
-                   const float* scale, float* y, int64_t ld_y, cudaStream_t stream);
+// ---- gemm_frag.cu: gemm_f16 for Q4_K and Q6_K rows, weights decoded into the mma fragments ----
+// Whether it takes these rows: Q4_K (16-byte aligned) or Q6_K (2-byte aligned), whole super-blocks.
+bool gemm_frag_usable(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k);
+// gemm_f16's contract (same arguments, same numbers) for rows gemm_frag_usable takes.
+void gemm_frag(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k, int64_t n_rows,
+               const int32_t* tiles, int64_t n_tiles, int64_t n_tok, const uint16_t* xh, int64_t ld_h,
+               const float* scale, float* y, int64_t ld_y, cudaStream_t stream);
 
 // ---- small_f32_gemm.cu ----
 // y[t][r] = sum_i W[r][i] x[t][i] in FP32 for any number of tokens: small F32

@@ -1,5 +1,5 @@
 // The f16 tensor-core instructions of the prefill products (mma_gemm.cu,
-// gemm_q4k_frag.cu): f32 accumulation of m16n8k16 tiles, and ldmatrix.
+// gemm_frag.cu): f32 accumulation of m16n8k16 tiles, and ldmatrix.
 #pragma once
 
 #include <cuda_fp16.h>

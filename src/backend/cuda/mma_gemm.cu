@@ -394,11 +394,11 @@ void gemm_f16(GgmlType type, const uint8_t* w, size_t matrix_bytes, size_t row_b
               const float* scale, float* y, int64_t ld_y, cudaStream_t stream) {
     if (n_rows <= 0 || k <= 0) return;
     if (!gemm_f16_supported(type, k)) throw Error("CUDA gemm_f16: unsupported weight type or row length.");
-    // Q4_K rows decoded straight into the mma fragments (gemm_q4k_frag.cu):
+    // Q4_K and Q6_K rows decoded straight into the mma fragments (gemm_frag.cu):
     // opt-in (DS4_CUDA_GEMM_FRAG=1) until it has run on a GPU. Read once.
     static const bool frag = env_switch("DS4_CUDA_GEMM_FRAG", false);
-    if (frag && gemm_q4k_frag_usable(type, w, matrix_bytes, row_bytes, k)) {
-        gemm_q4k_frag(w, matrix_bytes, row_bytes, k, n_rows, tiles, n_tiles, n_tok, xh, ld_h, scale, y, ld_y, stream);
+    if (frag && gemm_frag_usable(type, w, matrix_bytes, row_bytes, k)) {
+        gemm_frag(type, w, matrix_bytes, row_bytes, k, n_rows, tiles, n_tiles, n_tok, xh, ld_h, scale, y, ld_y, stream);
         return;
     }
     if (!tiles) n_tiles = (n_tok + kBN - 1) / kBN;
