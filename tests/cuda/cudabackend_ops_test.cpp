@@ -92,8 +92,10 @@ TEST_P(CudaTypedOps, MatmulMatchesCpuForDecodeAndPrefillBatches) {
     }
 }
 
-// Small F32 matrices (routers) over prefill-sized batches: the tiled kernel
-// (small_f32_gemm.cu) at tile edges in rows (32), tokens (16) and k (64).
+// Small F32 matrices (routers) over prefill-sized batches, at the tiled
+// kernel's edges in rows (32), tokens (16) and k (64): on small_f32_gemm.cu
+// with DS4_CUDA_SMALL_F32_GEMM=1 (the device calls run it both ways), else
+// on the matvec kernels 64 tokens at a time.
 TEST_F(CudaOps, SmallF32PrefillProductsMatchCpu) {
     std::uniform_int_distribution<int64_t> extra(0, 15);
     for (const int64_t k : {int64_t(1000), int64_t(2048)}) {
