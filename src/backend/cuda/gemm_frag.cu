@@ -180,16 +180,9 @@ __global__ void __launch_bounds__(32 * kWarps, 4)
     wait_for_inputs();
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int64_t m0 = int64_t(blockIdx.x) * kRows;
-    int64_t mat = 0, t0 = 0, nt = 0;
-    if (tiles) {
-        mat = tiles[3 * blockIdx.y];
-        t0 = tiles[3 * blockIdx.y + 1];
-        nt = tiles[3 * blockIdx.y + 2];
-        if (nt <= 0) return;  // an idle entry of a list sized on the host (moe_tile_list)
-    } else {
-        t0 = int64_t(blockIdx.y) * kTokens;
-        nt = min(int64_t(kTokens), n_tok - t0);
-    }
+    const GemmTile tile = gemm_tile(tiles, n_tok, kTokens);
+    if (tile.nt <= 0) return;
+    const int64_t mat = tile.mat, t0 = tile.t0, nt = tile.nt;
     const int n_tiles = int((nt + 7) / 8);  // the same in every warp
     const int rows_in = n_tiles * 8;       // token rows read from shared memory
     // Rows g and g + 8 of this warp's 16; past the end the last row again (not stored).

@@ -25,5 +25,18 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The token tile of a prefill product's block (grid y): entry blockIdx.y
+// (matrix, first token, tokens) of `tiles`, or without tiles matrix 0 and
+// tokens [tokens * blockIdx.y, ...) of n_tok. A tile of no tokens is an idle
+// entry of a list sized on the host (moe_tile_list): the block does nothing.
+struct GemmTile {
+    int64_t mat, t0, nt;
+};
+__device__ __forceinline__ GemmTile gemm_tile(const int32_t* tiles, int64_t n_tok, int tokens) {
+    if (tiles) return {tiles[3 * blockIdx.y], tiles[3 * blockIdx.y + 1], tiles[3 * blockIdx.y + 2]};
+    const int64_t t0 = int64_t(blockIdx.y) * tokens;
+    return {0, t0, min(int64_t(tokens), n_tok - t0)};
+}
+
 }  // namespace
 }  // namespace ds4::cuda

@@ -243,16 +243,9 @@ __global__ void __launch_bounds__(kThreads) gemm_f16_kernel(const uint8_t* __res
     wait_for_inputs();
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t m0 = int64_t(blockIdx.x) * kBM;
-    int64_t mat = 0, t0 = 0, nt = 0;
-    if (tiles) {
-        mat = tiles[3 * blockIdx.y];
-        t0 = tiles[3 * blockIdx.y + 1];
-        nt = tiles[3 * blockIdx.y + 2];
-        if (nt <= 0) return;  // an idle entry of a list sized on the host (moe_tile_list)
-    } else {
-        t0 = int64_t(blockIdx.y) * kBN;
-        nt = min(int64_t(kBN), n_tok - t0);
-    }
+    const GemmTile tile = gemm_tile(tiles, n_tok, kBN);
+    if (tile.nt <= 0) return;
+    const int64_t mat = tile.mat, t0 = tile.t0, nt = tile.nt;
     const int rows_here = int(min(int64_t(kBM), n_rows - m0));
     const uint8_t* wm = w + size_t(mat) * matrix_bytes + size_t(m0) * row_bytes;
     const int wm0 = (warp & 1) * 32, wn0 = (warp >> 1) * 32;
