@@ -26,6 +26,8 @@
 //   high: 2 p + 1); two mma steps share one 16-byte B load.
 //   Q6_K: elements 4 t .. 4 t + 3 of a 16-element sub-block (one scale),
 //   split_mma.cuh's Q6kFormat lane layout; one 8-byte B load a step.
+// A lane's bytes are loaded as split_mma.cuh's formats load them for the
+// int8 decode products.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cp_async.cuh"
@@ -33,8 +35,8 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/mma_f16.cuh"
 #include "backend/cuda/quant_decode.cuh"
-#include "backend/cuda/split_mma.cuh"  // Q6kFormat's lane layout, load_u32_a2
-#include "backend/cuda/warp_dot.cuh"   // small_u2f, small_u2f_minus
+#include "backend/cuda/split_mma.cuh"  // Q4kFormat / Q6kFormat: a lane's bytes of a step of two rows
+#include "backend/cuda/warp_dot.cuh"   // small_u2f, s8_to_f
 
 namespace ds4::cuda {
 namespace {
@@ -49,24 +51,14 @@ __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
     return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// Q4_K: a lane's bytes of one step of one row (the 16-byte head: d, dmin,
-// scales; bytes 8 t .. 8 t + 7 of each sub-block pair's quants).
+// Q4_K: a lane's bytes of a step of its two rows are split_mma.cuh's
+// Q4kFormat::Lane (the 16-byte heads: d, dmin, scales; bytes 8 t .. 8 t + 7
+// of each sub-block pair's quants).
 struct Q4kFrag {
-    static constexpr size_t kBlockBytes = 144;
+    using Format = Q4kFormat;
     // 576-byte token rows (64 mod 128): the 16-byte loads of a quarter-warp
     // (tokens g = 0, 1; offsets 16 t) fall on distinct banks.
     static constexpr int kXs = kStep + 32;
-    struct RowStep {
-        uint4 head;
-        uint2 q[4];
-    };
-    static __device__ __forceinline__ RowStep load(const uint8_t* blk, int t) {
-        RowStep s;
-        s.head = *reinterpret_cast<const uint4*>(blk);
-#pragma unroll
-        for (int p = 0; p < 4; ++p) s.q[p] = *reinterpret_cast<const uint2*>(blk + 16 + 32 * p + 8 * t);
-        return s;
-    }
     // The four nibbles at bits 0, 8, 16, 24 of w as a * q - b
     // (ChunkDecoder<Q4_K>: two roundings in float), then f16.
     static __device__ __forceinline__ void decode4(uint32_t w, float a, float b, uint32_t& first, uint32_t& second) {
@@ -76,13 +68,14 @@ struct Q4kFrag {
         first = half2_bits(f[0], f[1]);
         second = half2_bits(f[2], f[3]);
     }
-    // acc[j] += this step's 16 rows x tokens 8 j .. 8 j + 7, j < n_tiles.
-    static __device__ __forceinline__ void step(const RowStep& lo, const RowStep& hi, const __half* xs, int g, int t,
-                                                int n_tiles, float (&acc)[8][4]) {
+    // acc[j] += this step's 16 rows (g: row 0 of the lane, g + 8: row 1) x
+    // tokens 8 j .. 8 j + 7, j < n_tiles.
+    static __device__ __forceinline__ void step(const Format::Lane& w, const __half* xs, int g, int t, int n_tiles,
+                                                float (&acc)[8][4]) {
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
-            const Q4kFactors f_lo = q4k_factors(lo.head, p, [](uint32_t v) { return float(v); });
-            const Q4kFactors f_hi = q4k_factors(hi.head, p, [](uint32_t v) { return float(v); });
+            const Q4kFactors f_lo = q4k_factors(w.head[0], p, [](uint32_t v) { return float(v); });
+            const Q4kFactors f_hi = q4k_factors(w.head[1], p, [](uint32_t v) { return float(v); });
 #pragma unroll
             for (int nib = 0; nib < 2; ++nib) {
                 const float a_lo = nib ? f_lo.a1 : f_lo.a0, b_lo = nib ? f_lo.b1 : f_lo.b0;
@@ -90,8 +83,8 @@ struct Q4kFrag {
                 uint32_t a[2][4];
 #pragma unroll
                 for (int c = 0; c < 2; ++c) {
-                    decode4((c ? lo.q[p].y : lo.q[p].x) >> (4 * nib), a_lo, b_lo, a[c][0], a[c][2]);
-                    decode4((c ? hi.q[p].y : hi.q[p].x) >> (4 * nib), a_hi, b_hi, a[c][1], a[c][3]);
+                    decode4((c ? w.q[0][p].y : w.q[0][p].x) >> (4 * nib), a_lo, b_lo, a[c][0], a[c][2]);
+                    decode4((c ? w.q[1][p].y : w.q[1][p].x) >> (4 * nib), a_hi, b_hi, a[c][1], a[c][3]);
                 }
                 const int e = (2 * p + nib) * 32 + 8 * t;  // the lane's 8 elements of the sub-block
 #pragma unroll
@@ -107,56 +100,33 @@ struct Q4kFrag {
     }
 };
 
-// Q6_K (ql[128] qh[64] scales[16] d; rows only 2-byte aligned): a lane's
-// bytes of one step of one row, Q6kFormat's layout (element 16 b + 4 t + i of
-// sub-block b = 8 h + 2 j + m: low bits in ql word 4 h + 2 (j & 1) + m, high
-// nibbles for j >= 2; high bits in qh word 2 h + m >> 2 j).
+// Q6_K (rows only 2-byte aligned): split_mma.cuh's Q6kFormat::Lane, whose
+// quants() gives element 16 b + 4 t + i of sub-block b as the signed byte
+// q - 32.
 struct Q6kFrag {
-    static constexpr size_t kBlockBytes = 210;
+    using Format = Q6kFormat;
     // 544-byte token rows (32 mod 128): the 8-byte loads of a half-warp
     // (tokens g = 0..3; offsets 8 t) fall on distinct banks.
     static constexpr int kXs = kStep + 16;
-    struct RowStep {
-        uint32_t ql[8];
-        uint32_t qh[4];
-        uint32_t sc[4];
-        uint32_t d;  // the f16 bits
-    };
-    static __device__ __forceinline__ RowStep load(const uint8_t* blk, int t) {
-        RowStep s;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) s.ql[i] = load_u32_a2(blk + 16 * i + 4 * t);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s.qh[i] = load_u32_a2(blk + 128 + 16 * i + 4 * t);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s.sc[i] = load_u32_a2(blk + 192 + 4 * i);
-        s.d = *reinterpret_cast<const uint16_t*>(blk + 208);
-        return s;
-    }
-    // Sub-block b's four values of this lane as f16 pairs: d * sc[b] * (q - 32)
-    // (ChunkDecoder<Q6_K>'s expressions).
-    static __device__ __forceinline__ void decode4(const RowStep& s, int b, uint32_t& first, uint32_t& second) {
-        const int h = b >> 3, j = (b >> 1) & 3, m = b & 1;
-        const float d = __half2float(__ushort_as_half(uint16_t(s.d)));
-        const float a = __fmul_rn(d, float(int8_t(uint8_t(s.sc[b >> 2] >> (8 * (b & 3))))));
-        const uint32_t low = s.ql[4 * h + 2 * (j & 1) + m] >> (4 * (j >> 1));
-        const uint32_t high = s.qh[2 * h + m] >> (2 * j);
+    // Sub-block b's four values of row r as f16 pairs: d * sc[b] * (q - 32)
+    // (ChunkDecoder<Q6_K>'s expressions; q - 32 converted exactly).
+    static __device__ __forceinline__ void decode4(const Format::Lane& w, int r, int b, uint32_t& first,
+                                                   uint32_t& second) {
+        const float a = __fmul_rn(w.d[r], float(Format::scale_of(w, r, b)));
+        const uint32_t q = Format::quants(w, r, b >> 3, (b >> 1) & 3, b & 1);
         float f[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const uint32_t q = ((low >> (8 * e)) & 0xFu) | (((high >> (8 * e)) & 3u) << 4);
-            f[e] = __fmul_rn(a, small_u2f_minus<32>(q));
-        }
+        for (int e = 0; e < 4; ++e) f[e] = __fmul_rn(a, s8_to_f(q >> (8 * e)));
         first = half2_bits(f[0], f[1]);
         second = half2_bits(f[2], f[3]);
     }
-    static __device__ __forceinline__ void step(const RowStep& lo, const RowStep& hi, const __half* xs, int g, int t,
-                                                int n_tiles, float (&acc)[8][4]) {
+    static __device__ __forceinline__ void step(const Format::Lane& w, const __half* xs, int g, int t, int n_tiles,
+                                                float (&acc)[8][4]) {
 #pragma unroll
         for (int b = 0; b < 16; ++b) {
             uint32_t a[4];
-            decode4(lo, b, a[0], a[2]);
-            decode4(hi, b, a[1], a[3]);
+            decode4(w, 0, b, a[0], a[2]);
+            decode4(w, 1, b, a[1], a[3]);
             const int e = 16 * b + 4 * t;
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
@@ -198,7 +168,8 @@ __global__ void __launch_bounds__(32 * kWarps, 4)
 #pragma unroll
         for (int c = 0; c < 4; ++c) acc[j][c] = 0.0f;
 
-    typename F::RowStep cur_lo = F::load(row_lo, t), cur_hi = F::load(row_hi, t);
+    using Format = typename F::Format;
+    typename Format::Lane cur = Format::load(row_lo, row_hi, t);
     for (int64_t s = 0; s < n_steps; ++s) {
         const int64_t k0 = s * kStep;
         __syncthreads();  // every warp is done with the previous step's activations
@@ -211,16 +182,13 @@ __global__ void __launch_bounds__(32 * kWarps, 4)
                 *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
         }
         // The next step's weights on their way while this one computes.
-        typename F::RowStep next_lo = cur_lo, next_hi = cur_hi;
-        if (s + 1 < n_steps) {
-            next_lo = F::load(row_lo + (s + 1) * F::kBlockBytes, t);
-            next_hi = F::load(row_hi + (s + 1) * F::kBlockBytes, t);
-        }
+        typename Format::Lane next = cur;
+        if (s + 1 < n_steps)
+            next = Format::load(row_lo + (s + 1) * Format::kBlockBytes, row_hi + (s + 1) * Format::kBlockBytes, t);
         cp_async_wait_all();
         __syncthreads();
-        F::step(cur_lo, cur_hi, xs, g, t, n_tiles, acc);
-        cur_lo = next_lo;
-        cur_hi = next_hi;
+        F::step(cur, xs, g, t, n_tiles, acc);
+        cur = next;
     }
     // c0, c1: row g, tokens 8 j + 2 t, 8 j + 2 t + 1; c2, c3: row g + 8.
 #pragma unroll
@@ -235,7 +203,7 @@ __global__ void __launch_bounds__(32 * kWarps, 4)
 
 template <class F>
 bool rows_usable(const uint8_t* w, size_t matrix_bytes, size_t row_bytes, int64_t k, size_t align) {
-    return k % kStep == 0 && row_bytes == size_t(k / kStep) * F::kBlockBytes &&
+    return k % kStep == 0 && row_bytes == size_t(k / kStep) * F::Format::kBlockBytes &&
            (reinterpret_cast<uintptr_t>(w) | matrix_bytes | row_bytes) % align == 0;
 }
 
